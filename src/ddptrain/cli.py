@@ -1,0 +1,151 @@
+"""Command line: train, eval, predict, make-dataset, demo.
+
+`train` and `eval` with --nproc/--nnodes start themselves again under torchrun; the started
+workers parse the same command line and do the work.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import List, Optional
+
+from . import __version__, dist
+from .config import add_config_flags, build_config
+from .errors import DdptrainError
+from .launch import check_nproc, inside_worker, launch
+from .logs import setup_logging
+
+log = logging.getLogger("ddptrain")
+
+
+def _add_legacy_local_rank(parser: argparse.ArgumentParser) -> None:
+    # torch.distributed.launch without --use-env passes --local-rank=N (older: --local_rank).
+    parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None,
+                        help=argparse.SUPPRESS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ddptrain", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"ddptrain {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train a classifier on 1..N processes")
+    train.add_argument("--config", default=None, help="YAML file of options; flags override it")
+    add_config_flags(train)
+    _add_legacy_local_rank(train)
+
+    ev = sub.add_parser("eval", help="exact metrics of a checkpoint on a data folder (prints JSON)")
+    ev.add_argument("--checkpoint", required=True)
+    ev.add_argument("--data", required=True)
+    ev.add_argument("--split", choices=["val", "all"], default="val",
+                    help="val: the training run's validation split (default); all: every image in --data")
+    ev.add_argument("--batch-size", type=int, default=64)
+    ev.add_argument("--workers", type=int, default=None)
+    ev.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    ev.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto")
+    ev.add_argument("--nproc", type=int, default=None, help="processes (launches through torchrun)")
+    ev.add_argument("--dist-timeout", type=float, default=1800.0)
+    _add_legacy_local_rank(ev)
+
+    pr = sub.add_parser("predict", help="top-k classes for image files or folders (one JSON per image)")
+    pr.add_argument("--checkpoint", required=True)
+    pr.add_argument("paths", nargs="+", metavar="PATH")
+    pr.add_argument("--topk", type=int, default=5)
+    pr.add_argument("--batch-size", type=int, default=32)
+    pr.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+
+    mk = sub.add_parser("make-dataset", help="write the embedded demo dataset (deterministic JPEGs)")
+    mk.add_argument("--out", required=True)
+    mk.add_argument("--classes", type=int, default=5)
+    mk.add_argument("--per-class", type=int, default=160)
+    mk.add_argument("--seed", type=int, default=0)
+
+    demo = sub.add_parser("demo", help="make the demo data, train on 2 CPU processes (or all GPUs), "
+                                       "evaluate, predict")
+    demo.add_argument("--data", default="data/demo")
+    demo.add_argument("--out", default="runs/demo")
+    demo.add_argument("--epochs", type=int, default=None)
+    demo.add_argument("--nproc", type=int, default=None)
+    demo.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    return parser
+
+
+def cmd_train(args: argparse.Namespace, argv: List[str]) -> int:
+    given = {k: v for k, v in vars(args).items() if k not in ("command", "config", "local_rank")}
+    cfg = build_config(given, args.config)
+    if cfg.uses_launcher and not inside_worker():
+        nproc = cfg.nproc or 1
+        check_nproc(nproc, dist.resolve_device_kind(cfg.device))
+        return launch(nproc, cfg.nnodes, cfg.node_rank, cfg.master_addr, cfg.master_port,
+                      cfg.max_restarts, argv)
+    from . import trainer
+
+    env = dist.detect(os.environ, args.local_rank)
+    setup_logging(env.rank, env.world_size)
+    trainer.run(cfg, env)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace, argv: List[str]) -> int:
+    if (args.nproc or 1) > 1 and not inside_worker():
+        check_nproc(args.nproc, dist.resolve_device_kind(args.device))
+        return launch(args.nproc, 1, 0, None, None, 0, argv)
+    from .inference import EvalOptions, run_eval
+
+    env = dist.detect(os.environ, args.local_rank)
+    setup_logging(env.rank, env.world_size)
+    run_eval(EvalOptions(checkpoint=args.checkpoint, data=args.data, split=args.split,
+                         batch_size=args.batch_size, workers=args.workers, device=args.device,
+                         amp=args.amp, dist_timeout=args.dist_timeout), env)
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace, argv: List[str]) -> int:
+    from .inference import run_predict
+
+    setup_logging(0, 1)
+    return run_predict(args.checkpoint, args.paths, args.topk, args.device, args.batch_size)
+
+
+def cmd_make_dataset(args: argparse.Namespace, argv: List[str]) -> int:
+    from .data.synthetic import make_dataset
+
+    setup_logging(0, 1)
+    out = make_dataset(args.out, args.classes, args.per_class, args.seed)
+    log.info("wrote %d images in %d classes to %s", args.classes * args.per_class, args.classes, out)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, argv: List[str]) -> int:
+    from .demo import run_demo
+
+    setup_logging(0, 1)
+    return run_demo(args.data, args.out, args.epochs, args.nproc, args.device)
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "predict": cmd_predict,
+            "make-dataset": cmd_make_dataset, "demo": cmd_demo}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        return _run_recorded(args, argv)
+    except DdptrainError as error:
+        env = dist.detect(os.environ)
+        where = f"rank {env.rank}: " if env.world_size > 1 and not str(error).startswith("rank ") else ""
+        print(f"ddptrain {args.command}: error: {where}{error}", file=sys.stderr, flush=True)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print(f"ddptrain {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run_recorded(args: argparse.Namespace, argv: List[str]) -> int:
+    """Under torchrun, record an unexpected exception so the launcher prints this rank's traceback."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(COMMANDS[args.command])(args, argv)

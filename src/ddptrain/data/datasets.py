@@ -1,0 +1,94 @@
+"""Map-style dataset over (path, label) samples that never lets one bad file stop training."""
+from __future__ import annotations
+
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+from torch.utils.data import Dataset
+
+from .folder import Sample
+from .images import UNREADABLE_ERRORS, open_rgb
+
+MAX_SUBSTITUTIONS = 64
+_MIX = 0x9E3779B97F4A7C15  # golden-ratio constant: spreads nearby integers far apart
+_SUBSTITUTE_STRIDE = 7919  # a prime step, so substitutes do not cluster in one class folder
+
+
+class Item(NamedTuple):
+    image: Optional[torch.Tensor]  # None when the file was unreadable and not substituted
+    label: int
+    failures: Tuple[str, ...]  # "path: reason" for every unreadable file met on the way
+
+
+def augmentation_seed(seed: int, epoch: int, index: int) -> int:
+    """The random draws for one sample are a pure function of (seed, epoch, sample index): they do
+    not depend on the rank, the worker, the number of processes or whether the run was resumed."""
+    value = (seed * _MIX + epoch) * _MIX + index
+    return value % (2**63 - 1)
+
+
+class ImageDataset(Dataset):
+    """Decodes and transforms one sample.
+
+    An unreadable file is never fatal. In training (`substitute=True`) the next readable sample in a
+    fixed order takes its place, so every rank keeps the same batch count and size and DDP stays in
+    step; in evaluation it is left out, so each readable image is counted exactly once. Either way the
+    failure travels with the batch to be counted and reported.
+    """
+
+    def __init__(self, samples: Sequence[Sample], transform: Callable, decode_min_side: Optional[int],
+                 seed: int = 0, substitute: bool = False):
+        self.samples: List[Sample] = list(samples)
+        self.transform = transform
+        self.decode_min_side = decode_min_side
+        self.seed = seed
+        self.substitute = substitute
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, item) -> Item:
+        index, epoch = item if isinstance(item, tuple) else (item, 0)
+        failures: List[str] = []
+        for attempt in range(MAX_SUBSTITUTIONS if self.substitute else 1):
+            current = (index + attempt * _SUBSTITUTE_STRIDE) % len(self.samples)
+            path, label = self.samples[current]
+            try:
+                image = open_rgb(path, self.decode_min_side)
+            except UNREADABLE_ERRORS as error:
+                failures.append(f"{path}: {type(error).__name__}: {error}")
+                continue
+            return Item(self._transform(image, epoch, index), label, tuple(failures))
+        if self.substitute:
+            raise RuntimeError(f"{MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
+                               "check the data folder (ddptrain skips single bad files, not a broken dataset)")
+        return Item(None, self.samples[index][1], tuple(failures))
+
+    def _transform(self, image, epoch: int, index: int) -> torch.Tensor:
+        generator = torch.default_generator
+        saved = generator.get_state()
+        generator.manual_seed(augmentation_seed(self.seed, epoch, index))
+        try:
+            return self.transform(image)
+        finally:
+            generator.set_state(saved)
+
+
+class Batch(NamedTuple):
+    images: torch.Tensor
+    labels: torch.Tensor
+    failures: Tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def collate(items: Sequence[Item]) -> Batch:
+    """Stack readable samples; keep the failures so the training loop can count them."""
+    kept = [item for item in items if item.image is not None]
+    failures = tuple(f for item in items for f in item.failures)
+    if not kept:
+        return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures)
+    images = torch.stack([item.image for item in kept])
+    labels = torch.tensor([item.label for item in kept], dtype=torch.long)
+    return Batch(images, labels, failures)

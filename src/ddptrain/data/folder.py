@@ -1,0 +1,103 @@
+"""Find the images under a data root, name the classes and split train/validation deterministically.
+
+Every rank computes the same result on its own from sorted relative paths and the seed, so no
+file list has to be broadcast and two machines agree without talking.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..errors import DataError
+from .images import is_image_file
+
+Sample = Tuple[str, int]  # (absolute path, class index)
+
+
+@dataclass
+class Split:
+    classes: List[str]
+    train: List[Sample]
+    val: List[Sample]
+    layout: str  # "folders" (split by --val-split) or "train/val" (given by the user)
+    root: Path
+
+
+def list_class_images(class_dir: Path) -> List[Path]:
+    return sorted((p for p in class_dir.rglob("*") if p.is_file() and is_image_file(p)),
+                  key=lambda p: p.relative_to(class_dir).as_posix())
+
+
+def class_folders(root: Path) -> List[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[List[str], Dict[str, List[Path]]]:
+    """Classes are the sorted sub-folders of `root` (or the given list); return their image paths."""
+    if not root.is_dir():
+        raise DataError(f"data folder {root} does not exist or is not a folder")
+    found = class_folders(root)
+    if not found:
+        raise DataError(f"{root} has no class sub-folders; expected {root}/<class name>/<images>")
+    classes = list(classes) if classes is not None else found
+    unknown = sorted(set(found) - set(classes))
+    if unknown:
+        raise DataError(f"{root} has class folders the model does not know: {', '.join(unknown)}")
+    images = {name: list_class_images(root / name) if (root / name).is_dir() else [] for name in classes}
+    return classes, images
+
+
+def stratified_split(images: Dict[str, List[Path]], classes: Sequence[str], val_split: float,
+                     seed: int) -> Tuple[List[Sample], List[Sample]]:
+    """Hold out round(n * val_split) images of every class (at least one when val_split > 0 and n > 1)."""
+    train: List[Sample] = []
+    val: List[Sample] = []
+    for label, name in enumerate(classes):
+        paths = [str(p) for p in images[name]]
+        if not paths:
+            raise DataError(f"class folder '{name}' has no images (extensions: jpg jpeg png bmp webp tif tiff)")
+        # Python's Random with an int seed gives the same sequence on every platform.
+        random.Random(f"{seed}:{name}").shuffle(paths)
+        n_val = round(len(paths) * val_split)
+        if val_split > 0 and n_val == 0 and len(paths) > 1:
+            n_val = 1
+        val += [(p, label) for p in sorted(paths[:n_val])]
+        train += [(p, label) for p in sorted(paths[n_val:])]
+    return train, val
+
+
+def is_train_val_layout(root: Path) -> bool:
+    return (root / "train").is_dir() and (root / "val").is_dir()
+
+
+def load_split(root: str | Path, val_split: float, seed: int) -> Split:
+    root = Path(root).resolve()
+    if is_train_val_layout(root):
+        classes, train_images = scan_classes(root / "train")
+        _, val_images = scan_classes(root / "val", classes)
+        train, _ = stratified_split(train_images, classes, 0.0, seed)
+        val = [(str(p), label) for label, name in enumerate(classes) for p in val_images[name]]
+        return Split(classes, train, val, "train/val", root)
+    classes, images = scan_classes(root)
+    train, val = stratified_split(images, classes, val_split, seed)
+    return Split(classes, train, val, "folders", root)
+
+
+def all_images(root: str | Path, classes: Sequence[str]) -> List[Sample]:
+    """Every image under root/<class>/, labelled by its position in `classes` (for evaluating a test folder)."""
+    _, images = scan_classes(Path(root).resolve(), classes)
+    return [(str(p), label) for label, name in enumerate(classes) for p in images[name]]
+
+
+def write_split_files(split: Split, run_dir: Path) -> None:
+    """class_indices.json and the two split lists, relative to the data root (rank 0 only)."""
+    indices = {str(i): name for i, name in enumerate(split.classes)}
+    (run_dir / "class_indices.json").write_text(json.dumps(indices, indent=2) + "\n")
+    split_dir = run_dir / "splits"
+    split_dir.mkdir(parents=True, exist_ok=True)
+    for name, samples in (("train", split.train), ("val", split.val)):
+        lines = [f"{Path(p).relative_to(split.root).as_posix()}\t{split.classes[label]}" for p, label in samples]
+        (split_dir / f"{name}.txt").write_text("".join(line + "\n" for line in lines))

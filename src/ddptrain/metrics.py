@@ -1,0 +1,68 @@
+"""Exact metrics over all ranks: every count is a sum, reduced once, so nothing is averaged twice
+and every validation image counts exactly once."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List
+
+import torch
+
+from . import dist
+
+
+# sums layout: correct@1, correct@5, loss sum, samples, skipped files, then per-class correct and counts
+_FIXED = 5
+
+
+class EvalTotals:
+    """Per-rank sums for evaluation; `reduce()` all-reduces them in one collective."""
+
+    def __init__(self, num_classes: int, device: torch.device):
+        self.num_classes = num_classes
+        # float64 keeps counts and loss sums exact well beyond any dataset size.
+        self.sums = torch.zeros(_FIXED + 2 * num_classes, dtype=torch.float64, device=device)
+
+    def update(self, logits: torch.Tensor, labels: torch.Tensor, loss_sum: torch.Tensor) -> None:
+        k = min(5, self.num_classes)
+        top = logits.topk(k, dim=1).indices
+        hit1 = top[:, 0] == labels
+        hit5 = (top == labels[:, None]).any(dim=1)
+        n = self.num_classes
+        self.sums[0] += hit1.sum()
+        self.sums[1] += hit5.sum()
+        self.sums[2] += loss_sum.double()
+        self.sums[3] += labels.numel()
+        self.sums[_FIXED:_FIXED + n] += torch.bincount(labels[hit1], minlength=n).double()
+        self.sums[_FIXED + n:] += torch.bincount(labels, minlength=n).double()
+
+    def add_skipped(self, count: int) -> None:
+        self.sums[4] += count
+
+    def reduce(self) -> "EvalResult":
+        dist.all_reduce_sum(self.sums)
+        return EvalResult.from_sums(self.sums.cpu().tolist(), self.num_classes)
+
+
+@dataclass
+class EvalResult:
+    samples: int
+    skipped: int
+    top1: float
+    top5: float
+    loss: float
+    per_class_correct: List[int]
+    per_class_count: List[int]
+
+    @classmethod
+    def from_sums(cls, sums: List[float], num_classes: int) -> "EvalResult":
+        correct1, correct5, loss_sum, count, skipped = sums[:_FIXED]
+        n = num_classes
+        denom = max(count, 1.0)
+        return cls(samples=int(round(count)), skipped=int(round(skipped)), top1=correct1 / denom,
+                   top5=correct5 / denom, loss=loss_sum / denom,
+                   per_class_correct=[int(round(v)) for v in sums[_FIXED:_FIXED + n]],
+                   per_class_count=[int(round(v)) for v in sums[_FIXED + n:]])
+
+    def per_class(self, class_names: List[str]) -> Dict[str, Dict[str, float]]:
+        return {name: {"correct": c, "count": t, "acc": (c / t) if t else None}
+                for name, c, t in zip(class_names, self.per_class_correct, self.per_class_count)}

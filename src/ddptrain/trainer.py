@@ -1,0 +1,255 @@
+"""One training worker, from data to checkpoints. Every rank runs all of this; only rank 0 writes."""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from pathlib import Path
+from typing import Dict, Optional, Set
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from . import checkpoint, dist
+from .config import Config, save_yaml
+from .data.datasets import ImageDataset
+from .data.folder import Split, load_split, write_split_files
+from .data.loaders import auto_workers, eval_loader, train_loader
+from .data.transforms import (eval_decode_min_side, eval_transform, train_decode_min_side,
+                              train_transform)
+from .engine import (EpochStats, LrSchedule, StepSettings, build_optimizer, evaluate,
+                     resolve_precision, steps_per_epoch, train_one_epoch)
+from .errors import CheckpointError, DataError
+from .logs import MetricsLog, TensorBoard, add_log_file, progress
+from .metrics import EvalResult
+from .models import build_model, freeze_backbone, head_name, load_weights
+
+log = logging.getLogger("ddptrain")
+
+
+def seed_everything(seed: int, epoch: int, rank: int) -> None:
+    """Global RNGs (dropout, user code) as a function of (seed, epoch, rank): a resumed epoch draws
+    exactly what the uninterrupted run drew, and ranks do not share dropout masks."""
+    value = (seed * 1_000_003 + epoch) * 1_000_003 + rank
+    torch.manual_seed(value)
+    np.random.seed(value % 2**32)
+    random.seed(value)
+
+
+class Trainer:
+    def __init__(self, cfg: Config, rt: dist.Runtime):
+        self.cfg = cfg
+        self.rt = rt
+        self.run_dir = Path(cfg.out)
+        self.failed_files: Set[str] = set()
+        self._prepare_run_dir()
+        self.cpus = dist.cpus_per_process(rt.env.local_world_size)
+        if rt.device.type == "cpu":
+            torch.set_num_threads(self.cpus)
+        self.split = load_split(cfg.data, cfg.val_split, cfg.seed)
+        self._build_loaders()
+        self._build_model()
+        self.precision = resolve_precision(cfg.amp, rt.device)
+        self.schedule = LrSchedule(cfg.lr, cfg.epochs, cfg.warmup_epochs, cfg.min_lr_ratio)
+        self.start_epoch, self.global_step, self.best_top1 = 0, 0, -1.0
+        self._maybe_resume()
+        self._wrap_ddp()
+        self._write_run_files()
+
+    # ---- set-up -------------------------------------------------------------------------------
+    def _prepare_run_dir(self) -> None:
+        if self.rt.is_main:
+            (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+            add_log_file(self.run_dir / "train.log")
+
+    def _build_loaders(self) -> None:
+        cfg, rt, split = self.cfg, self.rt, self.split
+        workers = auto_workers(cfg.workers, self.cpus)
+        pin = rt.device.type == "cuda"
+        train_set = ImageDataset(split.train, train_transform(cfg.img_size, cfg.min_crop_scale),
+                                 train_decode_min_side(cfg.img_size, cfg.min_crop_scale), seed=cfg.seed,
+                                 substitute=True)
+        val_set = ImageDataset(split.val, eval_transform(cfg.img_size), eval_decode_min_side(cfg.img_size))
+        self.train_loader = train_loader(train_set, cfg.batch_size, rt.rank, rt.world_size, cfg.seed, workers, pin)
+        self.val_loader = eval_loader(val_set, cfg.batch_size, rt.rank, rt.world_size, workers, pin)
+        self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.grad_accum)
+        if self.steps_per_epoch == 0:
+            per_rank = len(self.train_loader.sampler)
+            raise DataError(
+                f"rank {rt.rank}: {len(split.train)} training images give each of {rt.world_size} processes "
+                f"{per_rank} samples, less than one optimizer step of --batch-size {cfg.batch_size} x "
+                f"--grad-accum {cfg.grad_accum}; lower the batch size or use fewer processes")
+        log.info("data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, "
+                 "%d loader workers per process", len(split.classes), len(split.train), len(split.val),
+                 split.layout, self.steps_per_epoch, workers)
+
+    def _build_model(self) -> None:
+        cfg, rt = self.cfg, self.rt
+        torch.manual_seed(cfg.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
+        model = build_model(cfg.model, len(self.split.classes))
+        head = head_name(model, len(self.split.classes))
+        if cfg.weights:  # a resumed checkpoint overrides these, but a bad path still fails early
+            load_weights(model, cfg.weights, head)
+        if cfg.freeze_backbone:
+            trainable = freeze_backbone(model, head)
+            log.info("backbone frozen: %d trainable parameters in '%s'", trainable, head)
+        if cfg.sync_bn and rt.world_size > 1:
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        model.to(rt.device)
+        if cfg.channels_last:
+            model.to(memory_format=torch.channels_last)
+        self.model = model
+        self.optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, rt.device)
+
+    def _maybe_resume(self) -> None:
+        path = checkpoint.find_resume(self.cfg.resume, self.run_dir)
+        if path is None:
+            if self.cfg.resume == "auto":
+                log.info("resume auto: no checkpoint in %s, starting fresh", self.run_dir / "checkpoints")
+            return
+        state = checkpoint.load(path)
+        if state.get("class_names") != self.split.classes:
+            raise CheckpointError(f"rank {self.rt.rank}: checkpoint {path} was trained on classes "
+                                  f"{state.get('class_names')} but {self.cfg.data} has {self.split.classes}")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.precision.scaler is not None and state.get("scaler"):
+            self.precision.scaler.load_state_dict(state["scaler"])
+        self.start_epoch = int(state["epoch"]) + 1
+        self.global_step = int(state["step"])
+        self.best_top1 = float(state.get("best_top1", -1.0))
+        log.info("resumed from %s: continuing at epoch %d/%d (step %d, written by %s processes)",
+                 path, self.start_epoch + 1, self.cfg.epochs, self.global_step, state.get("world_size"))
+
+    def _wrap_ddp(self) -> None:
+        device_ids = [self.rt.device.index] if self.rt.device.type == "cuda" else None
+        self.ddp = DDP(self.model, device_ids=device_ids)
+
+    def _write_run_files(self) -> None:
+        if not self.rt.is_main:
+            return
+        save_yaml(self.cfg, self.run_dir / "config.yaml")
+        write_split_files(self.split, self.run_dir)
+        self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
+        self.metrics.truncate_after(self.start_epoch - 1)
+        self.tb = TensorBoard(self.run_dir / "tb", self.global_step if self.start_epoch else None)
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def fit(self) -> Optional[EvalResult]:
+        cfg, result = self.cfg, None
+        last_epoch = cfg.epochs
+        if cfg.stop_after_epochs is not None:
+            last_epoch = min(cfg.epochs, self.start_epoch + cfg.stop_after_epochs)
+        log.info("training %s on %d process(es), %s, amp %s, global batch %d", cfg.model, self.rt.world_size,
+                 self.rt.device.type, self.precision.name, cfg.batch_size * cfg.grad_accum * self.rt.world_size)
+        for epoch in range(self.start_epoch, last_epoch):
+            result = self._run_epoch(epoch)
+        if self.rt.is_main:
+            self.tb.close()
+            self._log_finish(last_epoch)
+        return result
+
+    def _run_epoch(self, epoch: int) -> EvalResult:
+        seed_everything(self.cfg.seed, epoch, self.rt.rank)
+        self.train_loader.sampler.set_epoch(epoch)  # a new shard order every epoch, the same on every rank
+        bar = progress(self.steps_per_epoch, epoch, self.cfg.epochs, self.rt.is_main)
+        reporter = _Reporter(bar, self.tb if self.rt.is_main else None, self.global_step)
+        stats = train_one_epoch(self.ddp, self.train_loader, self.optimizer, self.schedule, self.precision,
+                                self._step_settings(), self.rt, epoch, self.global_step, reporter,
+                                self._warn_unreadable)
+        bar.close()
+        self.global_step += stats.steps
+        result = evaluate(self.ddp, self.val_loader, self.precision, len(self.split.classes), self.rt,
+                          self.cfg.channels_last, self._warn_unreadable)
+        if self.rt.is_main:
+            self._record_epoch(epoch, stats, result)
+        dist.barrier()  # nobody starts the next epoch (or exits) before rank 0 has saved
+        return result
+
+    def _step_settings(self) -> StepSettings:
+        cfg = self.cfg
+        return StepSettings(cfg.grad_accum, cfg.clip_grad, cfg.log_every, cfg.channels_last, cfg.label_smoothing)
+
+    def _warn_unreadable(self, failure: str) -> None:
+        if failure not in self.failed_files:
+            self.failed_files.add(failure)
+            log.warning("rank %d: skipped unreadable image %s", self.rt.rank, failure)
+
+    # ---- rank 0 side effects ------------------------------------------------------------------
+    def _record_epoch(self, epoch: int, stats: EpochStats, result: EvalResult) -> None:
+        record = epoch_record(epoch, self.global_step, self.rt.world_size, stats, result)
+        is_best = result.top1 > self.best_top1
+        self.best_top1 = max(self.best_top1, result.top1)
+        self.metrics.append(record)  # before the checkpoint: a crash in between is redone, not lost
+        self.tb.scalars({"val/loss": result.loss, "val/top1": result.top1, "val/top5": result.top5,
+                         "perf/images_per_sec": stats.images_per_sec,
+                         "perf/data_wait_frac": stats.data_wait_frac}, self.global_step)
+        log.info("epoch %d/%d: train_loss %.4f  val_loss %.4f  val_top1 %.4f  val_top5 %.4f  (%d images)  "
+                 "%.1f img/s  data_wait %.0f%%  %.1fs", epoch + 1, self.cfg.epochs, stats.train_loss,
+                 result.loss, result.top1, result.top5, result.samples, stats.images_per_sec,
+                 100 * stats.data_wait_frac, stats.epoch_time_s)
+        skipped = stats.skipped_images + result.skipped
+        if skipped:
+            log.warning("epoch %d: %d unreadable images skipped (%d train, %d val); see warnings above",
+                        epoch + 1, skipped, stats.skipped_images, result.skipped)
+        self._save(epoch, record, is_best)
+
+    def _save(self, epoch: int, record: Dict, is_best: bool) -> None:
+        state = {
+            "format": checkpoint.FORMAT_VERSION,
+            "model": checkpoint.unwrap(self.ddp).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.schedule.state_dict(),
+            "scaler": self.precision.scaler.state_dict() if self.precision.scaler else None,
+            "epoch": epoch,
+            "step": self.global_step,
+            "best_top1": self.best_top1,
+            "rng": checkpoint.capture_rng(),
+            "config": self.cfg.to_dict(),
+            "class_names": list(self.split.classes),
+            "world_size": self.rt.world_size,
+            "metrics": record,
+        }
+        folder = self.run_dir / "checkpoints"
+        checkpoint.save_atomic(state, folder / checkpoint.LAST)
+        if is_best:
+            checkpoint.save_atomic(state, folder / checkpoint.BEST)
+
+    def _log_finish(self, last_epoch: int) -> None:
+        if last_epoch < self.cfg.epochs:
+            log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, self.cfg.epochs)
+        log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
+
+
+def epoch_record(epoch: int, step: int, world_size: int, stats: EpochStats, result: EvalResult) -> Dict:
+    return {
+        "epoch": epoch, "step": step, "train_loss": stats.train_loss, "val_loss": result.loss,
+        "val_top1": result.top1, "val_top5": result.top5, "val_samples": result.samples,
+        "lr": stats.lr, "images_per_sec": stats.images_per_sec, "epoch_time_s": stats.epoch_time_s,
+        "data_wait_frac": stats.data_wait_frac, "skipped_images": stats.skipped_images + result.skipped,
+        "world_size": world_size, "time": time.time(),
+    }
+
+
+class _Reporter:
+    """Progress bar and TensorBoard points during an epoch (rank 0; a disabled bar elsewhere)."""
+
+    def __init__(self, bar, tb: Optional[TensorBoard], step_offset: int):
+        self.bar, self.tb, self.step_offset, self.shown = bar, tb, step_offset, 0
+
+    def __call__(self, steps_done: int, loss: float, lr: float, images_per_sec: float) -> None:
+        self.bar.update(steps_done - self.shown)
+        self.shown = steps_done
+        self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=f"{images_per_sec:.0f}")
+        if self.tb is not None:
+            self.tb.scalars({"train/loss": loss, "lr": lr}, self.step_offset + steps_done)
+
+
+def run(cfg: Config, env: dist.DistEnv) -> Optional[EvalResult]:
+    rt = dist.setup(env, cfg.device, cfg.dist_timeout)
+    try:
+        return Trainer(cfg, rt).fit()
+    finally:
+        dist.cleanup()

@@ -1,0 +1,77 @@
+"""Shared helpers: tiny image folders made on the spot and a runner for the real `ddptrain` CLI."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Sequence
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from ddptrain.data.synthetic import CLASS_ORDER, render_image
+
+CLI_TIMEOUT_S = 300
+
+
+def write_synthetic(root: Path, classes: int, per_class: int, seed: int = 0, start: int = 0) -> Path:
+    """root/<class>/<class>_NNNN.jpg using the demo generator (small counts, fast)."""
+    for ci, name in enumerate(CLASS_ORDER[:classes]):
+        folder = root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(start, start + per_class):
+            (folder / f"{name}_{i:04d}.jpg").write_bytes(render_image(seed, ci, i, name))
+    return root
+
+
+def run_cli(args: Sequence[str], timeout: int = CLI_TIMEOUT_S, check: bool = True,
+            env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("DDPTRAIN_WORKER", None)
+    env.update(env_extra or {})
+    proc = subprocess.run([sys.executable, "-m", "ddptrain", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"ddptrain {' '.join(map(str, args))} exited {proc.returncode}\n"
+                             f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def read_metrics(run_dir: Path) -> List[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def json_lines(text: str) -> List[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def save_odd_modes(folder: Path, stem: str) -> List[Path]:
+    """One image in each awkward PIL mode; all must come out as RGB."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    rgb = Image.fromarray(rng.integers(0, 256, (40, 48, 3), dtype=np.uint8))
+    paths = {
+        f"{stem}_gray.png": rgb.convert("L"),
+        f"{stem}_rgba.png": rgb.convert("RGBA"),
+        f"{stem}_cmyk.jpg": rgb.convert("CMYK"),
+        f"{stem}_palette.png": rgb.convert("P"),
+        f"{stem}_16bit.png": Image.fromarray((rng.integers(0, 65535, (40, 48))).astype(np.uint16)),
+    }
+    out = []
+    for name, image in paths.items():
+        if name.endswith("palette.png"):
+            image.info["transparency"] = 0
+            image.save(folder / name, transparency=0)
+        else:
+            image.save(folder / name)
+        out.append(folder / name)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_shapes(tmp_path_factory) -> Path:
+    """3 classes x 12 images of the demo generator."""
+    return write_synthetic(tmp_path_factory.mktemp("shapes"), classes=3, per_class=12)

@@ -1,0 +1,52 @@
+import math
+
+import torch
+from torch import nn
+
+from ddptrain.engine import LrSchedule, param_groups, resolve_precision
+
+
+def test_schedule_warms_up_then_decays_to_the_floor():
+    schedule = LrSchedule(base_lr=1.0, epochs=10, warmup_epochs=2, min_ratio=0.1)
+    assert schedule.factor(1.0) == 0.5
+    assert schedule.factor(2.0) == 1.0
+    assert math.isclose(schedule.factor(10.0), 0.1)
+    values = [schedule.factor(e / 4) for e in range(8, 41)]
+    assert all(a >= b for a, b in zip(values, values[1:]))
+
+
+def test_schedule_is_the_same_curve_for_any_steps_per_epoch():
+    schedule = LrSchedule(1.0, 4, 1, 0.0)
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    assert schedule.apply(opt, 1, 9, 10) == schedule.apply(opt, 1, 4, 5)  # end of epoch 2 either way
+
+
+def test_no_weight_decay_on_norm_and_bias():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 2))
+    decay, no_decay = param_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert {p.ndim for p in decay["params"]} == {2, 4}
+    assert len(no_decay["params"]) == 4  # conv bias, bn weight + bias, linear bias
+
+
+def test_amp_auto_is_off_on_cpu():
+    precision = resolve_precision("auto", torch.device("cpu"))
+    assert precision.dtype is None and precision.scaler is None and precision.name == "off"
+    assert resolve_precision("bf16", torch.device("cpu")).dtype is torch.bfloat16
+
+
+def test_non_finite_loss_is_an_error_naming_the_step():
+    import pytest
+
+    from ddptrain import dist
+    from ddptrain.engine import _reduce_window
+    from ddptrain.errors import NonFiniteLossError
+
+    rt = dist.setup(dist.DistEnv(), "cpu", 60)  # a real one-member gloo group
+    try:
+        totals = [0.0, 0.0]
+        assert _reduce_window(torch.tensor([6.0, 3.0], dtype=torch.float64), totals, rt, 0, 1) == 2.0
+        with pytest.raises(NonFiniteLossError, match="epoch 2, step 7"):
+            _reduce_window(torch.tensor([float("nan"), 3.0], dtype=torch.float64), totals, rt, 1, 7)
+    finally:
+        dist.cleanup()

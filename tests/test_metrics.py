@@ -1,0 +1,18 @@
+import torch
+
+from ddptrain import dist
+from ddptrain.metrics import EvalTotals
+
+
+def test_exact_counts_and_per_class(monkeypatch):
+    monkeypatch.setattr(dist, "all_reduce_sum", lambda t: t)  # one process: the sum is itself
+    totals = EvalTotals(num_classes=3, device=torch.device("cpu"))
+    logits = torch.tensor([[3.0, 2.0, 1.0], [0.0, 1.0, 2.0], [1.0, 3.0, 2.0]])
+    labels = torch.tensor([0, 1, 2])
+    totals.update(logits, labels, torch.tensor(6.0))
+    totals.add_skipped(2)
+    result = totals.reduce()
+    assert result.samples == 3 and result.skipped == 2
+    assert result.top1 == 1 / 3 and result.top5 == 1.0 and result.loss == 2.0
+    assert result.per_class(["a", "b", "c"])["a"] == {"correct": 1, "count": 1, "acc": 1.0}
+    assert result.per_class_count == [1, 1, 1]
