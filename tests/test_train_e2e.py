@@ -93,6 +93,8 @@ def test_eval_matches_the_training_run(trained, dataset, nproc):
     last = read_metrics(trained)[-1]
     assert report[0]["samples"] == 7 and report[0]["skipped"] == 1
     assert report[0]["top1"] == last["val_top1"] and report[0]["top5"] == last["val_top5"]
+    # same weights *and* BatchNorm statistics on every rank as in the saved checkpoint
+    assert report[0]["loss"] == pytest.approx(last["val_loss"], rel=1e-5)
     assert sum(c["count"] for c in report[0]["per_class"].values()) == 7
 
 

@@ -24,7 +24,7 @@ DEMO_RECIPE = {
     "weight-decay": 0.05, "warmup-epochs": 1, "min-crop-scale": 0.6, "label-smoothing": 0.1,
     "val-split": 0.2, "seed": 0,
 }
-DEMO_EPOCHS = 24
+DEMO_EPOCHS = 30
 
 
 def demo_train_argv(data: str, out: str, epochs: int, device: str) -> List[str]:

@@ -174,6 +174,16 @@ def barrier() -> None:
     dist.barrier()
 
 
+def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
+    """Give every rank `src`'s buffers (BatchNorm running statistics).
+
+    DDP broadcasts buffers at the start of each forward, so after the last training step every rank
+    holds statistics updated by its own last batch. Evaluating or saving without this would use a
+    different model on each rank than the one rank 0 writes to disk."""
+    for buffer in module.buffers():
+        dist.broadcast(buffer, src=src)
+
+
 def broadcast_object(obj, src: int = 0):
     holder = [obj]
     dist.broadcast_object_list(holder, src=src)

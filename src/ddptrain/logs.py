@@ -75,5 +75,7 @@ class TensorBoard:
 
 
 def progress(total: int, epoch: int, epochs: int, enabled: bool) -> tqdm:
+    """A bar on an interactive terminal only: in log files the per-epoch line says it all."""
+    enabled = enabled and sys.stderr.isatty()
     return tqdm(total=total, desc=f"epoch {epoch + 1}/{epochs}", unit="step", dynamic_ncols=True,
                 disable=not enabled, leave=False, file=sys.stderr)

@@ -161,6 +161,7 @@ class Trainer:
                                 self._warn_unreadable)
         bar.close()
         self.global_step += stats.steps
+        dist.broadcast_buffers(checkpoint.unwrap(self.ddp))  # evaluate exactly the model rank 0 saves
         result = evaluate(self.ddp, self.val_loader, self.precision, len(self.split.classes), self.rt,
                           self.cfg.channels_last, self._warn_unreadable)
         if self.rt.is_main:
