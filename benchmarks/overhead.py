@@ -5,7 +5,7 @@
 Both train the same torchvision model with SGD on the same images, per-process batch, image size,
 transforms and loader workers, under torchrun with the same number of processes. Each reports
 steady-state training images/s summed over ranks (first steps of every epoch excluded, evaluation
-not counted); the last epoch of every run is compared. Prints a markdown table and the ratio.
+not counted); the mean over all epochs but the first is compared. Prints a markdown table and the ratio.
 """
 import argparse
 import json
@@ -23,7 +23,8 @@ def run_bare(args, data: Path) -> float:
            str(HERE / "bare_ddp.py"), "--data", str(data), "--model", args.model, "--epochs", str(args.epochs),
            "--batch-size", str(args.batch_size), "--img-size", str(args.img_size), "--workers", str(args.workers)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")][-1]["images_per_sec"]
+    epochs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return statistics.mean(e["images_per_sec"] for e in epochs[1:] or epochs)
 
 
 def run_ddptrain(args, data: Path, out_dir: Path) -> float:
@@ -32,8 +33,8 @@ def run_ddptrain(args, data: Path, out_dir: Path) -> float:
            str(args.batch_size), "--img-size", str(args.img_size), "--workers", str(args.workers),
            "--optimizer", "sgd", "--lr", "0.01", "--nproc", str(args.nproc)]
     subprocess.run(cmd, capture_output=True, text=True, check=True)
-    lines = (out_dir / "metrics.jsonl").read_text().splitlines()
-    return json.loads(lines[-1])["images_per_sec"]
+    epochs = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    return statistics.mean(e["images_per_sec"] for e in epochs[1:] or epochs)
 
 
 def main() -> int:
@@ -42,7 +43,8 @@ def main() -> int:
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--per-class", type=int, default=128, help="generated images per class (5 classes)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--img-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=1)
@@ -50,7 +52,7 @@ def main() -> int:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(args.data) if args.data else _generate(Path(tmp) / "data")
+        data = Path(args.data) if args.data else _generate(Path(tmp) / "data", args.per_class)
         bare, ours = [], []
         for round_index in range(args.rounds):  # alternate so drifting machine load hits both alike
             bare.append(run_bare(args, data))
@@ -70,10 +72,10 @@ def main() -> int:
     return 0
 
 
-def _generate(folder: Path) -> Path:
+def _generate(folder: Path, per_class: int) -> Path:
     from ddptrain.data.synthetic import make_dataset
 
-    return make_dataset(folder, classes=5, per_class=64, seed=0, progress=False)
+    return make_dataset(folder, classes=5, per_class=per_class, seed=0, progress=False)
 
 
 if __name__ == "__main__":

@@ -1,29 +1,74 @@
-"""An interrupted run continues at the next epoch with `--resume auto`."""
+"""Resume: an interrupted run continues at the next epoch and ends exactly where an uninterrupted one does."""
+import shutil
+
+import pytest
 import torch
 
 from .conftest import read_metrics, run_cli
 
-COMMON = ["--model", "resnet18", "--img-size", 32, "--batch-size", 4, "--epochs", 3, "--lr", 0.01,
-          "--workers", 0, "--val-split", 0.25, "--seed", 3]
+COMMON = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 4, "--epochs", 2, "--lr", 0.01,
+          "--workers", 1, "--val-split", 0.25, "--seed", 3, "--warmup-epochs", 0.5]
+TIMING_KEYS = {"images_per_sec", "epoch_time_s", "data_wait_frac", "time"}
 
 
-def test_resume_auto_continues_at_the_next_epoch(tiny_shapes, tmp_path):
+def _train(data, run_dir, *extra):
+    return run_cli(["train", "--data", data, "--out", run_dir, *COMMON, *extra])
+
+
+def _model(run_dir):
+    return torch.load(run_dir / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+
+
+def _without_timings(metrics):
+    return [{k: v for k, v in m.items() if k not in TIMING_KEYS} for m in metrics]
+
+
+@pytest.fixture(scope="module")
+def straight(tiny_shapes, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("straight") / "run"
+    _train(tiny_shapes, run_dir, "--nproc", 2)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def half_done(tiny_shapes, tmp_path_factory):
+    """A 2-process run stopped after its first epoch (kept pristine; tests resume copies of it)."""
+    run_dir = tmp_path_factory.mktemp("half") / "run"
+    _train(tiny_shapes, run_dir, "--nproc", 2, "--stop-after-epochs", 1)
+    return run_dir
+
+
+def test_resume_equals_the_uninterrupted_run(tiny_shapes, straight, half_done, tmp_path):
     run_dir = tmp_path / "run"
-    run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *COMMON, "--nproc", 2, "--stop-after-epochs", 1])
-    first = torch.load(run_dir / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
-    assert first["epoch"] == 0 and [m["epoch"] for m in read_metrics(run_dir)] == [0]
+    shutil.copytree(half_done, run_dir)
+    assert _model(run_dir)["epoch"] == 0 and [m["epoch"] for m in read_metrics(run_dir)] == [0]
+    proc = _train(tiny_shapes, run_dir, "--nproc", 2, "--resume", "auto")
+    assert "continuing at epoch 2/2" in proc.stderr
+    resumed, reference = _model(run_dir), _model(straight)
+    assert resumed["step"] == reference["step"]
+    for name, value in reference["model"].items():
+        assert torch.equal(resumed["model"][name], value), name  # bitwise, not approximately
+    assert _without_timings(read_metrics(run_dir)) == _without_timings(read_metrics(straight))
 
-    # Resume in a single process: the same run continues, on another world size.
-    proc = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *COMMON, "--resume", "auto"])
-    assert "continuing at epoch 2/3" in proc.stderr
+
+def test_resume_on_one_process_continues_the_same_schedule(tiny_shapes, straight, half_done, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(half_done, run_dir)
+    _train(tiny_shapes, run_dir, "--resume", "auto")  # 2 ranks -> 1
+    metrics, reference = read_metrics(run_dir), read_metrics(straight)
+    assert [m["epoch"] for m in metrics] == [0, 1] and [m["world_size"] for m in metrics] == [2, 1]
+    assert [m["lr"] for m in metrics] == pytest.approx([m["lr"] for m in reference])
+    assert metrics[1]["val_samples"] == reference[1]["val_samples"]
+
+
+def test_resume_on_two_processes_from_a_single_process_run(tiny_shapes, straight, tmp_path):
+    run_dir = tmp_path / "run"
+    _train(tiny_shapes, run_dir, "--stop-after-epochs", 1)
+    _train(tiny_shapes, run_dir, "--nproc", 2, "--resume", "auto")  # 1 rank -> 2
     metrics = read_metrics(run_dir)
-    assert [m["epoch"] for m in metrics] == [0, 1, 2]
-    assert [m["world_size"] for m in metrics] == [2, 1, 1]
-    last = torch.load(run_dir / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
-    assert last["epoch"] == 2
-    steps = [m["step"] for m in metrics]
-    assert steps[0] == first["step"] and steps == sorted(steps)
-    assert metrics[-1]["lr"] < metrics[0]["lr"]  # the cosine schedule carried on, it did not restart
+    assert [m["epoch"] for m in metrics] == [0, 1] and [m["world_size"] for m in metrics] == [1, 2]
+    assert [m["lr"] for m in metrics] == pytest.approx([m["lr"] for m in read_metrics(straight)])
+    assert _model(run_dir)["epoch"] == 1
 
 
 def test_resume_from_a_missing_file_is_an_error(tiny_shapes, tmp_path):

@@ -130,3 +130,24 @@ def freeze_backbone(model: nn.Module, head: str) -> int:
         param.requires_grad = name.startswith(head + ".")
         trainable += param.numel() if param.requires_grad else 0
     return trainable
+
+
+def place_model(model: nn.Module, device: torch.device, world_size: int, sync_bn: bool,
+                channels_last: bool) -> nn.Module:
+    """Synchronised BatchNorm (only when there is more than one process), then device and memory format."""
+    if sync_bn and world_size > 1:
+        from .syncbn import convert_sync_bn
+
+        model = convert_sync_bn(model, device)
+    model.to(device)
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
+    return model
+
+
+def wrap_ddp(model: nn.Module, device: torch.device) -> nn.Module:
+    """DistributedDataParallel on every world size (1 included): one code path for 1 and N processes.
+    On creation DDP broadcasts rank 0's parameters and buffers, so all ranks start identical."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)

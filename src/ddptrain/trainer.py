@@ -9,8 +9,6 @@ from typing import Dict, Optional, Set
 
 import numpy as np
 import torch
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 from . import checkpoint, dist
 from .config import Config, save_yaml
@@ -24,7 +22,7 @@ from .engine import (EpochStats, LrSchedule, StepSettings, build_optimizer, eval
 from .errors import CheckpointError, DataError
 from .logs import MetricsLog, TensorBoard, add_log_file, progress
 from .metrics import EvalResult
-from .models import build_model, freeze_backbone, head_name, load_weights
+from .models import build_model, freeze_backbone, head_name, load_weights, place_model, wrap_ddp
 
 log = logging.getLogger("ddptrain")
 
@@ -95,13 +93,8 @@ class Trainer:
         if cfg.freeze_backbone:
             trainable = freeze_backbone(model, head)
             log.info("backbone frozen: %d trainable parameters in '%s'", trainable, head)
-        if cfg.sync_bn and rt.world_size > 1:
-            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-        model.to(rt.device)
-        if cfg.channels_last:
-            model.to(memory_format=torch.channels_last)
-        self.model = model
-        self.optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, rt.device)
+        self.model = place_model(model, rt.device, rt.world_size, cfg.sync_bn, cfg.channels_last)
+        self.optimizer = build_optimizer(self.model, cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay, rt.device)
 
     def _maybe_resume(self) -> None:
         path = checkpoint.find_resume(self.cfg.resume, self.run_dir)
@@ -124,8 +117,7 @@ class Trainer:
                  path, self.start_epoch + 1, self.cfg.epochs, self.global_step, state.get("world_size"))
 
     def _wrap_ddp(self) -> None:
-        device_ids = [self.rt.device.index] if self.rt.device.type == "cuda" else None
-        self.ddp = DDP(self.model, device_ids=device_ids)
+        self.ddp = wrap_ddp(self.model, self.rt.device)
 
     def _write_run_files(self) -> None:
         if not self.rt.is_main:

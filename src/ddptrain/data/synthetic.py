@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from io import BytesIO
 from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor
@@ -152,7 +153,8 @@ def make_dataset(out: str | Path, classes: int = 5, per_class: int = 160, seed: 
     workers = min(available_cpus(), 8)
     with ProcessPoolExecutor(workers) if workers > 1 else _InProcess() as pool:
         done = pool.map(_write_one, jobs, chunksize=16)
-        for _ in tqdm(done, total=len(jobs), desc="make-dataset", unit="img", disable=not progress):
+        for _ in tqdm(done, total=len(jobs), desc="make-dataset", unit="img",
+                      disable=not (progress and sys.stderr.isatty())):
             pass
     (out / MARKER).write_text(json.dumps(dataset_spec(classes, per_class, seed)) + "\n")
     return out
