@@ -138,10 +138,23 @@ def setup(env: DistEnv, device_kind: str, timeout_s: float) -> Runtime:
         if env.world_size == 1 and env.launcher == "single":
             dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
         else:
-            _export_master(env)
-            dist.init_process_group(backend, init_method="env://", rank=env.rank,
+            dist.init_process_group(backend, store=_job_store(env, timeout), rank=env.rank,
                                     world_size=env.world_size, timeout=timeout)
     return Runtime(env=env, device=device, backend=backend)
+
+
+def _job_store(env: DistEnv, timeout: datetime.timedelta) -> dist.Store:
+    """The rendezvous store, with a key prefix per restart attempt.
+
+    torchrun's static rendezvous keeps one store for the whole job; after a restart the new workers
+    would read the dead attempt's addresses under the same keys and the process group would never
+    form. Under torchrun the agent hosts the store; under SLURM or a plain launch, rank 0 does."""
+    _export_master(env)
+    agent_hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), env.world_size,
+                          is_master=env.rank == 0 and not agent_hosts_store, timeout=timeout)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"ddptrain/attempt{attempt}", store)
 
 
 def _export_master(env: DistEnv) -> None:

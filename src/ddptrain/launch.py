@@ -86,7 +86,7 @@ def launch(nproc: int, nnodes: int, node_rank: int, master_addr: Optional[str], 
 
 def _describe_failure(failure) -> str:
     lines = []
-    for local_rank, info in sorted(failure.failures.items()):
-        lines.append(f"rank {info.rank} (local {local_rank}, pid {info.pid}) exited with code {info.exitcode}")
+    for rank, info in sorted(failure.failures.items()):  # keyed by global rank
+        lines.append(f"rank {rank} (local {info.local_rank}, pid {info.pid}) exited with code {info.exitcode}")
     return ("worker processes failed: " + "; ".join(lines)
             + ". The failing rank's error is printed above; fix it and rerun (add --resume auto to continue).")

@@ -1,7 +1,9 @@
 """One training worker, from data to checkpoints. Every rank runs all of this; only rank 0 writes."""
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import random
 import time
 from pathlib import Path
@@ -240,7 +242,17 @@ class _Reporter:
             self.tb.scalars({"train/loss": loss, "lr": lr}, self.step_offset + steps_done)
 
 
+def resume_after_restart(cfg: Config, environ=os.environ) -> Config:
+    """Workers restarted by torchrun (--max-restarts) continue from the newest checkpoint."""
+    restarts = int(environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+    if restarts > 0 and not cfg.resume:
+        log.warning("restart %d after a worker failure: resuming from the last checkpoint", restarts)
+        return dataclasses.replace(cfg, resume="auto")
+    return cfg
+
+
 def run(cfg: Config, env: dist.DistEnv) -> Optional[EvalResult]:
+    cfg = resume_after_restart(cfg)
     rt = dist.setup(env, cfg.device, cfg.dist_timeout)
     try:
         return Trainer(cfg, rt).fit()

@@ -1,0 +1,59 @@
+"""Faults: a worker killed mid-run is restarted and the run resumes; nothing is lost or repeated."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .conftest import CLI_TIMEOUT_S, read_metrics
+
+TRAIN = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--workers", 0,
+         "--val-split", 0.25, "--seed", 9]
+
+
+def _worker_pid(launcher_pid: int, rank: int) -> int | None:
+    for child in Path(f"/proc/{launcher_pid}/task/{launcher_pid}/children").read_text().split():
+        environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        if f"RANK={rank}".encode() in environ:
+            return int(child)
+    return None
+
+
+def _wait_for(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.1)
+
+
+def test_killed_worker_is_restarted_and_every_epoch_is_recorded_once(tiny_shapes, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", run_dir, *TRAIN,
+           "--epochs", 4, "--nproc", 2, "--max-restarts", 1]
+    env = {k: v for k, v in os.environ.items() if k != "DDPTRAIN_WORKER"}
+    launcher = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env)
+    try:
+        metrics = run_dir / "metrics.jsonl"
+        _wait_for(lambda: metrics.is_file() and metrics.read_text().count("\n") >= 1, 120)
+        victim = _worker_pid(launcher.pid, rank=1)
+        assert victim is not None
+        killed_at = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        output, _ = launcher.communicate(timeout=CLI_TIMEOUT_S)
+    finally:
+        launcher.kill()
+    recovery_s = time.monotonic() - killed_at
+    assert launcher.returncode == 0, output[-4000:]
+    assert "resuming from the last checkpoint" in output
+    records = read_metrics(run_dir)
+    assert [m["epoch"] for m in records] == [0, 1, 2, 3], records
+    import torch
+
+    last = torch.load(run_dir / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+    assert last["epoch"] == 3
+    print(json.dumps({"kill_to_finish_s": round(recovery_s, 1)}))
