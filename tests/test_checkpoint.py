@@ -15,11 +15,28 @@ def test_failed_write_leaves_previous_checkpoint_intact(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(checkpoint.torch, "save", exploding_save)
-    with pytest.raises(OSError):
+    with pytest.raises(CheckpointError, match=r"cannot write checkpoint .*last\.pt: No space left on device; "
+                                              r"the previous last\.pt is intact"):
         checkpoint.save_atomic({"model": {"w": torch.zeros(2)}}, path)
     monkeypatch.undo()
     assert torch.equal(checkpoint.load(path)["model"]["w"], torch.ones(2))
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]  # no temp file left behind
+
+
+def test_exception_mid_write_leaves_previous_checkpoint_intact(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    checkpoint.save_atomic({"model": {"w": torch.ones(2)}}, path)
+
+    def interrupted_save(obj, handle):
+        handle.write(b"half a checkpoint")
+        raise KeyboardInterrupt  # e.g. the process is told to stop while writing
+
+    monkeypatch.setattr(checkpoint.torch, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save_atomic({"model": {"w": torch.zeros(2)}}, path)
+    monkeypatch.undo()
+    assert torch.equal(checkpoint.load(path)["model"]["w"], torch.ones(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
 
 
 def test_unwrap_removes_wrappers():

@@ -45,6 +45,11 @@ def save_atomic(obj: Any, path: str | Path) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise CheckpointError(f"cannot write checkpoint {path}: {error.strerror or error}; the previous "
+                              f"{path.name} is intact. Free space or fix permissions in {path.parent}, then "
+                              "rerun with --resume auto") from error
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

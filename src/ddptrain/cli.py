@@ -9,13 +9,14 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 from . import __version__, dist
 from .config import add_config_flags, build_config
 from .errors import DdptrainError
 from .launch import check_nproc, inside_worker, launch
-from .logs import setup_logging
+from .logs import ensure_writable, setup_logging
 
 log = logging.getLogger("ddptrain")
 
@@ -75,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_train(args: argparse.Namespace, argv: List[str]) -> int:
     given = {k: v for k, v in vars(args).items() if k not in ("command", "config", "local_rank")}
     cfg = build_config(given, args.config)
+    if cfg.node_rank == 0 and not inside_worker():
+        ensure_writable(Path(cfg.out))
     if cfg.uses_launcher and not inside_worker():
         nproc = cfg.nproc or 1
         check_nproc(nproc, dist.resolve_device_kind(cfg.device))

@@ -30,6 +30,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def check_port_free(port: int) -> None:
+    """Node 0 hosts the rendezvous on this port: say so now if something else holds it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError as error:
+            raise ConfigError(f"--master-port {port} is already in use on this machine ({error.strerror}); "
+                              "choose another port, or omit --master-port to get a free one") from None
+
+
 def check_nproc(nproc: int, device_kind: str) -> None:
     """Refuse impossible process counts before any process starts."""
     if device_kind == "cuda":
@@ -45,6 +55,8 @@ def torchrun_argv(nproc: int, nnodes: int, node_rank: int, master_addr: Optional
     if nnodes > 1 and not master_addr:
         raise ConfigError("--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)")
     addr = master_addr or "127.0.0.1"  # IPv4 loopback: avoids IPv6 'Address family not supported'
+    if master_port and node_rank == 0:
+        check_port_free(master_port)
     port = master_port or (free_port(addr) if nnodes == 1 else 29500)
     return [
         f"--nproc-per-node={nproc}", f"--nnodes={nnodes}", f"--node-rank={node_rank}",

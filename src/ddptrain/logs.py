@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Dict, Optional
@@ -27,6 +28,20 @@ def setup_logging(rank: int, world_size: int) -> logging.Logger:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO if rank == 0 else logging.WARNING)
     return logger
+
+
+def ensure_writable(folder: Path) -> None:
+    """Fail before any process starts when the run directory cannot be written."""
+    from .errors import ConfigError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ConfigError(f"cannot write to --out {folder}: {error.strerror or error}; choose a writable "
+                          "folder") from None
 
 
 def add_log_file(path: Path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import logging
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Iterable, List
 
 import torch
 from torch import nn
@@ -79,10 +79,15 @@ def read_state_dict(path: str | Path) -> Dict[str, torch.Tensor]:
         raise WeightsError(f"weights file {path} does not exist; refusing to train from scratch silently "
                            "(drop --weights to start from random initialisation)")
     try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            loaded = load_file(str(path), device="cpu")
+        else:
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise WeightsError(f"cannot read weights from {path}: {error}. Only tensor state dicts and "
-                           "checkpoints are accepted (weights_only=True); pickled modules are refused.") from None
+        raise WeightsError(f"cannot read weights from {path}: {error}. Only tensor state dicts, checkpoints "
+                           "and .safetensors are accepted (weights_only=True): pickled code is refused.") from None
     for key in ("model", "state_dict", "model_state_dict"):
         if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
             loaded = loaded[key]
@@ -99,12 +104,9 @@ def load_weights(model: nn.Module, path: str | Path, head: str) -> List[str]:
     own = model.state_dict()
     head_keys = {k for k in own if k.startswith(head + ".")}
     reinit_head = sorted(k for k in head_keys if k not in state or state[k].shape != own[k].shape)
-    mismatched, unexpected, missing = _compare(state, own, head_keys)
-    if mismatched or unexpected or missing:
-        parts = [f"{label}: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}"
-                 for label, keys in (("shape mismatch", mismatched), ("unexpected", unexpected),
-                                     ("missing", missing)) if keys]
-        raise WeightsError(f"weights in {path} do not fit the model ({'; '.join(parts)}); "
+    problems = describe_mismatch(state, own, head_keys)
+    if problems:
+        raise WeightsError(f"weights in {path} do not fit the model ({problems}); "
                            "check --model matches the architecture the weights were trained with")
     usable = {k: v for k, v in state.items() if k not in reinit_head}
     model.load_state_dict(usable, strict=False)
@@ -114,13 +116,18 @@ def load_weights(model: nn.Module, path: str | Path, head: str) -> List[str]:
     return reinit_head
 
 
-def _compare(state, own, head_keys) -> Tuple[List[str], List[str], List[str]]:
-    mismatched = sorted(k for k in state if k in own and k not in head_keys and state[k].shape != own[k].shape)
+def describe_mismatch(state: Dict[str, torch.Tensor], own: Dict[str, torch.Tensor],
+                      allowed: Iterable[str] = ()) -> str:
+    """'' when `state` fits `own` (keys in `allowed` may differ); otherwise the offending keys by kind."""
+    allowed = set(allowed)
+    mismatched = sorted(k for k in state if k in own and k not in allowed and state[k].shape != own[k].shape)
     unexpected = sorted(k for k in state if k not in own)
     # Old checkpoints may lack BatchNorm's step counter; it carries no learned value.
-    missing = sorted(k for k in own if k not in state and k not in head_keys
+    missing = sorted(k for k in own if k not in state and k not in allowed
                      and not k.endswith("num_batches_tracked"))
-    return mismatched, unexpected, missing
+    return "; ".join(f"{label}: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}"
+                     for label, keys in (("shape mismatch", mismatched), ("unexpected", unexpected),
+                                         ("missing", missing)) if keys)
 
 
 def freeze_backbone(model: nn.Module, head: str) -> int:

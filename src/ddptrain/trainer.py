@@ -15,7 +15,7 @@ import torch
 from . import checkpoint, dist
 from .config import Config, save_yaml
 from .data.datasets import ImageDataset
-from .data.folder import Split, load_split, write_split_files
+from .data.folder import classes_without_validation, load_split, write_split_files
 from .data.loaders import auto_workers, eval_loader, train_loader
 from .data.transforms import (eval_decode_min_side, eval_transform, train_decode_min_side,
                               train_transform)
@@ -24,7 +24,8 @@ from .engine import (EpochStats, LrSchedule, StepSettings, build_optimizer, eval
 from .errors import CheckpointError, DataError
 from .logs import MetricsLog, TensorBoard, add_log_file, progress
 from .metrics import EvalResult
-from .models import build_model, freeze_backbone, head_name, load_weights, place_model, wrap_ddp
+from .models import (build_model, describe_mismatch, freeze_backbone, head_name, load_weights, place_model,
+                     wrap_ddp)
 
 log = logging.getLogger("ddptrain")
 
@@ -81,6 +82,10 @@ class Trainer:
                 f"rank {rt.rank}: {len(split.train)} training images give each of {rt.world_size} processes "
                 f"{per_rank} samples, less than one optimizer step of --batch-size {cfg.batch_size} x "
                 f"--grad-accum {cfg.grad_accum}; lower the batch size or use fewer processes")
+        missing_val = classes_without_validation(split)
+        if missing_val:
+            log.warning("no validation image for class(es) %s: too few images for --val-split %s; their "
+                        "accuracy is not measured", ", ".join(missing_val), cfg.val_split)
         log.info("data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, "
                  "%d loader workers per process", len(split.classes), len(split.train), len(split.val),
                  split.layout, self.steps_per_epoch, workers)
@@ -105,9 +110,7 @@ class Trainer:
                 log.info("resume auto: no checkpoint in %s, starting fresh", self.run_dir / "checkpoints")
             return
         state = checkpoint.load(path)
-        if state.get("class_names") != self.split.classes:
-            raise CheckpointError(f"rank {self.rt.rank}: checkpoint {path} was trained on classes "
-                                  f"{state.get('class_names')} but {self.cfg.data} has {self.split.classes}")
+        self._check_resumable(path, state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.precision.scaler is not None and state.get("scaler"):
@@ -117,6 +120,21 @@ class Trainer:
         self.best_top1 = float(state.get("best_top1", -1.0))
         log.info("resumed from %s: continuing at epoch %d/%d (step %d, written by %s processes)",
                  path, self.start_epoch + 1, self.cfg.epochs, self.global_step, state.get("world_size"))
+
+    def _check_resumable(self, path: Path, state: Dict) -> None:
+        """A checkpoint of another model or class list is an error that lists the differences."""
+        saved = state.get("config", {})
+        differences = []
+        if state.get("class_names") != self.split.classes:
+            differences.append(f"classes {state.get('class_names')} vs {self.split.classes} in {self.cfg.data}")
+        if saved.get("model") != self.cfg.model:
+            differences.append(f"model {saved.get('model')} vs --model {self.cfg.model}")
+        weights = describe_mismatch(state["model"], self.model.state_dict())
+        if weights and not differences:
+            differences.append(f"weights: {weights}")
+        if differences:
+            raise CheckpointError(f"rank {self.rt.rank}: cannot resume from {path}: " + "; ".join(differences)
+                                  + ". Use another --out (or --resume PATH) for a different model or data.")
 
     def _wrap_ddp(self) -> None:
         self.ddp = wrap_ddp(self.model, self.rt.device)

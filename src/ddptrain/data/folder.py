@@ -82,8 +82,15 @@ def load_split(root: str | Path, val_split: float, seed: int) -> Split:
         val = [(str(p), label) for label, name in enumerate(classes) for p in val_images[name]]
         return Split(classes, train, val, "train/val", root)
     classes, images = scan_classes(root)
+    if len(classes) < 2:
+        raise DataError(f"{root} has one class folder ({classes[0]}); a classifier needs at least two")
     train, val = stratified_split(images, classes, val_split, seed)
     return Split(classes, train, val, "folders", root)
+
+
+def classes_without_validation(split: Split) -> List[str]:
+    present = {label for _, label in split.val}
+    return [name for i, name in enumerate(split.classes) if i not in present]
 
 
 def all_images(root: str | Path, classes: Sequence[str]) -> List[Sample]:
