@@ -24,6 +24,7 @@ from .engine import (EpochStats, LrSchedule, StepSettings, build_optimizer, eval
 from .errors import CheckpointError, DataError
 from .logs import MetricsLog, TensorBoard, add_log_file, progress
 from .metrics import EvalResult
+from .preflight import check_agreement, collect_facts
 from .models import (build_model, describe_mismatch, freeze_backbone, head_name, load_weights, place_model,
                      wrap_ddp)
 
@@ -52,6 +53,7 @@ class Trainer:
         self.split = load_split(cfg.data, cfg.val_split, cfg.seed)
         self._build_loaders()
         self._build_model()
+        check_agreement(collect_facts(cfg, self.split, self.steps_per_epoch, self.model), rt.rank, rt.world_size)
         self.precision = resolve_precision(cfg.amp, rt.device)
         self.schedule = LrSchedule(cfg.lr, cfg.epochs, cfg.warmup_epochs, cfg.min_lr_ratio)
         self.start_epoch, self.global_step, self.best_top1 = 0, 0, -1.0
