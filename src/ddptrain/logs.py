@@ -31,17 +31,17 @@ def setup_logging(rank: int, world_size: int) -> logging.Logger:
 
 
 def ensure_writable(folder: Path) -> None:
-    """Fail before any process starts when the run directory cannot be written."""
+    """Fail before any process starts when the run directory cannot be created or written.
+    Checks without touching it: only rank 0 ever writes there."""
     from .errors import ConfigError
 
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as error:
-        raise ConfigError(f"cannot write to --out {folder}: {error.strerror or error}; choose a writable "
-                          "folder") from None
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"cannot write to --out {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write to --out {folder}: no write permission in {existing}")
 
 
 def add_log_file(path: Path) -> None:
