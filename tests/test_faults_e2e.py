@@ -57,3 +57,40 @@ def test_killed_worker_is_restarted_and_every_epoch_is_recorded_once(tiny_shapes
     last = torch.load(run_dir / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
     assert last["epoch"] == 3
     print(json.dumps({"kill_to_finish_s": round(recovery_s, 1)}))
+
+
+STALL_HOOK = '''
+import os
+if os.environ.get("RANK") == os.environ.get("STALL_RANK"):
+    import time
+    import ddptrain.engine as engine
+    real_step, calls = engine._optimizer_step, []
+
+    def stalling_step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            time.sleep(float(os.environ["STALL_S"]))  # this rank stops answering
+        return real_step(*args, **kwargs)
+
+    engine._optimizer_step = stalling_step
+'''
+
+
+def test_a_stalled_rank_fails_the_job_within_the_timeout_and_is_named(tiny_shapes, tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(STALL_HOOK)
+    env = {k: v for k, v in os.environ.items() if k != "DDPTRAIN_WORKER"}
+    env.update({"PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]),
+                "STALL_RANK": "1", "STALL_S": "120"})
+    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", tmp_path / "run", *TRAIN,
+           "--epochs", 2, "--nproc", 2, "--dist-timeout", 8]
+    started = time.monotonic()
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=100)
+    elapsed_s = time.monotonic() - started
+    assert proc.returncode != 0
+    # rank 1 sleeps inside its 3rd optimizer update; rank 0 finished it and waits in a collective
+    assert "rank(s) 1 stopped at step 3 (before its optimizer update) while rank 0 reached step" \
+        in proc.stderr, proc.stderr[-3000:]
+    assert elapsed_s < 60  # the 120 s stall did not hold the job: the 8 s timeout did
+    print(json.dumps({"stall_detected_exit_s": round(elapsed_s, 1)}))

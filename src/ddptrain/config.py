@@ -64,7 +64,8 @@ class Config:
     master_addr: Optional[str] = _opt(None, "address of node 0 (default 127.0.0.1 on one node)")
     master_port: Optional[int] = _opt(None, "port of node 0 (default: a free port on one node)")
     max_restarts: int = _opt(0, "restart all workers this many times when one fails")
-    dist_timeout: float = _opt(1800.0, "seconds a collective may wait before the job fails")
+    dist_timeout: float = _opt(600.0, "seconds a collective may wait once training runs (start-up allows "
+                                      "at least 30 min); a stalled rank then fails the job, named")
 
     @property
     def uses_launcher(self) -> bool:

@@ -99,6 +99,8 @@ class Runtime:
     env: DistEnv
     device: torch.device
     backend: str
+    store: Optional[dist.Store] = None  # the job's key-value store (heartbeats)
+    steady_timeout_s: Optional[float] = None  # collective timeout once the first step has run
 
     @property
     def rank(self) -> int:
@@ -121,8 +123,15 @@ def resolve_device_kind(requested: str) -> str:
     return requested
 
 
+STARTUP_TIMEOUT_S = 1800.0
+
+
 def setup(env: DistEnv, device_kind: str, timeout_s: float) -> Runtime:
-    """Pin the device, then create the process group (nccl on CUDA, gloo on CPU)."""
+    """Pin the device, then create the process group (nccl on CUDA, gloo on CPU).
+
+    Timeout policy: until the first training step completes, collectives may wait
+    max(timeout_s, 30 min) — nodes start at different times and scan data at different speeds;
+    afterwards `timeout_s` (--dist-timeout), so a stalled or dead peer fails the job quickly."""
     kind = resolve_device_kind(device_kind)
     if kind == "cuda":
         # Must happen before anything touches CUDA, or every rank piles onto GPU 0.
@@ -133,14 +142,19 @@ def setup(env: DistEnv, device_kind: str, timeout_s: float) -> Runtime:
         device, backend = torch.device("cuda", env.local_rank), "nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"
-    timeout = datetime.timedelta(seconds=timeout_s)
-    if not dist.is_initialized():
-        if env.world_size == 1 and env.launcher == "single":
-            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
-        else:
-            dist.init_process_group(backend, store=_job_store(env, timeout), rank=env.rank,
-                                    world_size=env.world_size, timeout=timeout)
-    return Runtime(env=env, device=device, backend=backend)
+    timeout = datetime.timedelta(seconds=max(timeout_s, STARTUP_TIMEOUT_S))
+    if env.world_size == 1 and env.launcher == "single":
+        store = dist.HashStore()
+    else:
+        store = _job_store(env, timeout)
+    dist.init_process_group(backend, store=store, rank=env.rank, world_size=env.world_size, timeout=timeout)
+    return Runtime(env=env, device=device, backend=backend, store=store, steady_timeout_s=timeout_s)
+
+
+def set_collective_timeout(timeout_s: float) -> None:
+    setter = getattr(dist, "set_timeout", None) or getattr(dist.distributed_c10d, "_set_pg_timeout", None)
+    if setter is not None:  # torch versions without it keep the start-up timeout
+        setter(datetime.timedelta(seconds=timeout_s))
 
 
 def _job_store(env: DistEnv, timeout: datetime.timedelta) -> dist.Store:

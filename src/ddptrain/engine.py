@@ -24,6 +24,7 @@ from torch import nn
 from . import dist
 from .checkpoint import unwrap
 from .errors import ConfigError, NonFiniteLossError
+from .health import Heartbeat, describe, is_peer_failure
 from .metrics import EvalResult, EvalTotals
 
 STEADY_STATE_AFTER_STEPS = 2  # throughput excludes the first steps of an epoch (worker start, allocator warm-up)
@@ -171,6 +172,18 @@ def train_one_epoch(model: nn.Module, loader, optimizer, schedule: LrSchedule, p
                     settings: StepSettings, rt: dist.Runtime, epoch: int, global_step: int,
                     report: Optional[StepReporter] = None,
                     on_failure: Optional[Callable[[str], None]] = None) -> EpochStats:
+    heartbeat = Heartbeat(rt)
+    try:
+        return _train_steps(model, loader, optimizer, schedule, precision, settings, rt, epoch, global_step,
+                            report, on_failure, heartbeat)
+    except RuntimeError as error:
+        if rt.world_size > 1 and is_peer_failure(error):
+            raise describe(heartbeat, error, epoch) from error
+        raise
+
+
+def _train_steps(model, loader, optimizer, schedule, precision, settings, rt, epoch, global_step,
+                 report, on_failure, heartbeat: Heartbeat) -> EpochStats:
     model.train()
     n_steps = steps_per_epoch(len(loader), settings.grad_accum)
     clock = _Clock(rt.device)
@@ -179,6 +192,7 @@ def train_one_epoch(model: nn.Module, loader, optimizer, schedule: LrSchedule, p
     images_total, skipped = 0, 0
     batches = iter(loader)
     for step in range(n_steps):
+        heartbeat.beat(global_step + step + 1)
         for micro in range(settings.grad_accum):
             wait_start = time.perf_counter()
             batch = next(batches)
@@ -194,6 +208,8 @@ def train_one_epoch(model: nn.Module, loader, optimizer, schedule: LrSchedule, p
                 clock.steady_images += len(batch)
         schedule.apply(optimizer, epoch, step, n_steps)
         _optimizer_step(model, optimizer, precision, settings.clip_grad)
+        heartbeat.beat(global_step + step + 1, done=True)
+        heartbeat.first_step_done()
         if step + 1 == min(STEADY_STATE_AFTER_STEPS, n_steps - 1):
             clock.mark_steady()
         if (step + 1) % settings.log_every == 0 or step + 1 == n_steps:
