@@ -85,7 +85,7 @@ class Trainer:
                 f"{per_rank} samples, less than one optimizer step of --batch-size {cfg.batch_size} x "
                 f"--grad-accum {cfg.grad_accum}; lower the batch size or use fewer processes")
         missing_val = classes_without_validation(split)
-        if missing_val:
+        if missing_val and rt.is_main:
             log.warning("no validation image for class(es) %s: too few images for --val-split %s; their "
                         "accuracy is not measured", ", ".join(missing_val), cfg.val_split)
         log.info("data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, "
