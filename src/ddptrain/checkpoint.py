@@ -97,20 +97,6 @@ def capture_rng() -> Dict[str, Any]:
     return state
 
 
-def restore_rng(state: Dict[str, Any]) -> None:
-    random.setstate(_as_tuple(state["python"]))
-    np_state = state["numpy"]
-    np.random.set_state(("MT19937", np_state["key"].numpy().astype(np.uint32), np_state["pos"],
-                         np_state["has_gauss"], np_state["gauss"]))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"])
-
-
-def _as_tuple(value):
-    return tuple(_as_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
 def find_resume(resume: Optional[str], run_dir: Path) -> Optional[Path]:
     """`auto`: the run dir's last.pt when present (a fresh start otherwise); a path must exist."""
     if not resume:

@@ -192,11 +192,6 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def all_reduce_max(tensor: torch.Tensor) -> torch.Tensor:
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return tensor
-
-
 def barrier() -> None:
     dist.barrier()
 
@@ -209,12 +204,6 @@ def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
     different model on each rank than the one rank 0 writes to disk."""
     for buffer in module.buffers():
         dist.broadcast(buffer, src=src)
-
-
-def broadcast_object(obj, src: int = 0):
-    holder = [obj]
-    dist.broadcast_object_list(holder, src=src)
-    return holder[0]
 
 
 def cpus_per_process(local_world_size: int) -> int:
