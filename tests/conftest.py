@@ -1,12 +1,14 @@
 """Shared helpers: tiny image folders made on the spot and a runner for the real `ddptrain` CLI."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Sequence
+from typing import Iterator, List, Sequence
 
 import numpy as np
 import pytest
@@ -27,13 +29,44 @@ def write_synthetic(root: Path, classes: int, per_class: int, seed: int = 0, sta
     return root
 
 
-def run_cli(args: Sequence[str], timeout: int = CLI_TIMEOUT_S, check: bool = True,
-            env_extra: dict | None = None) -> subprocess.CompletedProcess:
+def cli_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.pop("DDPTRAIN_WORKER", None)
-    env.update(env_extra or {})
-    proc = subprocess.run([sys.executable, "-m", "ddptrain", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    env.update(extra or {})
+    return env
+
+
+@contextlib.contextmanager
+def started(cmd: Sequence, env: dict | None = None) -> Iterator[subprocess.Popen]:
+    """A background `ddptrain` command in its own process group, killed with all its workers on exit,
+    whatever the test's outcome."""
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env or cli_env(), start_new_session=True)
+    try:
+        yield proc
+    finally:
+        _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the command and every worker it started (they share its new session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_cli(args: Sequence[str], timeout: int = CLI_TIMEOUT_S, check: bool = True,
+            env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "ddptrain", *map(str, args)]
+    popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=cli_env(env_extra), start_new_session=True)
+    try:
+        stdout, stderr = popen.communicate(timeout=timeout)
+    finally:
+        _kill_group(popen)
+    proc = subprocess.CompletedProcess(cmd, popen.returncode, stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"ddptrain {' '.join(map(str, args))} exited {proc.returncode}\n"
                              f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}")

@@ -4,12 +4,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from .conftest import CLI_TIMEOUT_S, read_metrics
+from .conftest import CLI_TIMEOUT_S, cli_env, read_metrics, started
 
 TRAIN = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--workers", 0,
          "--val-split", 0.25, "--seed", 9]
@@ -34,10 +33,7 @@ def test_killed_worker_is_restarted_and_every_epoch_is_recorded_once(tiny_shapes
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", run_dir, *TRAIN,
            "--epochs", 4, "--nproc", 2, "--max-restarts", 1]
-    env = {k: v for k, v in os.environ.items() if k != "DDPTRAIN_WORKER"}
-    launcher = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=env)
-    try:
+    with started(cmd) as launcher:
         metrics = run_dir / "metrics.jsonl"
         _wait_for(lambda: metrics.is_file() and metrics.read_text().count("\n") >= 1, 120)
         victim = _worker_pid(launcher.pid, rank=1)
@@ -45,8 +41,6 @@ def test_killed_worker_is_restarted_and_every_epoch_is_recorded_once(tiny_shapes
         killed_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
         output, _ = launcher.communicate(timeout=CLI_TIMEOUT_S)
-    finally:
-        launcher.kill()
     recovery_s = time.monotonic() - killed_at
     assert launcher.returncode == 0, output[-4000:]
     assert "resuming from the last checkpoint" in output
@@ -80,17 +74,17 @@ def test_a_stalled_rank_fails_the_job_within_the_timeout_and_is_named(tiny_shape
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(STALL_HOOK)
-    env = {k: v for k, v in os.environ.items() if k != "DDPTRAIN_WORKER"}
-    env.update({"PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]),
-                "STALL_RANK": "1", "STALL_S": "120"})
+    env = cli_env({"PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]),
+                   "STALL_RANK": "1", "STALL_S": "120"})
     cmd = [sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", tmp_path / "run", *TRAIN,
            "--epochs", 2, "--nproc", 2, "--dist-timeout", 8]
-    started = time.monotonic()
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=100)
-    elapsed_s = time.monotonic() - started
+    start = time.monotonic()
+    with started(cmd, env) as proc:  # the sleeping rank dies with its process group even if this fails
+        output, _ = proc.communicate(timeout=100)
+    elapsed_s = time.monotonic() - start
     assert proc.returncode != 0
     # rank 1 sleeps inside its 3rd optimizer update; rank 0 finished it and waits in a collective
     assert "rank(s) 1 stopped at step 3 (before its optimizer update) while rank 0 reached step" \
-        in proc.stderr, proc.stderr[-3000:]
+        in output, output[-3000:]
     assert elapsed_s < 60  # the 120 s stall did not hold the job: the 8 s timeout did
     print(json.dumps({"stall_detected_exit_s": round(elapsed_s, 1)}))

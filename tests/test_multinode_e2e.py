@@ -3,6 +3,7 @@ global rank 0 touches the run dir and draws a progress bar."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from ddptrain.launch import free_port
 
-from .conftest import CLI_TIMEOUT_S, read_metrics
+from .conftest import CLI_TIMEOUT_S, cli_env, read_metrics, started
 
 TRAIN = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--epochs", 2, "--workers", 0,
          "--val-split", 0.25, "--seed", 5]
@@ -51,26 +52,19 @@ sys.addaudithook(_hook)
 '''
 
 
-def _env(extra: dict) -> dict:
-    env = dict(os.environ)
-    env.pop("DDPTRAIN_WORKER", None)
-    env.update(extra)
-    return env
-
-
-def _agent(data: Path, run_dir: Path, node_rank: int, nproc: int, port: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", data, "--out", run_dir, *TRAIN,
-           "--nnodes", 2, "--node-rank", node_rank, "--nproc", nproc, "--master-addr", "127.0.0.1",
-           "--master-port", port]
-    return subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=_env({}))
+def _agent_cmd(data: Path, run_dir: Path, node_rank: int, nproc: int, port: int) -> list:
+    return [sys.executable, "-m", "ddptrain", "train", "--data", data, "--out", run_dir, *TRAIN,
+            "--nnodes", 2, "--node-rank", node_rank, "--nproc", nproc, "--master-addr", "127.0.0.1",
+            "--master-port", port]
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_two_agents_train_as_one_job(tiny_shapes, tmp_path, nproc):
     run_dir, port = tmp_path / "run", free_port()
-    agents = [_agent(tiny_shapes, run_dir, node, nproc, port) for node in (0, 1)]
-    outputs = [agent.communicate(timeout=CLI_TIMEOUT_S)[0] for agent in agents]
+    with started(_agent_cmd(tiny_shapes, run_dir, 0, nproc, port)) as node0, \
+            started(_agent_cmd(tiny_shapes, run_dir, 1, nproc, port)) as node1:
+        agents = [node0, node1]
+        outputs = [agent.communicate(timeout=CLI_TIMEOUT_S)[0] for agent in agents]
     assert [a.returncode for a in agents] == [0, 0], "\n".join(o[-3000:] for o in outputs)
     metrics = read_metrics(run_dir)
     assert [m["epoch"] for m in metrics] == [0, 1]  # one writer: no duplicated lines
@@ -87,19 +81,27 @@ def _run_in_terminal(cmd: list, env: dict) -> str:
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([str(c) for c in cmd], stdin=slave, stdout=slave, stderr=slave, env=env)
+    proc = subprocess.Popen([str(c) for c in cmd], stdin=slave, stdout=slave, stderr=slave, env=env,
+                            start_new_session=True)
     os.close(slave)
     chunks = []
-    while True:
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed: every writer has exited
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        returncode = proc.wait(timeout=CLI_TIMEOUT_S)
+    finally:
+        os.close(master)
         try:
-            chunk = os.read(master, 65536)
-        except OSError:  # the terminal closed: every writer has exited
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    assert proc.wait(timeout=CLI_TIMEOUT_S) == 0, b"".join(chunks).decode(errors="replace")[-4000:]
+            os.killpg(proc.pid, signal.SIGKILL)  # workers included, whatever happened above
+        except ProcessLookupError:
+            pass
+    assert returncode == 0, b"".join(chunks).decode(errors="replace")[-4000:]
     return b"".join(chunks).decode(errors="replace")
 
 
@@ -107,7 +109,7 @@ def test_only_rank_zero_writes_files_and_draws_the_progress_bar(tiny_shapes, tmp
     hook_dir, run_dir, log = tmp_path / "hook", tmp_path / "run", tmp_path / "writes.tsv"
     hook_dir.mkdir()
     (hook_dir / "sitecustomize.py").write_text(AUDIT_HOOK)
-    env = _env({"PYTHONPATH": os.pathsep.join([str(hook_dir), os.environ.get("PYTHONPATH", "")]),
+    env = cli_env({"PYTHONPATH": os.pathsep.join([str(hook_dir), os.environ.get("PYTHONPATH", "")]),
                 "AUDIT_ROOT": str(run_dir), "AUDIT_LOG": str(log)})
     console = _run_in_terminal([sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", run_dir,
                                 *TRAIN, "--nproc", 2], env)

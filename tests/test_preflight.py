@@ -1,14 +1,12 @@
 """Ranks that would train different things are stopped before the first step, by name."""
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 from ddptrain.launch import free_port
 from ddptrain.preflight import disagreements
 
-from .conftest import CLI_TIMEOUT_S, write_synthetic
+from .conftest import CLI_TIMEOUT_S, started, write_synthetic
 
 
 def test_disagreements_name_the_field_and_the_ranks():
@@ -23,16 +21,13 @@ def test_nodes_with_different_data_stop_with_a_clear_error(tmp_path):
     data = [write_synthetic(tmp_path / "node0", classes=2, per_class=8),
             write_synthetic(tmp_path / "node1", classes=3, per_class=8)]
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "DDPTRAIN_WORKER"}
-    agents = []
-    for node in (0, 1):
-        cmd = [sys.executable, "-m", "ddptrain", "train", "--data", data[node], "--out", tmp_path / f"run{node}",
-               "--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--epochs", 1, "--workers", 0,
-               "--nnodes", 2, "--node-rank", node, "--nproc", 1, "--master-addr", "127.0.0.1",
-               "--master-port", port]
-        agents.append(subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, env=env))
-    outputs = [agent.communicate(timeout=CLI_TIMEOUT_S)[0] for agent in agents]
+    cmds = [[sys.executable, "-m", "ddptrain", "train", "--data", data[node], "--out", tmp_path / f"run{node}",
+             "--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--epochs", 1, "--workers", 0,
+             "--nnodes", 2, "--node-rank", node, "--nproc", 1, "--master-addr", "127.0.0.1", "--master-port", port]
+            for node in (0, 1)]
+    with started(cmds[0]) as node0, started(cmds[1]) as node1:
+        agents = [node0, node1]
+        outputs = [agent.communicate(timeout=CLI_TIMEOUT_S)[0] for agent in agents]
     assert all(agent.returncode != 0 for agent in agents)
     joined = "\n".join(outputs)
     assert "ranks disagree before the first step: classes: rank 0 has ['disc', 'ring'], rank(s) 1 have" in joined
