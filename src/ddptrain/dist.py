@@ -101,6 +101,7 @@ class Runtime:
     backend: str
     store: Optional[dist.Store] = None  # the job's key-value store (heartbeats)
     steady_timeout_s: Optional[float] = None  # collective timeout once the first step has run
+    timeout_is_steady: bool = False
 
     @property
     def rank(self) -> int:

@@ -23,7 +23,6 @@ class PeerFailureError(DdptrainError):
 class Heartbeat:
     def __init__(self, rt: Runtime):
         self.rt = rt
-        self.steady = False
 
     def beat(self, step: int, done: bool = False) -> None:
         """Record that this rank started (or finished the update of) 1-based optimizer step `step`."""
@@ -32,9 +31,9 @@ class Heartbeat:
 
     def first_step_done(self) -> None:
         """Switch from the generous start-up timeout to --dist-timeout, once."""
-        if not self.steady and self.rt.steady_timeout_s is not None and self.rt.world_size > 1:
+        if not self.rt.timeout_is_steady and self.rt.steady_timeout_s is not None and self.rt.world_size > 1:
             set_collective_timeout(self.rt.steady_timeout_s)
-        self.steady = True
+        self.rt.timeout_is_steady = True  # kept on the runtime: a Heartbeat lives for one epoch
 
     def progress(self) -> Dict[int, Optional[int]]:
         store = self.rt.store
