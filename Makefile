@@ -19,8 +19,11 @@ $(VENV)/.installed: pyproject.toml
 demo: venv
 	$(VENV)/bin/ddptrain demo
 
+# Two pytest workers: most tests are real multi-process runs whose start-up (imports) leaves cores idle.
+PYTEST_WORKERS ?= 2
+
 test: venv
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 clean:
 	rm -rf runs data/demo .pytest_cache

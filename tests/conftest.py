@@ -17,6 +17,13 @@ from PIL import Image
 from ddptrain.data.synthetic import CLASS_ORDER, render_image
 
 CLI_TIMEOUT_S = 300
+# metrics.jsonl fields that measure time or memory: they differ between otherwise identical runs
+TIMING_KEYS = {"images_per_sec", "epoch_time_s", "data_wait_frac", "data_wait_frac_max", "time", "step_time_s",
+               "rank_work_s", "step_time_spread", "max_mem_mb", "gpu_util"}
+FAULT_HOOK = Path(__file__).parent / "fault_hook"
+# The short 2-epoch run that resume, restart and preemption tests compare against, bit for bit.
+RESUME_FLAGS = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 4, "--epochs", 2, "--lr", 0.01,
+                "--workers", 1, "--val-split", 0.25, "--seed", 3, "--warmup-epochs", 0.5]
 
 
 def write_synthetic(root: Path, classes: int, per_class: int, seed: int = 0, start: int = 0) -> Path:
@@ -34,6 +41,13 @@ def cli_env(extra: dict | None = None) -> dict:
     env.pop("DDPTRAIN_WORKER", None)
     env.update(extra or {})
     return env
+
+
+def fault_env(action: str, rank, step: int = 0) -> dict:
+    """Environment for a run in which `rank` misbehaves at its `step`-th optimizer update
+    (see tests/fault_hook/sitecustomize.py)."""
+    return {"PYTHONPATH": os.pathsep.join([str(FAULT_HOOK), os.environ.get("PYTHONPATH", "")]),
+            "FAULT_ACTION": action, "FAULT_RANK": str(rank), "FAULT_STEP": str(step)}
 
 
 @contextlib.contextmanager
@@ -108,3 +122,26 @@ def save_odd_modes(folder: Path, stem: str) -> List[Path]:
 def tiny_shapes(tmp_path_factory) -> Path:
     """3 classes x 12 images of the demo generator."""
     return write_synthetic(tmp_path_factory.mktemp("shapes"), classes=3, per_class=12)
+
+
+def load_checkpoint(path: Path) -> dict:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_same_weights(run_dir: Path, reference_dir: Path) -> None:
+    """Bitwise, not approximately: the run ended exactly where the reference did."""
+    got = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    want = load_checkpoint(reference_dir / "checkpoints" / "last.pt")
+    assert got["step"] == want["step"]
+    for name, value in want["model"].items():
+        assert got["model"][name].equal(value), name
+
+
+@pytest.fixture(scope="session")
+def straight(tiny_shapes, tmp_path_factory) -> Path:
+    """RESUME_FLAGS on 2 processes, never interrupted."""
+    run_dir = tmp_path_factory.mktemp("straight") / "run"
+    run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2])
+    return run_dir

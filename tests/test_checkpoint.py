@@ -71,3 +71,28 @@ def test_resume_lookup(tmp_path):
     assert checkpoint.find_resume("auto", tmp_path) == tmp_path / "checkpoints" / "last.pt"
     with pytest.raises(CheckpointError):
         checkpoint.find_resume(str(tmp_path / "missing.pt"), tmp_path)
+
+
+def test_step_checkpoints_become_last_and_only_the_newest_are_kept(tmp_path):
+    for step in (2, 4, 6):
+        checkpoint.save_step({"model": {"w": torch.full((2,), float(step))}, "step": step}, tmp_path, step,
+                             keep_last=2)
+    assert sorted(p.name for p in tmp_path.glob("step-*.pt")) == ["step-000000004.pt", "step-000000006.pt"]
+    assert checkpoint.load(tmp_path / "last.pt")["step"] == 6
+    checkpoint.save_atomic({"model": {"w": torch.zeros(2)}, "step": 7}, tmp_path / "last.pt")  # epoch end
+    assert checkpoint.load(tmp_path / "step-000000006.pt")["step"] == 6  # the step file is untouched
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_rng_state_survives_a_checkpoint_round_trip(tmp_path):
+    import random
+
+    import numpy as np
+
+    torch.manual_seed(1), np.random.seed(2), random.seed(3)
+    checkpoint.save_atomic({"model": {}, "rng": checkpoint.capture_rng()}, tmp_path / "c.pt")
+    expected = (torch.rand(3), np.random.rand(3), random.random())
+    torch.manual_seed(9), np.random.seed(9), random.seed(9)
+    checkpoint.restore_rng(checkpoint.load(tmp_path / "c.pt")["rng"])
+    assert torch.equal(torch.rand(3), expected[0])
+    assert (np.random.rand(3) == expected[1]).all() and random.random() == expected[2]

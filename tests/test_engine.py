@@ -18,7 +18,8 @@ def test_schedule_warms_up_then_decays_to_the_floor():
 def test_schedule_is_the_same_curve_for_any_steps_per_epoch():
     schedule = LrSchedule(1.0, 4, 1, 0.0)
     opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
-    assert schedule.apply(opt, 1, 9, 10) == schedule.apply(opt, 1, 4, 5)  # end of epoch 2 either way
+    assert schedule.apply(opt, 1, 640, 640) == schedule.apply(opt, 1, 320, 320)  # end of epoch 2 either way
+    assert schedule.apply(opt, 1, 160, 640) == schedule.apply(opt, 1, 80, 320)  # a quarter into it
 
 
 def test_no_weight_decay_on_norm_and_bias():
@@ -39,14 +40,30 @@ def test_non_finite_loss_is_an_error_naming_the_step():
     import pytest
 
     from ddptrain import dist
-    from ddptrain.engine import _reduce_window
+    from ddptrain.engine import EpochPosition, _reduce_window
     from ddptrain.errors import NonFiniteLossError
 
     rt = dist.setup(dist.DistEnv(), "cpu", 60)  # a real one-member gloo group
     try:
-        totals = [0.0, 0.0]
-        assert _reduce_window(torch.tensor([6.0, 3.0], dtype=torch.float64), totals, rt, 0, 1) == 2.0
+        position = EpochPosition()
+        window = torch.tensor([6.0, 3.0, 1.0, 0.0], dtype=torch.float64)  # loss sum, samples, skipped, stop
+        assert _reduce_window(window, position, rt, 0, 1) == (2.0, False)
+        assert (position.loss_sum, position.loss_count, position.skipped) == (6.0, 3.0, 1)
+        assert window.tolist() == [0.0] * 4  # the next window starts empty
+        assert _reduce_window(torch.tensor([2.0, 1.0, 0.0, 1.0], dtype=torch.float64), position, rt, 0, 2)[1]
         with pytest.raises(NonFiniteLossError, match="epoch 2, step 7"):
-            _reduce_window(torch.tensor([float("nan"), 3.0], dtype=torch.float64), totals, rt, 1, 7)
+            _reduce_window(torch.tensor([float("nan"), 3.0, 0.0, 0.0], dtype=torch.float64), position, rt, 1, 7)
     finally:
         dist.cleanup()
+
+
+def test_one_image_per_process_with_batch_norm_is_a_clear_error():
+    import pytest
+
+    from ddptrain.engine import _forward
+    from ddptrain.errors import ConfigError
+
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 4), nn.BatchNorm1d(4)).train()
+    with pytest.raises(ConfigError, match="cannot train on 1 image.*Raise --batch-size"):
+        _forward(model, torch.zeros(1, 3, 2, 2))
+    assert _forward(model, torch.zeros(2, 3, 2, 2)).shape == (2, 4)

@@ -4,11 +4,8 @@ import shutil
 import pytest
 import torch
 
-from .conftest import read_metrics, run_cli
-
-COMMON = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 4, "--epochs", 2, "--lr", 0.01,
-          "--workers", 1, "--val-split", 0.25, "--seed", 3, "--warmup-epochs", 0.5]
-TIMING_KEYS = {"images_per_sec", "epoch_time_s", "data_wait_frac", "time"}
+from .conftest import RESUME_FLAGS as COMMON
+from .conftest import TIMING_KEYS, assert_same_weights, read_metrics, run_cli
 
 
 def _train(data, run_dir, *extra):
@@ -21,13 +18,6 @@ def _model(run_dir):
 
 def _without_timings(metrics):
     return [{k: v for k, v in m.items() if k not in TIMING_KEYS} for m in metrics]
-
-
-@pytest.fixture(scope="module")
-def straight(tiny_shapes, tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("straight") / "run"
-    _train(tiny_shapes, run_dir, "--nproc", 2)
-    return run_dir
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +34,7 @@ def test_resume_equals_the_uninterrupted_run(tiny_shapes, straight, half_done, t
     assert _model(run_dir)["epoch"] == 0 and [m["epoch"] for m in read_metrics(run_dir)] == [0]
     proc = _train(tiny_shapes, run_dir, "--nproc", 2, "--resume", "auto")
     assert "continuing at epoch 2/2" in proc.stderr
-    resumed, reference = _model(run_dir), _model(straight)
-    assert resumed["step"] == reference["step"]
-    for name, value in reference["model"].items():
-        assert torch.equal(resumed["model"][name], value), name  # bitwise, not approximately
+    assert_same_weights(run_dir, straight)
     assert _without_timings(read_metrics(run_dir)) == _without_timings(read_metrics(straight))
 
 

@@ -12,7 +12,7 @@ from ddptrain.checkpoint import unwrap
 from ddptrain.data.datasets import Batch, ImageDataset, Item
 from ddptrain.data.loaders import eval_loader, train_loader
 from ddptrain.data.transforms import train_transform
-from ddptrain.engine import (LrSchedule, StepSettings, build_optimizer, evaluate, resolve_precision,
+from ddptrain.engine import (EpochPlan, LrSchedule, StepSettings, build_optimizer, evaluate, resolve_precision,
                              train_one_epoch)
 from ddptrain.models import place_model, wrap_ddp
 
@@ -84,7 +84,7 @@ def _train(rt, grad_accum: int, clip, amp: str, sync_bn: bool, reference: bool):
     else:
         batches = _rank_batches(rt.rank, rt.world_size, grad_accum)
     train_one_epoch(model, batches, optimizer, LrSchedule(0.5, 1, 0.0, 1.0), resolve_precision(amp, rt.device),
-                    settings, rt, epoch=0, global_step=0)
+                    settings, rt, EpochPlan(epoch=0, global_step=0))
     state = {k: v.detach().clone() for k, v in unwrap(model).state_dict().items()}
     return {"state": state, "all_reduces": len(all_reduces)}
 

@@ -19,6 +19,7 @@ from .errors import CheckpointError
 
 LAST = "last.pt"
 BEST = "best.pt"
+STEP_PATTERN = "step-*.pt"
 FORMAT_VERSION = 1
 
 
@@ -95,6 +96,47 @@ def capture_rng() -> Dict[str, Any]:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state()
     return state
+
+
+def restore_rng(state: Dict[str, Any]) -> None:
+    random.setstate(_as_tuple(state["python"]))
+    numpy = state["numpy"]
+    np.random.set_state(("MT19937", numpy["key"].numpy().astype(np.uint32), int(numpy["pos"]),
+                         int(numpy["has_gauss"]), float(numpy["gauss"])))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def _as_tuple(value):
+    return tuple(_as_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def step_path(folder: Path, global_step: int) -> Path:
+    return folder / f"step-{global_step:09d}.pt"
+
+
+def save_step(obj: Any, folder: Path, global_step: int, keep_last: int) -> Path:
+    """A mid-epoch checkpoint: step-N.pt, also made the new last.pt (a hard link, so no second
+    write), then only the newest `keep_last` step files are kept."""
+    path = step_path(folder, global_step)
+    save_atomic(obj, path)
+    tmp = folder / f".{LAST}.link-{os.getpid()}"
+    try:
+        tmp.unlink(missing_ok=True)
+        os.link(path, tmp)
+        os.replace(tmp, folder / LAST)
+        _fsync_dir(folder)
+    except OSError:  # a file system without hard links: write it again
+        tmp.unlink(missing_ok=True)
+        save_atomic(obj, folder / LAST)
+    prune_steps(folder, keep_last)
+    return path
+
+
+def prune_steps(folder: Path, keep_last: int) -> None:
+    for old in sorted(folder.glob(STEP_PATTERN))[:-keep_last]:
+        old.unlink(missing_ok=True)
 
 
 def find_resume(resume: Optional[str], run_dir: Path) -> Optional[Path]:

@@ -15,8 +15,10 @@ from typing import List, Optional
 from . import __version__, dist
 from .config import add_config_flags, build_config
 from .errors import DdptrainError
+from .failures import explain
 from .launch import check_nproc, inside_worker, launch
 from .logs import ensure_writable, setup_logging
+from .preempt import Preempted
 
 log = logging.getLogger("ddptrain")
 
@@ -62,6 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
     mk.add_argument("--classes", type=int, default=5)
     mk.add_argument("--per-class", type=int, default=160)
     mk.add_argument("--seed", type=int, default=0)
+
+    doc = sub.add_parser("doctor", help="check this machine and run a real N-process collective test")
+    doc.add_argument("--nproc", type=int, default=None,
+                     help="processes for the smoke test (default: the visible GPUs, or 2 on CPU)")
+    doc.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    doc.add_argument("--master-port", type=int, default=29500, help="the port to check is free (default 29500)")
+    doc.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
+    doc.add_argument("--json", action="store_true", help="one JSON object for machines")
+
+    lint = sub.add_parser("lint", help="check your own DDP training script for common mistakes (static)")
+    lint.add_argument("paths", nargs="+", metavar="FILE", help="Python files or folders")
+    lint.add_argument("--json", action="store_true", help="one JSON object instead of lines")
 
     demo = sub.add_parser("demo", help="make the demo data, train on 2 CPU processes (or all GPUs), "
                                        "evaluate, predict")
@@ -121,6 +135,28 @@ def cmd_make_dataset(args: argparse.Namespace, argv: List[str]) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace, argv: List[str]) -> int:
+    from .doctor import DoctorOptions, run_doctor, worker_main
+
+    kind = dist.resolve_device_kind(args.device) if args.device != "cuda" else "cuda"
+    nproc = args.nproc or (max(1, __import__("torch").cuda.device_count()) if kind == "cuda" else 2)
+    options = DoctorOptions(nproc, kind, args.master_port, args.timeout, args.json)
+    if inside_worker():
+        env = dist.detect(os.environ)
+        setup_logging(env.rank, env.world_size)
+        return worker_main(options, env)
+    setup_logging(0, 1)
+    if nproc > 1:
+        check_nproc(nproc, kind)
+    return run_doctor(options, argv)
+
+
+def cmd_lint(args: argparse.Namespace, argv: List[str]) -> int:
+    from .lint import run_lint
+
+    return run_lint(args.paths, args.json)
+
+
 def cmd_demo(args: argparse.Namespace, argv: List[str]) -> int:
     from .demo import run_demo
 
@@ -129,7 +165,7 @@ def cmd_demo(args: argparse.Namespace, argv: List[str]) -> int:
 
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "predict": cmd_predict,
-            "make-dataset": cmd_make_dataset, "demo": cmd_demo}
+            "make-dataset": cmd_make_dataset, "lint": cmd_lint, "doctor": cmd_doctor, "demo": cmd_demo}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -137,6 +173,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _run_recorded(args, argv)
+    except Preempted as stopped:  # every rank stops; one message is enough
+        if dist.detect(os.environ).is_main:
+            print(f"ddptrain {args.command}: {stopped}", file=sys.stderr, flush=True)
+        return stopped.exit_code
     except DdptrainError as error:
         env = dist.detect(os.environ)
         where = f"rank {env.rank}: " if env.world_size > 1 and not str(error).startswith("rank ") else ""
@@ -145,6 +185,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"ddptrain {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:  # under a launcher, the launcher explains it once for all ranks
+        hint = explain(str(error))
+        if hint and dist.detect(os.environ).launcher == "single":
+            print(f"ddptrain {args.command}: {hint}", file=sys.stderr, flush=True)
+        raise
 
 
 def _run_recorded(args: argparse.Namespace, argv: List[str]) -> int:

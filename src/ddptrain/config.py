@@ -55,7 +55,11 @@ class Config:
     resume: Optional[str] = _opt(None, "'auto' (last.pt in the run dir when present) or a checkpoint path")
     stop_after_epochs: Optional[int] = _opt(
         None, "train at most this many epochs in this invocation, then exit (resume later)")
-    log_every: int = _opt(10, "steps between loss reductions, progress updates and TensorBoard points")
+    log_every: int = _opt(10, "steps between loss reductions, progress updates and TensorBoard points; "
+                              "also how often the ranks check for a stop signal (SIGTERM/SIGUSR1)")
+    save_every_steps: int = _opt(0, "also checkpoint every this many optimizer steps, mid-epoch "
+                                    "(0: only at epoch ends)")
+    keep_last: int = _opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted")
     # devices and processes
     device: str = _opt("auto", "device kind", choices=["auto", "cpu", "cuda"])
     nproc: Optional[int] = _opt(None, "processes on this node (launches through torchrun)")
@@ -88,6 +92,8 @@ class Config:
             (self.nnodes >= 1 and 0 <= self.node_rank < self.nnodes, "--node-rank must be in [0, --nnodes)"),
             (self.dist_timeout > 0, "--dist-timeout must be positive"),
             (self.log_every >= 1, "--log-every must be at least 1"),
+            (self.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
+            (self.keep_last >= 1, "--keep-last must be at least 1"),
         ]
         for ok, message in checks:
             if not ok:

@@ -197,6 +197,18 @@ def barrier() -> None:
     dist.barrier()
 
 
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank when `flag` is true on at least one; every rank must call this."""
+    return all_reduce_sum(torch.tensor([float(flag)], device=device)).item() > 0
+
+
+def gather_objects(obj) -> list:
+    """Every rank's `obj`, in rank order, on every rank (small picklable objects only)."""
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
 def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
     """Give every rank `src`'s buffers (BatchNorm running statistics).
 

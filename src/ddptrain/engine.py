@@ -12,10 +12,11 @@ Distributed hazards handled here:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Callable, List, Optional, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,8 @@ from .checkpoint import unwrap
 from .errors import ConfigError, NonFiniteLossError
 from .health import Heartbeat, describe, is_peer_failure
 from .metrics import EvalResult, EvalTotals
+from .preempt import StopRequest
+from .timing import RankTiming, StepTimer, summarize
 
 STEADY_STATE_AFTER_STEPS = 2  # throughput excludes the first steps of an epoch (worker start, allocator warm-up)
 
@@ -100,9 +103,10 @@ class LrSchedule:
         done = min(1.0, (progress_epochs - self.warmup_epochs) / span)
         return self.min_ratio + (1 - self.min_ratio) * 0.5 * (1 + math.cos(math.pi * done))
 
-    def apply(self, optimizer, epoch: int, step: int, steps_in_epoch: int) -> float:
-        """Set the LR for optimizer step `step` (0-based) of `epoch`, measured at the step's end."""
-        lr = self.base_lr * self.factor(epoch + (step + 1) / steps_in_epoch)
+    def apply(self, optimizer, epoch: int, samples_done: int, samples_per_epoch: int) -> float:
+        """Set the LR for the step that ends with `samples_done` of the epoch's samples consumed
+        (counted over all ranks, so a resumed or re-sharded epoch stays on the curve)."""
+        lr = self.base_lr * self.factor(epoch + samples_done / max(samples_per_epoch, 1))
         for group in optimizer.param_groups:
             group["lr"] = lr
         return lr
@@ -125,6 +129,36 @@ class StepSettings:
 
 
 @dataclass
+class EpochPosition:
+    """How far an epoch got: positions of its sample permutation consumed (over all ranks) and the
+    all-reduced loss sums and skipped-image count so far. Saved in mid-epoch checkpoints."""
+    samples_done: int = 0
+    loss_sum: float = 0.0
+    loss_count: float = 0.0
+    skipped: int = 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "EpochPosition":
+        return cls(int(values["samples_done"]), float(values["loss_sum"]), float(values["loss_count"]),
+                   int(values["skipped"]))
+
+
+@dataclass
+class EpochPlan:
+    """Which epoch to train, from where, and what to do at checkpoint and stop points."""
+    epoch: int
+    global_step: int  # optimizer steps before this call
+    start: EpochPosition = dataclasses.field(default_factory=EpochPosition)
+    samples_per_epoch: Optional[int] = None  # a whole epoch's samples over all ranks (default: this loader's)
+    save_every_steps: int = 0  # 0: no mid-epoch checkpoints
+    on_checkpoint: Optional[Callable[[EpochPosition, int], None]] = None  # (position, global step), all ranks
+    stop: Optional[StopRequest] = None  # this rank's wish to stop; ranks agree at reduction points
+
+
+@dataclass
 class EpochStats:
     train_loss: float
     steps: int
@@ -133,6 +167,8 @@ class EpochStats:
     data_wait_frac: float
     skipped_images: int
     lr: float
+    stopped: Optional[EpochPosition] = None  # set when every rank agreed to stop before the epoch's end
+    ranks: List[RankTiming] = dataclasses.field(default_factory=list)  # per-rank breakdown (timing.py)
 
 
 def steps_per_epoch(batches: int, grad_accum: int) -> int:
@@ -152,7 +188,6 @@ class _Clock:
     def __init__(self, device: torch.device):
         self.device = device
         self.start = time.perf_counter()
-        self.data_wait_s = 0.0
         self.steady_start: Optional[float] = None
         self.steady_images = 0
 
@@ -169,55 +204,79 @@ class _Clock:
 
 
 def train_one_epoch(model: nn.Module, loader, optimizer, schedule: LrSchedule, precision: Precision,
-                    settings: StepSettings, rt: dist.Runtime, epoch: int, global_step: int,
+                    settings: StepSettings, rt: dist.Runtime, plan: EpochPlan,
                     report: Optional[StepReporter] = None,
                     on_failure: Optional[Callable[[str], None]] = None) -> EpochStats:
     heartbeat = Heartbeat(rt)
     try:
-        return _train_steps(model, loader, optimizer, schedule, precision, settings, rt, epoch, global_step,
-                            report, on_failure, heartbeat)
+        return _train_steps(model, loader, optimizer, schedule, precision, settings, rt, plan, report,
+                            on_failure, heartbeat)
     except RuntimeError as error:
         if rt.world_size > 1 and is_peer_failure(error):
-            raise describe(heartbeat, error, epoch) from error
+            raise describe(heartbeat, error, plan.epoch) from error
         raise
 
 
-def _train_steps(model, loader, optimizer, schedule, precision, settings, rt, epoch, global_step,
+def _train_steps(model, loader, optimizer, schedule, precision, settings, rt, plan: EpochPlan,
                  report, on_failure, heartbeat: Heartbeat) -> EpochStats:
     model.train()
     n_steps = steps_per_epoch(len(loader), settings.grad_accum)
     clock = _Clock(rt.device)
-    window = torch.zeros(2, dtype=torch.float64, device=rt.device)  # loss sum, samples since last report
-    epoch_loss = [0.0, 0.0]
-    images_total, skipped = 0, 0
+    timer = StepTimer(rt.device, rt.rank, unwrap(model), getattr(loader, "num_workers", 0))
+    # loss sum, samples, skipped images since the last reduction, and this rank's stop request
+    window = torch.zeros(4, dtype=torch.float64, device=rt.device)
+    position = dataclasses.replace(plan.start)
+    samples_per_step = 0
+    images_total = 0
     batches = iter(loader)
     for step in range(n_steps):
-        heartbeat.beat(global_step + step + 1)
+        global_step = plan.global_step + step + 1
+        heartbeat.beat(global_step)
+        if plan.stop is not None:
+            plan.stop.step_started()
         for micro in range(settings.grad_accum):
-            wait_start = time.perf_counter()
-            batch = next(batches)
-            clock.data_wait_s += time.perf_counter() - wait_start
-            skipped += len(batch.failures)
+            with timer.data_wait():
+                batch = next(batches)
+            timer.add_load(batch.load_s)
+            window[2] += len(batch.failures)
             _notify(on_failure, batch.failures)
-            loss = _forward_backward(model, batch, precision, settings, rt.device,
+            loss = _forward_backward(model, batch, precision, settings, rt.device, timer,
                                      sync=micro == settings.grad_accum - 1)
             window[0] += loss.detach().double() * len(batch)
             window[1] += len(batch)
             images_total += len(batch)
             if clock.steady_start is not None:
                 clock.steady_images += len(batch)
-        schedule.apply(optimizer, epoch, step, n_steps)
+        if step == 0:  # every rank's batches have the same size (the sampler drops the uneven tail)
+            samples_per_step = images_total * rt.world_size
+            per_epoch = plan.samples_per_epoch or (plan.start.samples_done + n_steps * samples_per_step)
+        samples_done = plan.start.samples_done + (step + 1) * samples_per_step
+        schedule.apply(optimizer, plan.epoch, samples_done, per_epoch)
         _optimizer_step(model, optimizer, precision, settings.clip_grad)
-        heartbeat.beat(global_step + step + 1, done=True)
+        heartbeat.beat(global_step, done=True)
+        if plan.stop is not None:
+            plan.stop.step_finished()
         heartbeat.first_step_done()
         if step + 1 == min(STEADY_STATE_AFTER_STEPS, n_steps - 1):
             clock.mark_steady()
-        if (step + 1) % settings.log_every == 0 or step + 1 == n_steps:
-            loss_value = _reduce_window(window, epoch_loss, rt, epoch, global_step + step + 1)
+        if step == 0 and n_steps > 1:
+            timer.restart()  # the breakdown leaves out the loader's start-up
+        last = step + 1 == n_steps
+        save = bool(plan.save_every_steps) and global_step % plan.save_every_steps == 0 and not last
+        if save or last or (step + 1) % settings.log_every == 0:
+            window[3] = float(plan.stop is not None and plan.stop.requested())
+            timer.sample_utilization()
+            loss_value, stop = _reduce_window(window, position, rt, plan.epoch, global_step)
+            position.samples_done = samples_done
             if report is not None:
                 report(step + 1, loss_value, optimizer.param_groups[0]["lr"],
                        clock.images_per_sec(images_total, rt.world_size))
-    return _finish_epoch(clock, epoch_loss, images_total, skipped, n_steps, rt, optimizer)
+            if (save or stop) and not last and plan.on_checkpoint is not None:
+                plan.on_checkpoint(dataclasses.replace(position), global_step)
+            if stop and not last:
+                return _finish_epoch(clock, timer, position, images_total, step + 1, rt, optimizer,
+                                     stopped=True)
+    return _finish_epoch(clock, timer, position, images_total, n_steps, rt, optimizer)
 
 
 def _notify(on_failure: Optional[Callable[[str], None]], failures) -> None:
@@ -226,16 +285,28 @@ def _notify(on_failure: Optional[Callable[[str], None]], failures) -> None:
             on_failure(failure)
 
 
-def _forward_backward(model, batch, precision: Precision, settings: StepSettings, device, sync: bool):
+def _forward_backward(model, batch, precision: Precision, settings: StepSettings, device, timer: StepTimer,
+                      sync: bool):
     images, labels = _to_device(batch, device, settings.channels_last)
     context = contextlib.nullcontext() if sync else model.no_sync()
     with context:
-        with precision.autocast():
-            logits = model(images)
+        with precision.autocast(), timer.forward():
+            logits = _forward(model, images)
             loss = F.cross_entropy(logits.float(), labels, label_smoothing=settings.label_smoothing)
         scaled = loss / settings.grad_accum
         (precision.scaler.scale(scaled) if precision.scaler else scaled).backward()
     return loss
+
+
+def _forward(model, images: torch.Tensor) -> torch.Tensor:
+    try:
+        return model(images)
+    except ValueError as error:
+        if "more than 1 value per channel" not in str(error):
+            raise
+        raise ConfigError(f"batch norm cannot train on {len(images)} image(s) per process: {error}. Raise "
+                          "--batch-size (it is per process), or use --sync-bn to normalise over every "
+                          "process's batch") from None
 
 
 def _optimizer_step(model, optimizer, precision: Precision, clip_grad: Optional[float]) -> None:
@@ -253,36 +324,40 @@ def _optimizer_step(model, optimizer, precision: Precision, clip_grad: Optional[
     optimizer.zero_grad(set_to_none=True)
 
 
-def _reduce_window(window: torch.Tensor, epoch_loss: list, rt: dist.Runtime, epoch: int, step: int) -> float:
-    """Mean loss over every rank's samples since the last report. The same value arrives on every
-    rank, so a non-finite loss stops all ranks at the same step instead of leaving peers hanging."""
-    totals = dist.all_reduce_sum(window.clone()).tolist()
+def _reduce_window(window: torch.Tensor, position: EpochPosition, rt: dist.Runtime, epoch: int,
+                   step: int) -> tuple:
+    """Sum every rank's window. The loss mean since the last reduction arrives the same on every
+    rank, so a non-finite loss stops all ranks at the same step instead of leaving peers hanging; so
+    does a stop request (SIGTERM/SIGUSR1) that reached any rank."""
+    loss_sum, count, skipped, stop = dist.all_reduce_sum(window.clone()).tolist()
     window.zero_()
-    mean = totals[0] / max(totals[1], 1.0)
+    mean = loss_sum / max(count, 1.0)
     if not math.isfinite(mean):
         raise NonFiniteLossError(
             f"rank {rt.rank}: training loss became {mean} at epoch {epoch + 1}, step {step}; every rank "
             "stops here. Lower --lr, set --clip-grad, or use --amp bf16/off instead of fp16.")
-    epoch_loss[0] += totals[0]
-    epoch_loss[1] += totals[1]
-    return mean
+    position.loss_sum += loss_sum
+    position.loss_count += count
+    position.skipped += int(skipped)
+    return mean, stop > 0
 
 
-def _finish_epoch(clock: _Clock, epoch_loss: list, images_total: int, skipped: int, n_steps: int,
-                  rt: dist.Runtime, optimizer) -> EpochStats:
+def _finish_epoch(clock: _Clock, timer: StepTimer, position: EpochPosition, images_total: int, n_steps: int,
+                  rt: dist.Runtime, optimizer, stopped: bool = False) -> EpochStats:
     images_per_sec = clock.images_per_sec(images_total, rt.world_size)
     elapsed = time.perf_counter() - clock.start
-    shared = torch.tensor([clock.data_wait_s / max(elapsed, 1e-9), float(skipped)],
-                          dtype=torch.float64, device=rt.device)
-    wait_frac_sum, skipped_all = dist.all_reduce_sum(shared).tolist()
+    counted = n_steps - 1 if n_steps > 1 else n_steps
+    ranks = dist.gather_objects(timer.finish(counted))  # every rank's breakdown, in rank order
     return EpochStats(
-        train_loss=epoch_loss[0] / max(epoch_loss[1], 1.0),
+        train_loss=position.loss_sum / max(position.loss_count, 1.0),
         steps=n_steps,
         images_per_sec=images_per_sec,
         epoch_time_s=elapsed,
-        data_wait_frac=wait_frac_sum / rt.world_size,
-        skipped_images=int(skipped_all),
+        data_wait_frac=summarize(ranks)["data_wait_frac"],
+        skipped_images=position.skipped,
         lr=optimizer.param_groups[0]["lr"],
+        stopped=position if stopped else None,
+        ranks=ranks,
     )
 
 

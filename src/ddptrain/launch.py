@@ -6,6 +6,7 @@ tells them to do the work instead of launching again.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 from typing import List, Optional, Sequence
@@ -14,8 +15,11 @@ import torch
 
 from .dist import available_cpus
 from .errors import ConfigError, LaunchError
+from .failures import explain
+from .preempt import EXIT_PREEMPTED, Preempted
 
 WORKER_ENV = "DDPTRAIN_WORKER"
+LOOPBACK = "127.0.0.1"
 
 
 def inside_worker() -> bool:
@@ -54,8 +58,8 @@ def torchrun_argv(nproc: int, nnodes: int, node_rank: int, master_addr: Optional
     """Arguments for torchrun: static rendezvous on MASTER_ADDR:MASTER_PORT."""
     if nnodes > 1 and not master_addr:
         raise ConfigError("--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)")
-    addr = master_addr or "127.0.0.1"  # IPv4 loopback: avoids IPv6 'Address family not supported'
-    if master_port and node_rank == 0:
+    addr = master_addr or LOOPBACK  # IPv4 loopback: avoids IPv6 'Address family not supported'
+    if master_port and node_rank == 0 and nnodes > 1:
         check_port_free(master_port)
     port = master_port or (free_port(addr) if nnodes == 1 else 29500)
     return [
@@ -77,28 +81,108 @@ def parse_torchrun_argv(argv: Sequence[str]):
     return args
 
 
+class LoopbackRendezvous:
+    """The single-node rendezvous store, listening on 127.0.0.1 only.
+
+    torchrun's agent creates its TCPStore in multi-tenant mode, which reuses a server already
+    running in this process on the same port; a server started here on a socket bound to loopback
+    therefore keeps the job unreachable from the network (torchrun alone listens on every interface)."""
+
+    def __init__(self, port: Optional[int]):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            self.sock.bind((LOOPBACK, port or 0))
+        except OSError as error:
+            self.sock.close()
+            raise ConfigError(f"--master-port {port} is already in use on this machine ({error.strerror}); "
+                              "choose another port, or omit --master-port to get a free one") from None
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.store = self._start_store()
+
+    def _start_store(self):
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+
+        try:
+            store = TCPStore(LOOPBACK, self.port, 1, True, timedelta(seconds=60), wait_for_workers=False,
+                             multi_tenant=True, master_listen_fd=self.sock.fileno())
+        except (TypeError, RuntimeError):  # a torch without master_listen_fd: torchrun binds the port
+            self.sock.close()
+            return None
+        self.sock.detach()  # the store's server owns the listening socket now
+        return store
+
+    def close(self) -> None:
+        self.store = None
+        self.sock.close()
+
+
 def launch(nproc: int, nnodes: int, node_rank: int, master_addr: Optional[str], master_port: Optional[int],
            max_restarts: int, worker_argv: Sequence[str]) -> int:
-    """Run the workers to completion; return 0 on success, raise LaunchError naming the failed rank."""
+    """Run the workers to completion; return 0 on success, raise LaunchError naming the failed rank
+    (Preempted when they stopped on SIGTERM/SIGUSR1 after saving)."""
     from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+    local = LoopbackRendezvous(master_port) if nnodes == 1 and not master_addr else None
+    if local is not None:
+        master_port = local.port
     argv = torchrun_argv(nproc, nnodes, node_rank, master_addr, master_port, max_restarts, worker_argv)
     os.environ[WORKER_ENV] = "1"
     # An even share of the cores per process; torchrun would otherwise force 1 thread each.
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // nproc)))
+    previous_usr1 = signal.signal(signal.SIGUSR1, _forward_usr1)  # torchrun's agent handles SIGTERM itself
     try:
         torchrun.run(parse_torchrun_argv(argv))
+    except SignalException as stopped:
+        raise Preempted(f"received {signal.Signals(stopped.sigval).name}: the workers were told to save a "
+                        "checkpoint and stop (their messages are above); continue with --resume auto") from None
     except ChildFailedError as failure:
+        if all(info.exitcode == EXIT_PREEMPTED for info in failure.failures.values()):
+            raise Preempted("the workers saved a checkpoint and stopped on a signal; continue with "
+                            "--resume auto") from None
         raise LaunchError(_describe_failure(failure)) from None
+    except (RuntimeError, OSError) as error:  # the agent itself: rendezvous, store, port
+        hint = explain(str(error))
+        if hint is None:
+            raise
+        raise LaunchError(f"the launcher failed on node {node_rank}: {str(error).strip().splitlines()[0]}\n  "
+                          f"{hint}") from None
     finally:
+        signal.signal(signal.SIGUSR1, previous_usr1)
         os.environ.pop(WORKER_ENV, None)
+        if local is not None:
+            local.close()
     return 0
 
 
+def _forward_usr1(signum, frame) -> None:
+    """SIGUSR1 (SLURM's usual warning signal) takes the same path as SIGTERM: the agent sends it on
+    to every worker and waits for them to finish."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    raise SignalException(f"process {os.getpid()} got SIGUSR1", sigval=signal.SIGUSR1)
+
+
 def _describe_failure(failure) -> str:
-    lines = []
+    lines, explanations = [], []
     for rank, info in sorted(failure.failures.items()):  # keyed by global rank
         lines.append(f"rank {rank} (local {info.local_rank}, pid {info.pid}) exited with code {info.exitcode}")
-    return ("worker processes failed: " + "; ".join(lines)
+        hint = explain(_failure_text(info), info.exitcode)
+        if hint and hint not in explanations:
+            explanations.append(hint)
+            lines[-1] += f" [{hint.split(':')[0]}]"
+    text = ("worker processes failed: " + "; ".join(lines)
             + ". The failing rank's error is printed above; fix it and rerun (add --resume auto to continue).")
+    return text + "".join(f"\n  {hint}" for hint in explanations)
+
+
+def _failure_text(info) -> str:
+    """The worker's recorded error (torchrun's error file), as text."""
+    message = getattr(info, "message", "")
+    if isinstance(message, dict):
+        message = message.get("message", "") or str(message)
+    return str(message or "")

@@ -12,18 +12,19 @@ from typing import Dict, Optional, Set
 import numpy as np
 import torch
 
-from . import checkpoint, dist
+from . import checkpoint, dist, timing
 from .config import Config, save_yaml
 from .data.datasets import ImageDataset
 from .data.folder import classes_without_validation, load_split, write_split_files
 from .data.loaders import auto_workers, eval_loader, train_loader
 from .data.transforms import (eval_decode_min_side, eval_transform, train_decode_min_side,
                               train_transform)
-from .engine import (EpochStats, LrSchedule, StepSettings, build_optimizer, evaluate,
-                     resolve_precision, steps_per_epoch, train_one_epoch)
+from .engine import (EpochPlan, EpochPosition, EpochStats, LrSchedule, StepSettings, build_optimizer,
+                     evaluate, resolve_precision, steps_per_epoch, train_one_epoch)
 from .errors import CheckpointError, DataError
 from .logs import MetricsLog, TensorBoard, add_log_file, progress
 from .metrics import EvalResult
+from .preempt import Preempted, StopRequest
 from .preflight import check_agreement, collect_facts
 from .models import (build_model, describe_mismatch, freeze_backbone, head_name, load_weights, place_model,
                      wrap_ddp)
@@ -41,9 +42,12 @@ def seed_everything(seed: int, epoch: int, rank: int) -> None:
 
 
 class Trainer:
-    def __init__(self, cfg: Config, rt: dist.Runtime):
+    def __init__(self, cfg: Config, rt: dist.Runtime, stop: Optional[StopRequest] = None):
         self.cfg = cfg
         self.rt = rt
+        self.stop = stop or StopRequest()
+        self.stop.stuck_after_s = cfg.dist_timeout
+        self.advice = timing.AdviceOnce()
         self.run_dir = Path(cfg.out)
         self.failed_files: Set[str] = set()
         self._prepare_run_dir()
@@ -57,6 +61,9 @@ class Trainer:
         self.precision = resolve_precision(cfg.amp, rt.device)
         self.schedule = LrSchedule(cfg.lr, cfg.epochs, cfg.warmup_epochs, cfg.min_lr_ratio)
         self.start_epoch, self.global_step, self.best_top1 = 0, 0, -1.0
+        self.epoch = 0  # the epoch being trained
+        self.start_position: Optional[EpochPosition] = None  # set when resuming mid-epoch
+        self.resume_rng: Optional[Dict] = None  # this rank's RNG state at that point
         self._maybe_resume()
         self._wrap_ddp()
         self._write_run_files()
@@ -69,7 +76,7 @@ class Trainer:
 
     def _build_loaders(self) -> None:
         cfg, rt, split = self.cfg, self.rt, self.split
-        workers = auto_workers(cfg.workers, self.cpus)
+        self.workers = workers = auto_workers(cfg.workers, self.cpus)
         pin = rt.device.type == "cuda"
         train_set = ImageDataset(split.train, train_transform(cfg.img_size, cfg.min_crop_scale),
                                  train_decode_min_side(cfg.img_size, cfg.min_crop_scale), seed=cfg.seed,
@@ -120,8 +127,22 @@ class Trainer:
         self.start_epoch = int(state["epoch"]) + 1
         self.global_step = int(state["step"])
         self.best_top1 = float(state.get("best_top1", -1.0))
-        log.info("resumed from %s: continuing at epoch %d/%d (step %d, written by %s processes)",
-                 path, self.start_epoch + 1, self.cfg.epochs, self.global_step, state.get("world_size"))
+        where = ""
+        if state.get("partial"):
+            self._resume_mid_epoch(state)
+            where = f" after {self.start_position.samples_done} of its samples"
+        log.info("resumed from %s: continuing at epoch %d/%d%s (step %d, written by %s processes)",
+                 path, self.start_epoch + 1, self.cfg.epochs, where, self.global_step, state.get("world_size"))
+
+    def _resume_mid_epoch(self, state: Dict) -> None:
+        partial = state["partial"]
+        self.start_epoch = int(partial["epoch"])
+        self.start_position = EpochPosition.from_dict(partial["position"])
+        if state.get("world_size") == self.rt.world_size:
+            self.resume_rng = partial["rng"][self.rt.rank]
+        else:
+            log.info("mid-epoch resume on %d processes (saved on %s): the rest of the epoch is re-sharded; "
+                     "dropout draws differ from an uninterrupted run", self.rt.world_size, state.get("world_size"))
 
     def _check_resumable(self, path: Path, state: Dict) -> None:
         """A checkpoint of another model or class list is an error that lists the differences."""
@@ -166,22 +187,48 @@ class Trainer:
         return result
 
     def _run_epoch(self, epoch: int) -> EvalResult:
-        seed_everything(self.cfg.seed, epoch, self.rt.rank)
-        self.train_loader.sampler.set_epoch(epoch)  # a new shard order every epoch, the same on every rank
-        bar = progress(self.steps_per_epoch, epoch, self.cfg.epochs, self.rt.is_main)
+        self.epoch = epoch
+        start = self._epoch_start(epoch)
+        self.train_loader.sampler.set_epoch(epoch, start.samples_done)  # same shard order on every rank
+        steps = steps_per_epoch(len(self.train_loader), self.cfg.grad_accum)
+        bar = progress(steps, epoch, self.cfg.epochs, self.rt.is_main)
         reporter = _Reporter(bar, self.tb if self.rt.is_main else None, self.global_step)
+        plan = EpochPlan(epoch, self.global_step, start, self._samples_per_epoch(), self.cfg.save_every_steps,
+                         self._save_mid_epoch, self.stop)
         stats = train_one_epoch(self.ddp, self.train_loader, self.optimizer, self.schedule, self.precision,
-                                self._step_settings(), self.rt, epoch, self.global_step, reporter,
-                                self._warn_unreadable)
+                                self._step_settings(), self.rt, plan, reporter, self._warn_unreadable)
         bar.close()
         self.global_step += stats.steps
+        if stats.stopped is not None:  # rank 0 saved the position; every rank leaves together
+            self._leave(epoch, stats.stopped)
         dist.broadcast_buffers(checkpoint.unwrap(self.ddp))  # evaluate exactly the model rank 0 saves
         result = evaluate(self.ddp, self.val_loader, self.precision, len(self.split.classes), self.rt,
                           self.cfg.channels_last, self._warn_unreadable)
         if self.rt.is_main:
             self._record_epoch(epoch, stats, result)
         dist.barrier()  # nobody starts the next epoch (or exits) before rank 0 has saved
+        if epoch + 1 < self.cfg.epochs and dist.any_rank(self.stop.requested(), self.rt.device):
+            self._leave(epoch + 1, None)
         return result
+
+    def _epoch_start(self, epoch: int) -> EpochPosition:
+        """Global RNGs and the sample position at which this epoch's training starts."""
+        seed_everything(self.cfg.seed, epoch, self.rt.rank)
+        if epoch != self.start_epoch or self.start_position is None:
+            return EpochPosition()
+        if self.resume_rng is not None:
+            checkpoint.restore_rng(self.resume_rng)
+        return self.start_position
+
+    def _samples_per_epoch(self) -> int:
+        return self.steps_per_epoch * self.cfg.grad_accum * self.cfg.batch_size * self.rt.world_size
+
+    def _leave(self, epoch: int, position: Optional[EpochPosition]) -> None:
+        dist.barrier()  # rank 0 has written the checkpoint
+        where = (f"epoch {epoch + 1} after {position.samples_done} of its samples" if position is not None
+                 else f"the start of epoch {epoch + 1}")
+        raise Preempted(f"stopped on {self.stop.name}: checkpoint saved in {self.run_dir / 'checkpoints'} at "
+                        f"{where} (step {self.global_step}); run the same command with --resume auto to continue")
 
     def _step_settings(self) -> StepSettings:
         cfg = self.cfg
@@ -199,12 +246,13 @@ class Trainer:
         self.best_top1 = max(self.best_top1, result.top1)
         self.metrics.append(record)  # before the checkpoint: a crash in between is redone, not lost
         self.tb.scalars({"val/loss": result.loss, "val/top1": result.top1, "val/top5": result.top5,
-                         "perf/images_per_sec": stats.images_per_sec,
-                         "perf/data_wait_frac": stats.data_wait_frac}, self.global_step)
+                         "perf/images_per_sec": stats.images_per_sec, **perf_scalars(record)}, self.global_step)
         log.info("epoch %d/%d: train_loss %.4f  val_loss %.4f  val_top1 %.4f  val_top5 %.4f  (%d images)  "
                  "%.1f img/s  data_wait %.0f%%  %.1fs", epoch + 1, self.cfg.epochs, stats.train_loss,
                  result.loss, result.top1, result.top5, result.samples, stats.images_per_sec,
                  100 * stats.data_wait_frac, stats.epoch_time_s)
+        for message in self.advice.new(timing.advice(stats.ranks, self.workers)):
+            log.warning("epoch %d: %s", epoch + 1, message)
         skipped = stats.skipped_images + result.skipped
         if skipped:
             log.warning("epoch %d: %d unreadable images skipped (%d train, %d val); see warnings above",
@@ -212,25 +260,39 @@ class Trainer:
         self._save(epoch, record, is_best)
 
     def _save(self, epoch: int, record: Dict, is_best: bool) -> None:
-        state = {
+        state = self._state(last_complete_epoch=epoch)
+        state["metrics"] = record
+        folder = self.run_dir / "checkpoints"
+        checkpoint.save_atomic(state, folder / checkpoint.LAST)
+        if is_best:
+            checkpoint.save_atomic(state, folder / checkpoint.BEST)
+
+    def _save_mid_epoch(self, position: EpochPosition, global_step: int) -> None:
+        """Every rank hands over its RNG state; rank 0 writes step-N.pt (and last.pt)."""
+        rng = dist.gather_objects(checkpoint.capture_rng())
+        if not self.rt.is_main:
+            return
+        epoch = self.epoch
+        state = self._state(last_complete_epoch=epoch - 1, step=global_step)
+        state["partial"] = {"epoch": epoch, "position": position.to_dict(), "rng": rng}
+        path = checkpoint.save_step(state, self.run_dir / "checkpoints", global_step, self.cfg.keep_last)
+        log.info("saved %s (epoch %d, %d samples into it)", path.name, epoch + 1, position.samples_done)
+
+    def _state(self, last_complete_epoch: int, step: Optional[int] = None) -> Dict:
+        return {
             "format": checkpoint.FORMAT_VERSION,
             "model": checkpoint.unwrap(self.ddp).state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.schedule.state_dict(),
             "scaler": self.precision.scaler.state_dict() if self.precision.scaler else None,
-            "epoch": epoch,
-            "step": self.global_step,
+            "epoch": last_complete_epoch,
+            "step": self.global_step if step is None else step,
             "best_top1": self.best_top1,
             "rng": checkpoint.capture_rng(),
             "config": self.cfg.to_dict(),
             "class_names": list(self.split.classes),
             "world_size": self.rt.world_size,
-            "metrics": record,
         }
-        folder = self.run_dir / "checkpoints"
-        checkpoint.save_atomic(state, folder / checkpoint.LAST)
-        if is_best:
-            checkpoint.save_atomic(state, folder / checkpoint.BEST)
 
     def _log_finish(self, last_epoch: int) -> None:
         if last_epoch < self.cfg.epochs:
@@ -239,13 +301,25 @@ class Trainer:
 
 
 def epoch_record(epoch: int, step: int, world_size: int, stats: EpochStats, result: EvalResult) -> Dict:
-    return {
+    record = {
         "epoch": epoch, "step": step, "train_loss": stats.train_loss, "val_loss": result.loss,
         "val_top1": result.top1, "val_top5": result.top5, "val_samples": result.samples,
         "lr": stats.lr, "images_per_sec": stats.images_per_sec, "epoch_time_s": stats.epoch_time_s,
         "data_wait_frac": stats.data_wait_frac, "skipped_images": stats.skipped_images + result.skipped,
         "world_size": world_size, "time": time.time(),
     }
+    if stats.ranks:
+        record.update(timing.summarize(stats.ranks))
+    return record
+
+
+def perf_scalars(record: Dict) -> Dict[str, float]:
+    """The step-time breakdown as TensorBoard scalars (perf/...)."""
+    scalars = {f"perf/{key}": record[key] for key in ("data_wait_frac", "step_time_s", "step_time_spread",
+                                                       "max_mem_mb", "gpu_util") if key in record}
+    for rank, seconds in enumerate(record.get("rank_work_s", [])):
+        scalars[f"perf/rank{rank}_work_s"] = seconds
+    return scalars
 
 
 class _Reporter:
@@ -273,8 +347,12 @@ def resume_after_restart(cfg: Config, environ=os.environ) -> Config:
 
 def run(cfg: Config, env: dist.DistEnv) -> Optional[EvalResult]:
     cfg = resume_after_restart(cfg)
-    rt = dist.setup(env, cfg.device, cfg.dist_timeout)
+    stop = StopRequest().install()  # from here on SIGTERM/SIGUSR1 mean "save and stop"
     try:
-        return Trainer(cfg, rt).fit()
+        rt = dist.setup(env, cfg.device, cfg.dist_timeout)
+        try:
+            return Trainer(cfg, rt, stop).fit()
+        finally:
+            dist.cleanup()
     finally:
-        dist.cleanup()
+        stop.uninstall()

@@ -12,17 +12,41 @@ def test_shard_sampler_gives_each_index_to_exactly_one_rank():
         assert flat == list(range(length))
 
 
+def _shard(rank, world, epoch, start=0, length=21):
+    sampler = EpochSampler(length, rank, world, seed=5)
+    sampler.set_epoch(epoch, start)
+    items = list(sampler)
+    assert len(items) == len(sampler) and all(e == epoch for _, e in items)
+    return [i for i, _ in items]
+
+
 def test_epoch_sampler_disjoint_shards_and_new_order_each_epoch():
-    data = list(range(21))
-
-    def shard(rank, epoch):
-        sampler = EpochSampler(data, num_replicas=2, rank=rank, shuffle=True, seed=5, drop_last=True)
-        sampler.set_epoch(epoch)
-        return [i for i, e in sampler if e == epoch]
-
-    r0, r1 = shard(0, 0), shard(1, 0)
+    r0, r1 = _shard(0, 2, 0), _shard(1, 2, 0)
     assert len(r0) == len(r1) == 10 and not set(r0) & set(r1)
-    assert shard(0, 1) != r0 and shard(0, 0) == r0
+    assert _shard(0, 2, 1) != r0 and _shard(0, 2, 0) == r0
+
+
+def test_epoch_sampler_matches_torch_distributed_sampler():
+    from torch.utils.data import DistributedSampler
+
+    for rank in range(3):
+        reference = DistributedSampler(list(range(20)), num_replicas=3, rank=rank, shuffle=True, seed=5,
+                                       drop_last=True)
+        reference.set_epoch(4)
+        assert _shard(rank, 3, 4, length=20) == list(reference)
+
+
+def test_resuming_mid_epoch_neither_repeats_nor_skips():
+    world, batch, steps_done = 2, 3, 2
+    full = [_shard(r, world, 7) for r in range(world)]
+    consumed = steps_done * batch * world
+    rest = [_shard(r, world, 7, start=consumed) for r in range(world)]
+    for rank in range(world):  # same world size: exactly the uninterrupted remainder of each shard
+        assert rest[rank] == full[rank][steps_done * batch:]
+    seen = [i for shard in full for i in shard[:steps_done * batch]]
+    on_three = [i for r in range(3) for i in _shard(r, 3, 7, start=consumed)]  # another world size
+    assert not set(seen) & set(on_three)
+    assert len(set(seen) | set(on_three)) == 21 - (21 - consumed) % 3
 
 
 def test_augmentation_depends_on_sample_and_epoch_only(tiny_shapes):

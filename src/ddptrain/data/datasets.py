@@ -1,6 +1,7 @@
 """Map-style dataset over (path, label) samples that never lets one bad file stop training."""
 from __future__ import annotations
 
+import time
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -18,6 +19,7 @@ class Item(NamedTuple):
     image: Optional[torch.Tensor]  # None when the file was unreadable and not substituted
     label: int
     failures: Tuple[str, ...]  # "path: reason" for every unreadable file met on the way
+    load_s: float = 0.0  # seconds spent reading, decoding and transforming it
 
 
 def augmentation_seed(seed: int, epoch: int, index: int) -> int:
@@ -49,6 +51,7 @@ class ImageDataset(Dataset):
 
     def __getitem__(self, item) -> Item:
         index, epoch = item if isinstance(item, tuple) else (item, 0)
+        started = time.perf_counter()
         failures: List[str] = []
         for attempt in range(MAX_SUBSTITUTIONS if self.substitute else 1):
             current = (index + attempt * _SUBSTITUTE_STRIDE) % len(self.samples)
@@ -58,11 +61,12 @@ class ImageDataset(Dataset):
             except UNREADABLE_ERRORS as error:
                 failures.append(f"{path}: {type(error).__name__}: {error}")
                 continue
-            return Item(self._transform(image, epoch, index), label, tuple(failures))
+            tensor = self._transform(image, epoch, index)
+            return Item(tensor, label, tuple(failures), time.perf_counter() - started)
         if self.substitute:
             raise RuntimeError(f"{MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
                                "check the data folder (ddptrain skips single bad files, not a broken dataset)")
-        return Item(None, self.samples[index][1], tuple(failures))
+        return Item(None, self.samples[index][1], tuple(failures), time.perf_counter() - started)
 
     def _transform(self, image, epoch: int, index: int) -> torch.Tensor:
         generator = torch.default_generator
@@ -78,6 +82,7 @@ class Batch(NamedTuple):
     images: torch.Tensor
     labels: torch.Tensor
     failures: Tuple[str, ...]
+    load_s: float = 0.0  # summed over its items: the input pipeline's cost, wherever it ran
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -87,8 +92,9 @@ def collate(items: Sequence[Item]) -> Batch:
     """Stack readable samples; keep the failures so the training loop can count them."""
     kept = [item for item in items if item.image is not None]
     failures = tuple(f for item in items for f in item.failures)
+    load_s = sum(item.load_s for item in items)
     if not kept:
-        return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures)
+        return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures, load_s)
     images = torch.stack([item.image for item in kept])
     labels = torch.tensor([item.label for item in kept], dtype=torch.long)
-    return Batch(images, labels, failures)
+    return Batch(images, labels, failures, load_s)

@@ -2,24 +2,48 @@
 from __future__ import annotations
 
 import random
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ..preempt import ignore_stop_signals
 from .datasets import collate
 
 MAX_AUTO_WORKERS = 8
 
 
-class EpochSampler(DistributedSampler):
-    """DistributedSampler (shuffled by seed and epoch, uneven tail dropped) that also hands the epoch
-    to the dataset, which derives each sample's augmentation seed from it."""
+class EpochSampler(Sampler):
+    """Disjoint training shards, reshuffled by (seed, epoch), the uneven tail dropped; yields
+    (index, epoch) so the dataset derives each sample's augmentation seed from it.
 
-    def __iter__(self) -> Iterator:
+    The epoch's permutation is the same for every world size; rank r takes positions r, r+W, ...
+    After `set_epoch(epoch, start)` the first `start` positions count as already consumed: the
+    remainder is sharded again over the current ranks, so a run stopped mid-epoch continues without
+    repeating or skipping a sample, with the same or with another number of processes."""
+
+    def __init__(self, length: int, rank: int, world_size: int, seed: int):
+        self.length, self.rank, self.world_size, self.seed = length, rank, world_size, seed
+        self.epoch, self.start = 0, 0
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        self.epoch, self.start = epoch, min(max(0, start), self.length)
+
+    def permutation(self) -> List[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return torch.randperm(self.length, generator=generator).tolist()
+
+    def _usable(self) -> int:
+        return (self.length - self.start) // self.world_size * self.world_size
+
+    def __iter__(self) -> Iterator[Tuple[int, int]]:
+        remaining = self.permutation()[self.start:self.start + self._usable()]
         epoch = self.epoch
-        return ((index, epoch) for index in super().__iter__())
+        return ((index, epoch) for index in remaining[self.rank::self.world_size])
+
+    def __len__(self) -> int:
+        return self._usable() // self.world_size
 
 
 class ShardSampler(Sampler):
@@ -42,7 +66,8 @@ def auto_workers(requested: Optional[int], cpus_per_process: int) -> int:
     return max(1, min(MAX_AUTO_WORKERS, cpus_per_process))
 
 
-def _seed_worker(worker_id: int) -> None:
+def _init_worker(worker_id: int) -> None:
+    ignore_stop_signals()  # the rank process decides when to stop (see ddptrain.preempt)
     # torch seeds each worker from the loader's generator; give numpy and random the same
     # seed for user transforms that draw from them.
     seed = torch.initial_seed() % 2**32
@@ -52,11 +77,11 @@ def _seed_worker(worker_id: int) -> None:
 
 def train_loader(dataset: Dataset, batch_size: int, rank: int, world_size: int, seed: int,
                  workers: int, pin_memory: bool) -> DataLoader:
-    sampler = EpochSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=True)
+    sampler = EpochSampler(len(dataset), rank, world_size, seed)
     generator = torch.Generator().manual_seed(seed * 1000 + rank)  # worker base seeds differ by rank
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                       pin_memory=pin_memory, drop_last=True, collate_fn=collate,
-                      persistent_workers=workers > 0, worker_init_fn=_seed_worker, generator=generator,
+                      persistent_workers=workers > 0, worker_init_fn=_init_worker, generator=generator,
                       prefetch_factor=4 if workers > 0 else None)
 
 
@@ -65,4 +90,4 @@ def eval_loader(dataset: Dataset, batch_size: int, rank: int, world_size: int, w
     sampler = ShardSampler(len(dataset), rank, world_size)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                       pin_memory=pin_memory, drop_last=False, collate_fn=collate,
-                      persistent_workers=persistent and workers > 0)
+                      persistent_workers=persistent and workers > 0, worker_init_fn=_init_worker)

@@ -1,0 +1,93 @@
+"""`ddptrain bench NAME`: reproducible performance measurements, each printed as a markdown table (or
+one JSON object with --json) and saved as JSON + a PNG chart under --out."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .report import emit
+
+NAMES = ["overhead", "scaling", "precision", "dp-vs-ddp", "input"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", choices=NAMES)
+    parser.add_argument("--data", default=None, help="image folder to use (default: generated)")
+    parser.add_argument("--out", default="bench-results", help="folder for NAME.json and NAME.png")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--nproc", type=int, default=2, help="processes (scaling: 1..N)")
+    parser.add_argument("--rounds", type=int, default=2, help="repetitions; the median (input: best) is kept")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--img-size", type=int, default=None, help="default 64 (input: 224)")
+    parser.add_argument("--batch-size", type=int, default=32, help="per process")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--per-class", type=int, default=128, help="generated training images per class (5)")
+    parser.add_argument("--count", type=int, default=256, help="input: number of JPEGs")
+    parser.add_argument("--compile", action="store_true", help="precision: also with torch.compile")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import torch
+
+    device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
+    if args.name == "input":
+        from .input import run_input_bench
+
+        result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device)
+        rows = [{"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
+                {"pipeline": "ddptrain (uint8, normalise on device)",
+                 "images/s/core": result["ddptrain_images_per_sec_per_core"]}]
+        emit("input", result, ["pipeline", "images/s/core"], rows, args.out, args.json,
+             {"label": "pipeline", "value": "images/s/core", "ylabel": "images/s per core",
+              "title": f"input pipeline, {result['img_size']} px crops, {result['device']}"})
+        return 0
+    if args.name == "dp-vs-ddp":
+        return _dp_vs_ddp(args)
+    return _training_bench(args, device)
+
+
+def _training_bench(args: argparse.Namespace, device: str) -> int:
+    from . import training
+
+    with tempfile.TemporaryDirectory(prefix="ddptrain-bench-") as tmp:
+        data = Path(args.data) if args.data else _generate(Path(tmp) / "data", args.per_class)
+        work = training.Workload(data, args.model, args.img_size or 64, args.batch_size, args.epochs, args.workers,
+                                 device)
+        if args.name == "overhead":
+            result, rows = training.overhead(work, Path(tmp), args.nproc, args.rounds)
+            columns, chart = ["loop", "images/s", "runs"], {"label": "loop", "value": "images/s"}
+        elif args.name == "scaling":
+            result, rows = training.scaling(work, Path(tmp), args.nproc, args.rounds)
+            columns = ["processes", "batch per process", "images/s", "efficiency", "runs"]
+            chart = {"label": "processes", "value": "images/s"}
+        else:
+            result, rows = training.precision(work, Path(tmp), args.nproc, args.compile)
+            columns, chart = ["variant", "images/s", "speed-up", "peak MiB", "note"], {"label": "variant",
+                                                                                    "value": "images/s"}
+    result.update({"model": work.model, "img_size": work.img_size, "batch_size": work.batch_size,
+                   "epochs": work.epochs, "device": device})
+    chart.update({"ylabel": "training images/s", "title": f"{args.name}: {work.model}, {work.img_size} px, {device}"})
+    emit(args.name, result, columns, rows, args.out, args.json, chart)
+    return 0
+
+
+def _dp_vs_ddp(args: argparse.Namespace) -> int:
+    from .training import REPO, dp_vs_ddp_skip_reason
+
+    reason = dp_vs_ddp_skip_reason()
+    if reason:
+        print(f"skipped: {reason}")
+        return 0
+    script = REPO / "benchmarks" / "dp_vs_ddp.py"
+    return subprocess.call([sys.executable, str(script), "--out", args.out, *(["--json"] if args.json else [])])
+
+
+def _generate(folder: Path, per_class: int) -> Path:
+    from ..data.synthetic import make_dataset
+
+    return make_dataset(folder, classes=5, per_class=per_class, seed=0, progress=False)

@@ -1,0 +1,61 @@
+"""Faults injected into real ddptrain workers (on PYTHONPATH in tests).
+
+FAULT_ACTION, on rank FAULT_RANK ("all": every rank), first attempt only (a worker restarted by
+torchrun runs clean):
+  stall:SECONDS | kill | signal:NAME | raise:MESSAGE
+                                      at the FAULT_STEP-th optimizer update (1-based);
+                                      signal goes to the launcher, or to this process without one
+  slow_forward:SECONDS                every forward pass of the model
+  slow_data:SECONDS                   every image read (in the DataLoader's processes too)
+"""
+import os
+
+_rank = os.environ.get("RANK", "0")
+if (os.environ.get("FAULT_ACTION") and os.environ.get("FAULT_RANK", "0") in (_rank, "all")
+        and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"):
+    import signal
+    import time
+
+    _action, _, _arg = os.environ["FAULT_ACTION"].partition(":")
+
+    if _action == "slow_forward":
+        import ddptrain.trainer as _trainer
+
+        _real_wrap = _trainer.wrap_ddp
+
+        def _wrap_slow_model(model, device):
+            model.register_forward_pre_hook(lambda module, args: time.sleep(float(_arg)))
+            return _real_wrap(model, device)
+
+        _trainer.wrap_ddp = _wrap_slow_model
+    elif _action == "slow_data":
+        from ddptrain.data import datasets as _datasets
+
+        _real_open = _datasets.open_rgb
+
+        def _slow_open(*args, **kwargs):
+            time.sleep(float(_arg))  # slow storage
+            return _real_open(*args, **kwargs)
+
+        _datasets.open_rgb = _slow_open
+    else:
+        import ddptrain.engine as _engine
+
+        _real_step, _calls = _engine._optimizer_step, []
+
+        def _faulty_step(*args, **kwargs):
+            _calls.append(1)
+            if len(_calls) == int(os.environ["FAULT_STEP"]):
+                if _action == "stall":
+                    time.sleep(float(_arg))  # this rank stops answering
+                elif _action == "raise":
+                    raise RuntimeError(_arg)
+                elif _action == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                elif _action == "signal":
+                    target = os.getppid() if "LOCAL_RANK" in os.environ else os.getpid()
+                    os.kill(target, getattr(signal, _arg))
+                    time.sleep(2)  # the signal reaches every worker before the ranks next agree
+            return _real_step(*args, **kwargs)
+
+        _engine._optimizer_step = _faulty_step
