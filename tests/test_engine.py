@@ -67,3 +67,29 @@ def test_one_image_per_process_with_batch_norm_is_a_clear_error():
     with pytest.raises(ConfigError, match="cannot train on 1 image.*Raise --batch-size"):
         _forward(model, torch.zeros(1, 3, 2, 2))
     assert _forward(model, torch.zeros(2, 3, 2, 2)).shape == (2, 4)
+
+
+def _two_steps(rt, compiled: bool) -> dict:
+    from ddptrain.checkpoint import unwrap
+    from ddptrain.data.datasets import Batch
+    from ddptrain.engine import EpochPlan, LrSchedule, StepSettings, build_optimizer, train_one_epoch
+    from ddptrain.models import wrap_ddp
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+    ddp = wrap_ddp(torch.compile(net, backend="eager") if compiled else net, rt.device)  # compiled, then wrapped
+    batches = [Batch(torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8), torch.tensor([0, 1, 0, 1]), ())
+               for _ in range(2)]
+    train_one_epoch(ddp, batches, build_optimizer(ddp, "sgd", 0.1, 0.9, 0.0, rt.device), LrSchedule(0.1, 1, 0, 1),
+                    resolve_precision("off", rt.device), StepSettings(1, None, 1, False, 0.0), rt,
+                    EpochPlan(epoch=0, global_step=0))
+    return {k: v.detach().clone() for k, v in unwrap(ddp).state_dict().items()}
+
+
+def test_a_compiled_model_trains_like_the_eager_one_and_saves_plain_keys():
+    from .dist_harness import run_single
+
+    eager, compiled = run_single(_two_steps, False), run_single(_two_steps, True)
+    assert list(compiled) == list(eager) and not any(k.startswith(("_orig_mod.", "module.")) for k in compiled)
+    for name, value in eager.items():
+        torch.testing.assert_close(compiled[name], value)

@@ -39,7 +39,9 @@ SCENARIOS = {  # name: (grad_accum, clip_grad, amp, sync_bn)
     "accum": (2, None, "off", False),
     "clip": (1, CLIP, "off", False),
     "sync_bn": (1, None, "off", True),
+    "bf16_compress": (1, None, "off", False),  # --grad-compress bf16 on the ranks; exact math in the reference
 }
+COMPRESSED = {"bf16_compress": "bf16"}
 if _fp16_on_cpu_reason() is None:
     SCENARIOS["fp16"] = (1, None, "fp16", False)
 
@@ -69,10 +71,11 @@ def _rank_batches(rank: int, world: int, grad_accum: int):
     return batches
 
 
-def _train(rt, grad_accum: int, clip, amp: str, sync_bn: bool, reference: bool):
-    model = wrap_ddp(place_model(_net(sync_bn), rt.device, rt.world_size, sync_bn, False), rt.device)
+def _train(rt, grad_accum: int, clip, amp: str, sync_bn: bool, reference: bool, compress: str = "off"):
+    model = wrap_ddp(place_model(_net(sync_bn), rt.device, rt.world_size, sync_bn, False), rt.device, compress)
     all_reduces = []
-    model.register_comm_hook(None, lambda state, bucket: (all_reduces.append(1), allreduce_hook(None, bucket))[1])
+    if compress == "off":
+        model.register_comm_hook(None, lambda state, bucket: (all_reduces.append(1), allreduce_hook(None, bucket))[1])
     optimizer = build_optimizer(model, "sgd", 0.5, 0.9, 0.01, rt.device)
     settings = StepSettings(grad_accum=1 if reference else grad_accum, clip_grad=clip, log_every=1,
                             channels_last=False, label_smoothing=0.0)
@@ -90,7 +93,9 @@ def _train(rt, grad_accum: int, clip, amp: str, sync_bn: bool, reference: bool):
 
 
 def _all_scenarios(rt, reference: bool = False):
-    return {name: _train(rt, *spec, reference=reference) for name, spec in SCENARIOS.items()}
+    return {name: _train(rt, *spec, reference=reference,
+                         compress="off" if reference else COMPRESSED.get(name, "off"))
+            for name, spec in SCENARIOS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +103,12 @@ def equivalence():
     return run_ranks(_all_scenarios, WORLD), run_single(_all_scenarios, True)
 
 
-@pytest.mark.parametrize("scenario", ["plain", "accum", "clip", "sync_bn", "fp16"])
+@pytest.mark.parametrize("scenario", ["plain", "accum", "clip", "sync_bn", "fp16", "bf16_compress"])
 def test_two_ranks_equal_one_process_on_the_global_batch(equivalence, scenario):
     if scenario not in SCENARIOS:
         pytest.skip(_fp16_on_cpu_reason())
     ranks, single = equivalence
-    tolerance = 2e-3 if scenario == "fp16" else 1e-5
+    tolerance = {"fp16": 2e-3, "bf16_compress": 1e-2}.get(scenario, 1e-5)
     for name, value in single[scenario]["state"].items():
         assert torch.equal(ranks[0][scenario]["state"][name], ranks[1][scenario]["state"][name])  # ranks agree
         torch.testing.assert_close(ranks[0][scenario]["state"][name], value, rtol=tolerance, atol=tolerance,

@@ -9,7 +9,7 @@ import torch
 import timm
 from PIL import Image
 
-from ddptrain.data.transforms import eval_transform
+from ddptrain.data.transforms import eval_transform, normalize
 
 from .conftest import json_lines, read_metrics, run_cli, save_odd_modes, write_synthetic
 
@@ -109,7 +109,7 @@ def test_checkpoint_loads_into_a_plain_model_and_predict_agrees(trained, dataset
     images = [p for p in images if p.name != "broken.jpg"]
     transform = eval_transform(32)
     with torch.no_grad():
-        batch = torch.stack([transform(Image.open(p).convert("RGB")) for p in images])
+        batch = normalize(torch.stack([transform(Image.open(p).convert("RGB")) for p in images]))
         expected = [state["class_names"][i] for i in model(batch).argmax(1).tolist()]
     predicted = json_lines(run_cli(["predict", "--checkpoint", ckpt, *images, "--topk", 2]).stdout)
     assert [p["path"] for p in predicted] == [str(p) for p in images]

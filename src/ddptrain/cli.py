@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
     doc.add_argument("--json", action="store_true", help="one JSON object for machines")
 
+    bench = sub.add_parser("bench", help="performance benchmarks: overhead, scaling, precision, dp-vs-ddp, input")
+    from .bench import add_arguments as add_bench_arguments
+
+    add_bench_arguments(bench)
+
     lint = sub.add_parser("lint", help="check your own DDP training script for common mistakes (static)")
     lint.add_argument("paths", nargs="+", metavar="FILE", help="Python files or folders")
     lint.add_argument("--json", action="store_true", help="one JSON object instead of lines")
@@ -151,6 +156,13 @@ def cmd_doctor(args: argparse.Namespace, argv: List[str]) -> int:
     return run_doctor(options, argv)
 
 
+def cmd_bench(args: argparse.Namespace, argv: List[str]) -> int:
+    from .bench import run_bench
+
+    setup_logging(0, 1)
+    return run_bench(args)
+
+
 def cmd_lint(args: argparse.Namespace, argv: List[str]) -> int:
     from .lint import run_lint
 
@@ -165,7 +177,7 @@ def cmd_demo(args: argparse.Namespace, argv: List[str]) -> int:
 
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "predict": cmd_predict,
-            "make-dataset": cmd_make_dataset, "lint": cmd_lint, "doctor": cmd_doctor, "demo": cmd_demo}
+            "make-dataset": cmd_make_dataset, "lint": cmd_lint, "doctor": cmd_doctor, "bench": cmd_bench, "demo": cmd_demo}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -36,6 +36,9 @@ class Config:
     freeze_backbone: bool = _opt(False, "train only the classifier head")
     sync_bn: bool = _opt(False, "convert BatchNorm to SyncBatchNorm when more than one process")
     channels_last: bool = _opt(False, "use channels_last memory format")
+    compile: bool = _opt(False, "torch.compile the model (before the DDP wrap)")
+    grad_compress: str = _opt("off", "cast gradients for the all-reduce (halves the bytes on the wire)",
+                              choices=["off", "bf16", "fp16"])
     # optimisation
     epochs: int = _opt(10, "number of epochs")
     batch_size: int = _opt(32, "batch size per process (global batch = this x processes x grad-accum)")

@@ -140,6 +140,7 @@ def setup(env: DistEnv, device_kind: str, timeout_s: float) -> Runtime:
             raise ConfigError(f"rank {env.rank}: local rank {env.local_rank} has no GPU "
                               f"({torch.cuda.device_count()} visible); start fewer processes per node")
         torch.cuda.set_device(env.local_rank)
+        torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest convolution kernels once
         device, backend = torch.device("cuda", env.local_rank), "nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"

@@ -24,6 +24,7 @@ from torch import nn
 
 from . import dist
 from .checkpoint import unwrap
+from .data.transforms import normalize
 from .errors import ConfigError, NonFiniteLossError
 from .health import Heartbeat, describe, is_peer_failure
 from .metrics import EvalResult, EvalTotals
@@ -176,7 +177,7 @@ def steps_per_epoch(batches: int, grad_accum: int) -> int:
 
 
 def _to_device(batch, device: torch.device, channels_last: bool):
-    images = batch.images.to(device, non_blocking=True)
+    images = normalize(batch.images.to(device, non_blocking=True))  # uint8 travels; floats are made here
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
     return images, batch.labels.to(device, non_blocking=True)
@@ -222,7 +223,8 @@ def _train_steps(model, loader, optimizer, schedule, precision, settings, rt, pl
     model.train()
     n_steps = steps_per_epoch(len(loader), settings.grad_accum)
     clock = _Clock(rt.device)
-    timer = StepTimer(rt.device, rt.rank, unwrap(model), getattr(loader, "num_workers", 0))
+    timer = StepTimer(rt.device, rt.rank, None if _is_compiled(model) else unwrap(model),
+                      getattr(loader, "num_workers", 0))
     # loss sum, samples, skipped images since the last reduction, and this rank's stop request
     window = torch.zeros(4, dtype=torch.float64, device=rt.device)
     position = dataclasses.replace(plan.start)
@@ -277,6 +279,12 @@ def _train_steps(model, loader, optimizer, schedule, precision, settings, rt, pl
                 return _finish_epoch(clock, timer, position, images_total, step + 1, rt, optimizer,
                                      stopped=True)
     return _finish_epoch(clock, timer, position, images_total, n_steps, rt, optimizer)
+
+
+def _is_compiled(model: nn.Module) -> bool:
+    """Hooks on a compiled module's original would force recompiles; time its whole forward instead."""
+    inner = getattr(model, "module", model)
+    return hasattr(inner, "_orig_mod")
 
 
 def _notify(on_failure: Optional[Callable[[str], None]], failures) -> None:

@@ -14,9 +14,9 @@ from torch import nn
 from . import checkpoint, dist
 from .data.datasets import ImageDataset
 from .data.folder import all_images, load_split
-from .data.images import UNREADABLE_ERRORS, is_image_file, open_rgb
+from .data.images import UNREADABLE_ERRORS, is_image_file, load_rgb
 from .data.loaders import auto_workers, eval_loader
-from .data.transforms import eval_decode_min_side, eval_transform
+from .data.transforms import eval_decode_min_side, eval_transform, normalize
 from .engine import evaluate, resolve_precision
 from .errors import DataError
 from .models import build_model
@@ -73,7 +73,8 @@ def run_eval(opts: EvalOptions, env: dist.DistEnv) -> Dict:
         dataset = ImageDataset(samples, eval_transform(img_size), eval_decode_min_side(img_size))
         workers = auto_workers(opts.workers, dist.cpus_per_process(env.local_world_size))
         loader = eval_loader(dataset, opts.batch_size, rt.rank, rt.world_size, workers,
-                             rt.device.type == "cuda", persistent=False)
+                             rt.device.type == "cuda", persistent=False,
+                             normalize_in_workers=rt.device.type == "cpu")
         result = evaluate(loaded.model, loader, resolve_precision(opts.amp, rt.device),
                           len(loaded.class_names), rt,
                           on_failure=lambda f: log.warning("rank %d: skipped unreadable image %s", rt.rank, f))
@@ -113,7 +114,7 @@ def run_predict(checkpoint_path: str, paths: Sequence[str], topk: int = 5, devic
     for path, error in expand_paths(paths):
         if error is None:
             try:
-                pending.append((path, transform(open_rgb(path, eval_decode_min_side(img_size)))))
+                pending.append((path, transform(load_rgb(path, eval_decode_min_side(img_size)))))
             except UNREADABLE_ERRORS as exc:
                 error = f"{type(exc).__name__}: {exc}"
         if error is not None:
@@ -132,7 +133,7 @@ def run_predict(checkpoint_path: str, paths: Sequence[str], topk: int = 5, devic
 
 @torch.inference_mode()
 def _emit(loaded: LoadedModel, pending, k: int, device: torch.device, out) -> None:
-    images = torch.stack([tensor for _, tensor in pending]).to(device)
+    images = normalize(torch.stack([tensor for _, tensor in pending]).to(device))
     probs = torch.softmax(loaded.model(images).float(), dim=1)
     values, indices = probs.topk(k, dim=1)
     for (path, _), row_values, row_indices in zip(pending, values.tolist(), indices.tolist()):

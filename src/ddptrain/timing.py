@@ -85,11 +85,17 @@ class StepTimer:
 
     @contextlib.contextmanager
     def forward(self) -> Iterator[None]:
-        """Training forward passes happen inside this; evaluation's are not counted."""
+        """Training forward passes happen inside this; evaluation's are not counted. Without a module
+        to hook (a compiled model), the whole block is timed."""
         self.active = True
+        whole = not self._hooks
+        if whole:
+            self._before(None, None)
         try:
             yield
         finally:
+            if whole:
+                self._after(None, None, None)
             self.active = False
 
     def _before(self, module, args) -> None:

@@ -82,8 +82,11 @@ class Trainer:
                                  train_decode_min_side(cfg.img_size, cfg.min_crop_scale), seed=cfg.seed,
                                  substitute=True)
         val_set = ImageDataset(split.val, eval_transform(cfg.img_size), eval_decode_min_side(cfg.img_size))
-        self.train_loader = train_loader(train_set, cfg.batch_size, rt.rank, rt.world_size, cfg.seed, workers, pin)
-        self.val_loader = eval_loader(val_set, cfg.batch_size, rt.rank, rt.world_size, workers, pin)
+        on_cpu = rt.device.type == "cpu"  # then the loader workers normalise, in parallel with the step
+        self.train_loader = train_loader(train_set, cfg.batch_size, rt.rank, rt.world_size, cfg.seed, workers, pin,
+                                         normalize_in_workers=on_cpu)
+        self.val_loader = eval_loader(val_set, cfg.batch_size, rt.rank, rt.world_size, workers, pin,
+                                      normalize_in_workers=on_cpu)
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.grad_accum)
         if self.steps_per_epoch == 0:
             per_rank = len(self.train_loader.sampler)
@@ -92,7 +95,7 @@ class Trainer:
                 f"{per_rank} samples, less than one optimizer step of --batch-size {cfg.batch_size} x "
                 f"--grad-accum {cfg.grad_accum}; lower the batch size or use fewer processes")
         missing_val = classes_without_validation(split)
-        if missing_val and rt.is_main:
+        if missing_val and rt.is_main and cfg.val_split > 0:
             log.warning("no validation image for class(es) %s: too few images for --val-split %s; their "
                         "accuracy is not measured", ", ".join(missing_val), cfg.val_split)
         log.info("data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, "
@@ -160,7 +163,11 @@ class Trainer:
                                   + ". Use another --out (or --resume PATH) for a different model or data.")
 
     def _wrap_ddp(self) -> None:
-        self.ddp = wrap_ddp(self.model, self.rt.device)
+        model = self.model
+        if self.cfg.compile:
+            log.info("compiling the model with torch.compile (the first steps are slow)")
+            model = torch.compile(model)
+        self.ddp = wrap_ddp(model, self.rt.device, self.cfg.grad_compress)
 
     def _write_run_files(self) -> None:
         if not self.rt.is_main:

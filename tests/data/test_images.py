@@ -1,7 +1,7 @@
 import pytest
 from PIL import Image
 
-from ddptrain.data.images import UNREADABLE_ERRORS, is_image_file, open_rgb
+from ddptrain.data.images import UNREADABLE_ERRORS, is_image_file, load_rgb, open_rgb
 
 from ..conftest import save_odd_modes
 
@@ -39,6 +39,8 @@ def test_unreadable_files_raise_a_catchable_error(tmp_path, content):
     path.write_bytes(content)
     with pytest.raises(UNREADABLE_ERRORS):
         open_rgb(path)
+    with pytest.raises(UNREADABLE_ERRORS):  # the fast JPEG path hands broken files to PIL's errors
+        load_rgb(path)
 
 
 def test_draft_decoding_keeps_the_requested_side(tmp_path):
@@ -51,3 +53,41 @@ def test_draft_decoding_keeps_the_requested_side(tmp_path):
 def test_extensions_case_insensitive_and_hidden_ignored():
     assert is_image_file("a/B.JPEG") and is_image_file("x.TiF") and is_image_file("y.webp")
     assert not is_image_file("notes.txt") and not is_image_file(".hidden.jpg")
+
+
+def _photo(tmp_path, mode="RGB", size=(120, 90)):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    image = Image.fromarray(rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)).convert(mode)
+    path = tmp_path / f"photo_{mode}.jpg"
+    image.save(path, quality=90)
+    return path
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_fast_jpeg_decoding_gives_the_pixels_pil_gives(tmp_path, mode):
+    import torch
+    from torchvision.transforms.v2.functional import pil_to_tensor
+
+    path = _photo(tmp_path, mode)
+    fast = load_rgb(path)
+    assert isinstance(fast, torch.Tensor) and fast.dtype == torch.uint8 and fast.shape == (3, 90, 120)
+    reference = pil_to_tensor(open_rgb(path))
+    assert (fast.int() - reference.int()).abs().max() <= 1  # the same libjpeg-turbo; rounding at most
+
+
+def test_files_the_fast_path_does_not_take_still_decode(tmp_path):
+    cmyk = _photo(tmp_path, "CMYK")
+    assert load_rgb(cmyk).mode == "RGB"  # through PIL
+    big = _photo(tmp_path, "RGB", size=(480, 320))
+    assert max(load_rgb(big, min_side=70).size) < 480  # large enough for draft decoding: PIL
+    Image.new("RGB", (8, 8)).save(tmp_path / "small.png")
+    assert load_rgb(tmp_path / "small.png").mode == "RGB"
+
+
+def test_fast_path_keeps_the_decompression_bomb_guard(tmp_path, monkeypatch):
+    path = _photo(tmp_path)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 120 x 90 is now over twice the limit
+    with pytest.raises(Image.DecompressionBombError):
+        load_rgb(path)

@@ -23,21 +23,21 @@ if (os.environ.get("FAULT_ACTION") and os.environ.get("FAULT_RANK", "0") in (_ra
 
         _real_wrap = _trainer.wrap_ddp
 
-        def _wrap_slow_model(model, device):
-            model.register_forward_pre_hook(lambda module, args: time.sleep(float(_arg)))
-            return _real_wrap(model, device)
+        def _wrap_slow_model(model, *args, **kwargs):
+            model.register_forward_pre_hook(lambda module, inputs: time.sleep(float(_arg)))
+            return _real_wrap(model, *args, **kwargs)
 
         _trainer.wrap_ddp = _wrap_slow_model
     elif _action == "slow_data":
         from ddptrain.data import datasets as _datasets
 
-        _real_open = _datasets.open_rgb
+        _real_load = _datasets.load_rgb
 
-        def _slow_open(*args, **kwargs):
+        def _slow_load(*args, **kwargs):
             time.sleep(float(_arg))  # slow storage
-            return _real_open(*args, **kwargs)
+            return _real_load(*args, **kwargs)
 
-        _datasets.open_rgb = _slow_open
+        _datasets.load_rgb = _slow_load
     else:
         import ddptrain.engine as _engine
 

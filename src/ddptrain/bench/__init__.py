@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-class", type=int, default=128, help="generated training images per class (5)")
     parser.add_argument("--count", type=int, default=256, help="input: number of JPEGs")
     parser.add_argument("--compile", action="store_true", help="precision: also with torch.compile")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="precision: random tensors on the device instead of JPEGs (model and step alone)")
+    parser.add_argument("--steps", type=int, default=30, help="precision --synthetic: timed steps per variant")
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -42,12 +45,26 @@ def run_bench(args: argparse.Namespace) -> int:
         rows = [{"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
                 {"pipeline": "ddptrain (uint8, normalise on device)",
                  "images/s/core": result["ddptrain_images_per_sec_per_core"]}]
+        if "ddptrain_gpu_decode_images_per_sec_per_core" in result:
+            rows.append({"pipeline": "ddptrain, GPU decode (nvJPEG)",
+                         "images/s/core": result["ddptrain_gpu_decode_images_per_sec_per_core"]})
         emit("input", result, ["pipeline", "images/s/core"], rows, args.out, args.json,
              {"label": "pipeline", "value": "images/s/core", "ylabel": "images/s per core",
               "title": f"input pipeline, {result['img_size']} px crops, {result['device']}"})
         return 0
     if args.name == "dp-vs-ddp":
         return _dp_vs_ddp(args)
+    if args.name == "precision" and args.synthetic:
+        from .synthetic import synthetic_precision
+
+        size = args.img_size or 224
+        rows = synthetic_precision(args.model, size, args.batch_size, args.steps, device, args.compile)
+        result = {"model": args.model, "img_size": size, "batch_size": args.batch_size, "device": device,
+                  "input": "synthetic", "best_images_per_sec": max(r["images/s"] for r in rows)}
+        emit("precision-synthetic", result, ["variant", "images/s", "speed-up", "peak MiB", "note"], rows,
+             args.out, args.json, {"label": "variant", "value": "images/s", "ylabel": "training images/s",
+                                   "title": f"synthetic input: {args.model}, {size} px, {device}"})
+        return 0
     return _training_bench(args, device)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -27,12 +28,14 @@ def bar_chart(path: Path, title: str, labels: List[str], values: List[float], yl
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(labels) + 2), 3.6))
-    bars = ax.bar(labels, values, color="#4c72b0")
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(labels) + 2), 3.8))
+    wrapped = [textwrap.fill(label, 16) for label in labels]
+    bars = ax.bar(wrapped, values, color="#4c72b0")
     ax.bar_label(bars, labels=[_cell(v) for v in values], padding=2, fontsize=8)
+    ax.set_ylim(0, max(values + [1e-9]) * 1.15)  # room for the value labels
     ax.set_title(title, fontsize=10)
     ax.set_ylabel(ylabel)
-    ax.tick_params(axis="x", labelsize=8, rotation=20 if len(labels) > 4 else 0)
+    ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -8,7 +8,8 @@ import torch
 from torch.utils.data import Dataset
 
 from .folder import Sample
-from .images import UNREADABLE_ERRORS, open_rgb
+from .images import UNREADABLE_ERRORS, load_rgb
+from .transforms import normalize
 
 MAX_SUBSTITUTIONS = 64
 _MIX = 0x9E3779B97F4A7C15  # golden-ratio constant: spreads nearby integers far apart
@@ -57,7 +58,7 @@ class ImageDataset(Dataset):
             current = (index + attempt * _SUBSTITUTE_STRIDE) % len(self.samples)
             path, label = self.samples[current]
             try:
-                image = open_rgb(path, self.decode_min_side)
+                image = load_rgb(path, self.decode_min_side)
             except UNREADABLE_ERRORS as error:
                 failures.append(f"{path}: {type(error).__name__}: {error}")
                 continue
@@ -88,13 +89,19 @@ class Batch(NamedTuple):
         return len(self.labels)
 
 
-def collate(items: Sequence[Item]) -> Batch:
-    """Stack readable samples; keep the failures so the training loop can count them."""
+def collate(items: Sequence[Item], normalized: bool = False) -> Batch:
+    """Stack readable samples; keep the failures so the training loop can count them.
+
+    Batches stay uint8 for a GPU, which normalises them itself (engine._to_device); `normalized`
+    does it here instead, in the loader worker, when the model runs on the CPU: the worker then
+    works in parallel with the training step rather than adding to it."""
     kept = [item for item in items if item.image is not None]
     failures = tuple(f for item in items for f in item.failures)
     load_s = sum(item.load_s for item in items)
     if not kept:
         return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures, load_s)
     images = torch.stack([item.image for item in kept])
+    if normalized:
+        images = normalize(images)
     labels = torch.tensor([item.label for item in kept], dtype=torch.long)
     return Batch(images, labels, failures, load_s)

@@ -1,8 +1,10 @@
 """Open any image file as 8-bit RGB, or fail with an error that names the file."""
 from __future__ import annotations
 
+import io
+import warnings
 from pathlib import Path
-from typing import Optional, Union
+from typing import BinaryIO, Optional, Union
 
 import numpy as np
 from PIL import Image
@@ -21,7 +23,7 @@ def is_image_file(path: Union[str, Path]) -> bool:
     return not name.startswith(".") and Path(name).suffix.lower() in IMAGE_EXTENSIONS
 
 
-def open_rgb(path: Union[str, Path], min_side: Optional[int] = None) -> Image.Image:
+def open_rgb(path: Union[str, Path, BinaryIO], min_side: Optional[int] = None) -> Image.Image:
     """Decode `path` to an RGB image.
 
     `min_side` lets the JPEG decoder scale down by 1/2, 1/4 or 1/8 while keeping the shorter side
@@ -33,6 +35,78 @@ def open_rgb(path: Union[str, Path], min_side: Optional[int] = None) -> Image.Im
             img.draft("RGB", (min_side, min_side))
         img.load()  # decode now, inside the caller's error handling, so truncation surfaces here
         return to_rgb(img)
+
+
+def load_rgb(path: Union[str, Path], min_side: Optional[int] = None) -> Union[Image.Image, "torch.Tensor"]:
+    """Decode `path` to RGB, the fastest correct way: a colour or grayscale JPEG that reduced decoding
+    would not shrink goes straight to a uint8 CHW tensor through libjpeg-turbo (torchvision.io),
+    skipping PIL's four-bytes-per-pixel copy and the conversion after it; every other file (PNG,
+    CMYK JPEG, a JPEG large enough for draft decoding) and any JPEG that path refuses goes through
+    PIL, as `open_rgb`. Transforms accept either."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    header = _jpeg_header(data) if _decode_jpeg is not None else None
+    if header is not None:
+        width, height, components = header
+        if width * height > 2 * (Image.MAX_IMAGE_PIXELS or float("inf")):
+            raise Image.DecompressionBombError(f"{width}x{height} pixels: over twice PIL's limit of "
+                                               f"{Image.MAX_IMAGE_PIXELS}, could be a decompression bomb")
+        if components in (1, 3) and not _draft_shrinks((width, height), min_side):
+            try:
+                return _decode_jpeg(data)
+            except RuntimeError:
+                pass  # PIL decides: it gives broken files their usual error
+    return open_rgb(io.BytesIO(data), min_side)
+
+
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start of frame: baseline, progressive, ...
+
+
+def _jpeg_header(data: bytes) -> Optional[tuple]:
+    """(width, height, colour components) from a JPEG's start-of-frame segment; None if not a JPEG."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    at = 2
+    while at + 4 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
+            at += 2
+            continue
+        if marker in _SOF_MARKERS:
+            if at + 10 > len(data):
+                return None
+            height = int.from_bytes(data[at + 5:at + 7], "big")
+            width = int.from_bytes(data[at + 7:at + 9], "big")
+            return width, height, data[at + 9]
+        at += 2 + int.from_bytes(data[at + 2:at + 4], "big")
+    return None
+
+
+def _draft_shrinks(size, min_side: Optional[int]) -> bool:
+    return bool(min_side) and min(size) >= 2 * min_side
+
+
+def _torchvision_jpeg_decoder():
+    try:
+        import torch
+        from torchvision.io import ImageReadMode, decode_jpeg
+    except ImportError:
+        return None
+
+    def decode(data: bytes) -> "torch.Tensor":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torchvision >= 0.24 announces a future move of its decoders
+            return decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB)
+
+    return decode
+
+
+_decode_jpeg = _torchvision_jpeg_decoder()
 
 
 def to_rgb(img: Image.Image) -> Image.Image:

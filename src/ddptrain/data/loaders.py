@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -75,19 +76,24 @@ def _init_worker(worker_id: int) -> None:
     random.seed(seed)
 
 
+def _collate_for(normalize_in_workers: bool):
+    """uint8 batches for an accelerator (it normalises them); normalised floats for a CPU model."""
+    return partial(collate, normalized=True) if normalize_in_workers else collate
+
+
 def train_loader(dataset: Dataset, batch_size: int, rank: int, world_size: int, seed: int,
-                 workers: int, pin_memory: bool) -> DataLoader:
+                 workers: int, pin_memory: bool, normalize_in_workers: bool = False) -> DataLoader:
     sampler = EpochSampler(len(dataset), rank, world_size, seed)
     generator = torch.Generator().manual_seed(seed * 1000 + rank)  # worker base seeds differ by rank
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      pin_memory=pin_memory, drop_last=True, collate_fn=collate,
+                      pin_memory=pin_memory, drop_last=True, collate_fn=_collate_for(normalize_in_workers),
                       persistent_workers=workers > 0, worker_init_fn=_init_worker, generator=generator,
                       prefetch_factor=4 if workers > 0 else None)
 
 
 def eval_loader(dataset: Dataset, batch_size: int, rank: int, world_size: int, workers: int,
-                pin_memory: bool, persistent: bool = True) -> DataLoader:
+                pin_memory: bool, persistent: bool = True, normalize_in_workers: bool = False) -> DataLoader:
     sampler = ShardSampler(len(dataset), rank, world_size)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      pin_memory=pin_memory, drop_last=False, collate_fn=collate,
+                      pin_memory=pin_memory, drop_last=False, collate_fn=_collate_for(normalize_in_workers),
                       persistent_workers=persistent and workers > 0, worker_init_fn=_init_worker)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Every GPU check in one run, within 8 minutes on one NVIDIA GPU (torch, torchvision, timm preinstalled,
+# no network, this project copied in):
+#   1. a single-rank NCCL DDP training run through the launcher (torchrun), with a mid-epoch checkpoint;
+#   2. `ddptrain doctor` (versions, GPU, NCCL smoke test);
+#   3. precision on synthetic input: ResNet-50, 224 px, fp32 / bf16 / fp16, +/- channels_last, + compile;
+#   4. the same model trained from real JPEGs (bf16, channels_last) to compare with 3;
+#   5. the input benchmark on the GPU, with nvJPEG decoding.
+# Results go to stdout and to $OUT (default benchmarks/results/gpu): gpu_check.txt plus each bench's
+# JSON and PNG. DEVICE=cpu SMALL=1 runs the same steps in miniature (to check the script itself).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+OUT=${OUT:-benchmarks/results/gpu}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+if [ "${SMALL:-0}" = 1 ]; then
+  MODEL=resnet18; SIZE=32; BATCH=8; STEPS=3; PHOTOS=64; EPOCHS=1; COMPILE=""
+else
+  MODEL=resnet50; SIZE=224; BATCH=256; STEPS=40; PHOTOS=3072; EPOCHS=2; COMPILE="--compile"
+fi
+status=0
+step() {  # step NAME TIMEOUT_S COMMAND...: run, log, remember a failure, carry on with the rest
+  local name=$1 limit=$2; shift 2
+  echo "== $name ($(date -u +%H:%M:%S))" | tee -a "$OUT/gpu_check.txt"
+  timeout "$limit" "$@" 2>&1 | tee -a "$OUT/gpu_check.txt"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || { echo "!! $name failed with exit code $rc" | tee -a "$OUT/gpu_check.txt"; status=1; }
+}
+: > "$OUT/gpu_check.txt"
+step versions 60 $PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', \
+torchvision.__version__, 'cuda', torch.version.cuda, [torch.cuda.get_device_name(i) for i in \
+range(torch.cuda.device_count())])"
+step make-data 120 $PY -m ddptrain make-dataset --out "$TMP/shapes" --classes 5 --per-class 64
+step ddp-smoke 150 $PY -m ddptrain train --data "$TMP/shapes" --out "$TMP/smoke" --device "$DEVICE" \
+  --model resnet18 --img-size 64 --epochs 2 --batch-size 32 --save-every-steps 3 --max-restarts 1 --workers 4
+step doctor 120 $PY -m ddptrain doctor --nproc 1 --device "$DEVICE"
+step precision-synthetic 240 $PY -m ddptrain bench precision --synthetic --model "$MODEL" --img-size "$SIZE" \
+  --batch-size "$BATCH" --steps "$STEPS" --device "$DEVICE" $COMPILE --out "$OUT"
+step photos 120 $PY -c "from pathlib import Path; from ddptrain.bench.photos import write_photos; \
+write_photos(Path('$TMP/photos'), $PHOTOS)"
+step real-jpeg-training 200 $PY -m ddptrain train --data "$TMP/photos" --out "$TMP/real" --device "$DEVICE" \
+  --model "$MODEL" --img-size "$SIZE" --batch-size "$BATCH" --epochs "$EPOCHS" --val-split 0 --amp bf16 \
+  --channels-last --workers "$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))" --log-every 5
+[ -f "$TMP/real/metrics.jsonl" ] && cp "$TMP/real/metrics.jsonl" "$OUT/real-jpeg-metrics.jsonl"
+step input 150 $PY -m ddptrain bench input --data "$TMP/photos" --count 512 --rounds 2 --device "$DEVICE" --out "$OUT"
+echo "== done: exit $status; results in $OUT" | tee -a "$OUT/gpu_check.txt"
+exit $status

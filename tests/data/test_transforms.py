@@ -1,0 +1,38 @@
+"""The uint8 pipeline (crop, resize, flip in 8 bits; normalise whole batches on the device) keeps the
+plain pipeline's semantics: the same crops and flips for the same random draws, the same values."""
+import pytest
+import torch
+from PIL import Image
+from torchvision.transforms import v2
+from torchvision.transforms.v2.functional import pil_to_tensor
+
+from ddptrain.data.transforms import IMAGENET_MEAN, IMAGENET_STD, normalize, train_transform
+
+
+def test_normalize_equals_the_per_image_float_pipeline():
+    images = torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8)
+    plain = v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    expected = torch.stack([plain(v2.functional.to_image(image)) for image in images])
+    torch.testing.assert_close(normalize(images), expected, rtol=0, atol=1e-5)
+    floats = torch.zeros(1, 3, 2, 2)
+    assert normalize(floats) is floats  # already normalised batches pass through
+
+
+def _gradient_image() -> Image.Image:
+    x = torch.arange(96).view(1, 96).expand(64, 96)
+    y = torch.arange(64).view(64, 1).expand(64, 96)
+    return Image.fromarray(torch.stack([x * 2, y * 3, (x + y)], dim=-1).to(torch.uint8).numpy())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tensor_and_pil_inputs_get_the_same_crop_and_flip(seed):
+    """A decoded JPEG arrives as a tensor, other files as PIL images: for the same draws the crop
+    box and flip are the same, and the pixels agree up to the two resamplers' rounding."""
+    transform = train_transform(32, 0.08)
+    image = _gradient_image()
+    torch.manual_seed(seed)
+    from_pil = transform(image)
+    torch.manual_seed(seed)
+    from_tensor = transform(pil_to_tensor(image))
+    assert from_pil.dtype == from_tensor.dtype == torch.uint8 and from_pil.shape == from_tensor.shape == (3, 32, 32)
+    assert (from_pil.float() - from_tensor.float()).abs().mean() < 2.0  # out of 255: same region, same flip
