@@ -102,3 +102,15 @@ def test_unwritable_out_is_refused_before_start(tmp_path, tiny_shapes):
     blocker.write_text("not a folder")
     proc = run_cli(["train", "--data", tiny_shapes, "--out", blocker / "run", *TINY, "--nproc", 2], check=False)
     assert proc.returncode == 2 and "cannot write to --out" in proc.stderr
+
+
+def test_unreachable_master_fails_after_the_rendezvous_timeout_with_an_explanation(tmp_path, tiny_shapes):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--nproc", 1, "--nnodes", 2,
+                    "--node-rank", 1, "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-timeout", 3],
+                   check=False, timeout=90)
+    assert proc.returncode != 0
+    assert "the launcher failed on node 1" in proc.stderr and "init timeout: The processes did not all meet" \
+        in proc.stderr, proc.stderr[-2000:]

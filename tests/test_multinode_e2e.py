@@ -13,6 +13,7 @@ import pytest
 from ddptrain.launch import free_port
 
 from .conftest import CLI_TIMEOUT_S, cli_env, read_metrics, started
+from .test_twohost_e2e import REASON as TWO_HOSTS_REASON
 
 TRAIN = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--epochs", 2, "--workers", 0,
          "--val-split", 0.25, "--seed", 5]
@@ -58,8 +59,10 @@ def _agent_cmd(data: Path, run_dir: Path, node_rank: int, nproc: int, port: int)
             "--master-port", port]
 
 
+@pytest.mark.skipif(TWO_HOSTS_REASON is None, reason="test_twohost_e2e runs two agents across two network hosts")
 @pytest.mark.parametrize("nproc", [2])
 def test_two_agents_train_as_one_job(tiny_shapes, tmp_path, nproc):
+    """Two agents on loopback, where network namespaces are unavailable."""
     run_dir, port = tmp_path / "run", free_port()
     with started(_agent_cmd(tiny_shapes, run_dir, 0, nproc, port)) as node0, \
             started(_agent_cmd(tiny_shapes, run_dir, 1, nproc, port)) as node1:

@@ -34,3 +34,11 @@ def test_advice_is_shown_once_per_kind():
     once = AdviceOnce()
     assert once.new({"straggler": "a"}) == ["a"]
     assert once.new({"straggler": "b", "memory": "m"}) == ["m"]
+
+
+def test_a_straggler_is_named_only_when_it_is_the_same_rank_two_epochs_running():
+    slow_one, slow_zero = [_rank(0), _rank(1, forward_s=3.0)], [_rank(0, forward_s=3.0), _rank(1)]
+    history: list = []
+    assert "straggler" not in advice(slow_one, 2, history)  # first sighting
+    assert "straggler" not in advice(slow_zero, 2, history)  # another rank: noise
+    assert "straggler" in advice(slow_zero, 2, history)  # rank 0 again: consistent

@@ -28,9 +28,9 @@ def test_slow_input_is_reported_as_input_bound(tiny_shapes, tmp_path):
 
 
 def test_a_slow_rank_is_named_as_the_straggler(tiny_shapes, tmp_path):
-    run_dir = tmp_path / "run"
-    proc = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *FLAGS, "--workers", 0],
+    run_dir = tmp_path / "run"  # two epochs: a rank must be slower in consecutive epochs to be named
+    proc = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *FLAGS, "--workers", 0, "--epochs", 2],
                    env_extra=fault_env("slow_forward:0.15", rank=1))
     assert "straggler: rank 1 spends" in proc.stderr, proc.stderr[-3000:]
-    work = read_metrics(run_dir)[0]["rank_work_s"]
+    work = read_metrics(run_dir)[1]["rank_work_s"]
     assert work[1] > work[0] + 0.1

@@ -16,7 +16,7 @@ from . import __version__, dist
 from .config import add_config_flags, build_config
 from .errors import DdptrainError
 from .failures import explain
-from .launch import check_nproc, inside_worker, launch
+from .launch import LaunchSpec, check_nproc, inside_worker, launch
 from .logs import ensure_writable, setup_logging
 from .preempt import Preempted
 
@@ -100,8 +100,8 @@ def cmd_train(args: argparse.Namespace, argv: List[str]) -> int:
     if cfg.uses_launcher and not inside_worker():
         nproc = cfg.nproc or 1
         check_nproc(nproc, dist.resolve_device_kind(cfg.device))
-        return launch(nproc, cfg.nnodes, cfg.node_rank, cfg.master_addr, cfg.master_port,
-                      cfg.max_restarts, argv)
+        return launch(LaunchSpec(nproc, str(cfg.nnodes), cfg.node_rank, cfg.master_addr, cfg.master_port,
+                                 cfg.max_restarts, cfg.rdzv_endpoint, cfg.rdzv_id, cfg.rdzv_timeout, cfg.iface), argv)
     from . import trainer
 
     env = dist.detect(os.environ, args.local_rank)
@@ -113,7 +113,7 @@ def cmd_train(args: argparse.Namespace, argv: List[str]) -> int:
 def cmd_eval(args: argparse.Namespace, argv: List[str]) -> int:
     if (args.nproc or 1) > 1 and not inside_worker():
         check_nproc(args.nproc, dist.resolve_device_kind(args.device))
-        return launch(args.nproc, 1, 0, None, None, 0, argv)
+        return launch(LaunchSpec(args.nproc), argv)
     from .inference import EvalOptions, run_eval
 
     env = dist.detect(os.environ, args.local_rank)

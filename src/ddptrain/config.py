@@ -10,7 +10,7 @@ import dataclasses
 import difflib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import yaml
 
@@ -66,10 +66,15 @@ class Config:
     # devices and processes
     device: str = _opt("auto", "device kind", choices=["auto", "cpu", "cuda"])
     nproc: Optional[int] = _opt(None, "processes on this node (launches through torchrun)")
-    nnodes: int = _opt(1, "number of nodes")
-    node_rank: int = _opt(0, "rank of this node")
+    nnodes: str = _opt("1", "number of nodes, or MIN:MAX for an elastic job (with --rdzv-endpoint)")
+    node_rank: int = _opt(0, "rank of this node (static rendezvous)")
     master_addr: Optional[str] = _opt(None, "address of node 0 (default 127.0.0.1 on one node)")
     master_port: Optional[int] = _opt(None, "port of node 0 (default: a free port on one node)")
+    rdzv_endpoint: Optional[str] = _opt(None, "HOST:PORT of an elastic (c10d) rendezvous, the same on every "
+                                              "node; replaces --master-addr/--node-rank")
+    rdzv_id: str = _opt("ddptrain", "job id shared by every node of an elastic job")
+    rdzv_timeout: float = _opt(300.0, "seconds to wait for every node to join (and for the master to answer)")
+    iface: Optional[str] = _opt(None, "network interface for gloo/NCCL traffic between nodes (e.g. eth1)")
     max_restarts: int = _opt(0, "restart all workers this many times when one fails")
     dist_timeout: float = _opt(600.0, "seconds a collective may wait once training runs (start-up allows "
                                       "at least 30 min); a stalled rank then fails the job, named")
@@ -77,7 +82,19 @@ class Config:
     @property
     def uses_launcher(self) -> bool:
         """True when this invocation must start worker processes through torchrun."""
-        return (self.nproc or 1) > 1 or self.nnodes > 1 or self.max_restarts > 0
+        return ((self.nproc or 1) > 1 or self.node_range()[1] > 1 or self.max_restarts > 0
+                or self.rdzv_endpoint is not None)
+
+    def node_range(self) -> Tuple[int, int]:
+        """(min, max) nodes from --nnodes N or MIN:MAX."""
+        low, _, high = str(self.nnodes).partition(":")
+        try:
+            nodes = (int(low), int(high or low))
+        except ValueError:
+            raise ConfigError(f"--nnodes {self.nnodes}: give a number of nodes, or MIN:MAX") from None
+        if not 1 <= nodes[0] <= nodes[1]:
+            raise ConfigError(f"--nnodes {self.nnodes}: need 1 <= MIN <= MAX")
+        return nodes
 
     def validate(self) -> "Config":
         checks = [
@@ -92,7 +109,12 @@ class Config:
             (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
             (self.workers is None or self.workers >= 0, "--workers must be 0 or more"),
             (self.nproc is None or self.nproc >= 1, "--nproc must be at least 1"),
-            (self.nnodes >= 1 and 0 <= self.node_rank < self.nnodes, "--node-rank must be in [0, --nnodes)"),
+            (self.rdzv_endpoint is not None or self.node_range()[0] == self.node_range()[1],
+             "--nnodes MIN:MAX (elastic) needs --rdzv-endpoint HOST:PORT"),
+            (self.rdzv_endpoint is not None or 0 <= self.node_rank < self.node_range()[1],
+             "--node-rank must be in [0, --nnodes)"),
+            (self.rdzv_endpoint is None or _is_host_port(self.rdzv_endpoint), "--rdzv-endpoint must be HOST:PORT"),
+            (self.rdzv_timeout > 0, "--rdzv-timeout must be positive"),
             (self.dist_timeout > 0, "--dist-timeout must be positive"),
             (self.log_every >= 1, "--log-every must be at least 1"),
             (self.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
@@ -105,6 +127,11 @@ class Config:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def _is_host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
 def flag_name(field_name: str) -> str:

@@ -19,7 +19,7 @@ import torch
 
 from . import dist
 from .errors import DdptrainError
-from .launch import launch
+from .launch import LaunchSpec, launch
 
 RESULT_ENV = "DDPTRAIN_DOCTOR_RESULT"
 MIN_SHM_BYTES = 1 << 30  # DataLoader workers pass every batch through /dev/shm
@@ -206,7 +206,7 @@ def _run_smoke(options: DoctorOptions, argv: List[str]) -> tuple:
         os.environ[RESULT_ENV] = str(result_file)
         try:
             if options.nproc > 1:
-                launch(options.nproc, 1, 0, None, None, 0, argv)
+                launch(LaunchSpec(options.nproc), argv)
             else:
                 worker_main(options, dist.DistEnv())
         except DdptrainError as error:

@@ -5,10 +5,12 @@ tells them to do the work instead of launching again.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
 import sys
+from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 import torch
@@ -53,21 +55,61 @@ def check_nproc(nproc: int, device_kind: str) -> None:
                               f"use --nproc {max(visible, 1)} or --device cpu")
 
 
-def torchrun_argv(nproc: int, nnodes: int, node_rank: int, master_addr: Optional[str],
-                  master_port: Optional[int], max_restarts: int, worker_argv: Sequence[str]) -> List[str]:
-    """Arguments for torchrun: static rendezvous on MASTER_ADDR:MASTER_PORT."""
-    if nnodes > 1 and not master_addr:
+@dataclass
+class LaunchSpec:
+    """How this node's agent joins the job: static (node ranks, node 0's address) or elastic (c10d)."""
+    nproc: int
+    nnodes: str = "1"
+    node_rank: int = 0
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
+    max_restarts: int = 0
+    rdzv_endpoint: Optional[str] = None
+    rdzv_id: str = "ddptrain"
+    rdzv_timeout: float = 300.0
+    iface: Optional[str] = None
+
+    @property
+    def single_node(self) -> bool:
+        return self.rdzv_endpoint is None and str(self.nnodes) == "1"
+
+
+def torchrun_argv(spec: LaunchSpec, worker_argv: Sequence[str]) -> List[str]:
+    """Arguments for torchrun: a static rendezvous on MASTER_ADDR:MASTER_PORT, or an elastic c10d one."""
+    timeout = int(spec.rdzv_timeout)
+    common = [f"--nproc-per-node={spec.nproc}", f"--nnodes={spec.nnodes}", f"--max-restarts={spec.max_restarts}"]
+    tail = ["--no-python", sys.executable, "-m", "ddptrain", *worker_argv]
+    if spec.rdzv_endpoint:
+        return [*common, "--rdzv-backend=c10d", f"--rdzv-endpoint={spec.rdzv_endpoint}", f"--rdzv-id={spec.rdzv_id}",
+                f"--rdzv-conf=join_timeout={timeout}", *tail]
+    if not spec.single_node and not spec.master_addr:
         raise ConfigError("--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)")
-    addr = master_addr or LOOPBACK  # IPv4 loopback: avoids IPv6 'Address family not supported'
-    if master_port and node_rank == 0 and nnodes > 1:
-        check_port_free(master_port)
-    port = master_port or (free_port(addr) if nnodes == 1 else 29500)
-    return [
-        f"--nproc-per-node={nproc}", f"--nnodes={nnodes}", f"--node-rank={node_rank}",
-        f"--master-addr={addr}", f"--master-port={port}", f"--max-restarts={max_restarts}",
-        "--rdzv-backend=static", "--no-python",
-        sys.executable, "-m", "ddptrain", *worker_argv,
-    ]
+    addr = spec.master_addr or LOOPBACK  # IPv4 loopback: avoids IPv6 'Address family not supported'
+    if spec.master_port and spec.node_rank == 0 and not spec.single_node:
+        check_port_free(spec.master_port)
+    port = spec.master_port or (free_port(addr) if spec.single_node else 29500)
+    return [*common, f"--node-rank={spec.node_rank}", f"--master-addr={addr}", f"--master-port={port}",
+            "--rdzv-backend=static", f"--rdzv-conf=timeout={timeout}", *tail]
+
+
+def network_environment(spec: LaunchSpec) -> dict:
+    """Socket interface settings for the workers: --iface everywhere it is given; loopback for a
+    single-node job, so nothing it opens is reachable from the network."""
+    if spec.iface:
+        try:
+            socket.if_nametoindex(spec.iface)
+        except OSError:
+            names = ", ".join(name for _, name in socket.if_nameindex())
+            raise ConfigError(f"--iface {spec.iface}: no such network interface on this node (it has: {names})") \
+                from None
+        return {"GLOO_SOCKET_IFNAME": spec.iface, "NCCL_SOCKET_IFNAME": spec.iface}
+    if spec.single_node and "GLOO_SOCKET_IFNAME" not in os.environ:
+        try:
+            socket.if_nametoindex("lo")
+            return {"GLOO_SOCKET_IFNAME": "lo"}
+        except OSError:
+            return {}
+    return {}
 
 
 def parse_torchrun_argv(argv: Sequence[str]):
@@ -119,21 +161,21 @@ class LoopbackRendezvous:
         self.sock.close()
 
 
-def launch(nproc: int, nnodes: int, node_rank: int, master_addr: Optional[str], master_port: Optional[int],
-           max_restarts: int, worker_argv: Sequence[str]) -> int:
-    """Run the workers to completion; return 0 on success, raise LaunchError naming the failed rank
-    (Preempted when they stopped on SIGTERM/SIGUSR1 after saving)."""
+def launch(spec: LaunchSpec, worker_argv: Sequence[str]) -> int:
+    """Run this node's workers to completion; return 0 on success, raise LaunchError naming the failed
+    rank (Preempted when they stopped on SIGTERM/SIGUSR1 after saving)."""
     from torch.distributed import run as torchrun
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    local = LoopbackRendezvous(master_port) if nnodes == 1 and not master_addr else None
+    local = LoopbackRendezvous(spec.master_port) if spec.single_node and not spec.master_addr else None
     if local is not None:
-        master_port = local.port
-    argv = torchrun_argv(nproc, nnodes, node_rank, master_addr, master_port, max_restarts, worker_argv)
+        spec = dataclasses.replace(spec, master_port=local.port)
+    argv = torchrun_argv(spec, worker_argv)
+    os.environ.update(network_environment(spec))
     os.environ[WORKER_ENV] = "1"
     # An even share of the cores per process; torchrun would otherwise force 1 thread each.
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // nproc)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // spec.nproc)))
     previous_usr1 = signal.signal(signal.SIGUSR1, _forward_usr1)  # torchrun's agent handles SIGTERM itself
     try:
         torchrun.run(parse_torchrun_argv(argv))
@@ -149,7 +191,7 @@ def launch(nproc: int, nnodes: int, node_rank: int, master_addr: Optional[str], 
         hint = explain(str(error))
         if hint is None:
             raise
-        raise LaunchError(f"the launcher failed on node {node_rank}: {str(error).strip().splitlines()[0]}\n  "
+        raise LaunchError(f"the launcher failed on node {spec.node_rank}: {str(error).strip().splitlines()[0]}\n  "
                           f"{hint}") from None
     finally:
         signal.signal(signal.SIGUSR1, previous_usr1)

@@ -18,7 +18,7 @@ from .data.folder import Split
 from .errors import DdptrainError
 
 # Paths and the node's own position may differ between nodes; everything else must not.
-NODE_LOCAL_FIELDS = {"data", "out", "node_rank", "resume", "weights", "config"}
+NODE_LOCAL_FIELDS = {"data", "out", "node_rank", "resume", "weights", "config", "iface"}
 
 
 class RanksDisagreeError(DdptrainError):

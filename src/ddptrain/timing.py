@@ -176,8 +176,10 @@ def summarize(ranks: List[RankTiming]) -> Dict:
     return summary
 
 
-def advice(ranks: List[RankTiming], workers: int) -> Dict[str, str]:
-    """Warnings a user can act on, keyed by kind."""
+def advice(ranks: List[RankTiming], workers: int, straggler_history: Optional[List] = None) -> Dict[str, str]:
+    """Warnings a user can act on, keyed by kind. With `straggler_history` (the slowest rank of each
+    epoch so far, appended to here), a straggler is named only when the same rank was one in the
+    previous epoch too: consistently slower, not one noisy epoch."""
     found: Dict[str, str] = {}
     fracs = [r.data_wait_s / max(r.elapsed_s, 1e-9) for r in ranks]
     worst = max(range(len(ranks)), key=lambda i: fracs[i])
@@ -186,8 +188,13 @@ def advice(ranks: List[RankTiming], workers: int) -> Dict[str, str]:
             f"input-bound: rank {ranks[worst].rank} waited for data {fracs[worst]:.0%} of the epoch (all ranks: "
             f"{statistics.fmean(fracs):.0%} on average); raise --workers (now {workers} per process), keep the "
             "images on local disk, or store them closer to the training size so decoding is cheaper")
-    straggler = _straggler(ranks)
-    if straggler:
+    rank, straggler = _straggler(ranks)
+    if straggler_history is not None:
+        straggler_history.append(rank)
+        consistent = len(straggler_history) >= 2 and straggler_history[-2] == rank
+    else:
+        consistent = True
+    if straggler and consistent:
         found["straggler"] = straggler
     for r in ranks:
         if r.mem_total_mb and r.max_mem_mb > MEMORY_HIGH_FRAC * r.mem_total_mb:
@@ -199,19 +206,20 @@ def advice(ranks: List[RankTiming], workers: int) -> Dict[str, str]:
     return found
 
 
-def _straggler(ranks: List[RankTiming]) -> Optional[str]:
+def _straggler(ranks: List[RankTiming]) -> tuple:
+    """(rank, message) for a rank whose own work is well above the others', else (None, None)."""
     if len(ranks) < 2:
-        return None
+        return None, None
     work = [r.work_per_step_s for r in ranks]
     slowest = max(range(len(ranks)), key=lambda i: work[i])
     others = statistics.median(w for i, w in enumerate(work) if i != slowest)
     if work[slowest] > STRAGGLER_RATIO * others and work[slowest] - others > STRAGGLER_MIN_EXCESS_S:
         r = ranks[slowest]
-        return (f"straggler: rank {r.rank} spends {work[slowest] * 1000:.0f} ms per step on its own input pipeline "
+        return r.rank, (f"straggler: rank {r.rank} spends {work[slowest] * 1000:.0f} ms per step on its own input pipeline "
                 f"and forward pass, {work[slowest] / max(others, 1e-9):.1f}x the other ranks' {others * 1000:.0f} ms; "
                 "every rank waits for it in each gradient all-reduce. Check that device (clocks, temperature, "
                 "other processes: nvidia-smi) or that node's storage and CPU load")
-    return None
+    return None, None
 
 
 class AdviceOnce:

@@ -22,6 +22,7 @@ from .data.transforms import (eval_decode_min_side, eval_transform, train_decode
 from .engine import (EpochPlan, EpochPosition, EpochStats, LrSchedule, StepSettings, build_optimizer,
                      evaluate, resolve_precision, steps_per_epoch, train_one_epoch)
 from .errors import CheckpointError, DataError
+from .health import Heartbeat, describe, is_peer_failure
 from .logs import MetricsLog, TensorBoard, add_log_file, progress
 from .metrics import EvalResult
 from .preempt import Preempted, StopRequest
@@ -48,6 +49,7 @@ class Trainer:
         self.stop = stop or StopRequest()
         self.stop.stuck_after_s = cfg.dist_timeout
         self.advice = timing.AdviceOnce()
+        self.straggler_history: list = []  # the slowest rank of each epoch so far
         self.run_dir = Path(cfg.out)
         self.failed_files: Set[str] = set()
         self._prepare_run_dir()
@@ -187,7 +189,12 @@ class Trainer:
         log.info("training %s on %d process(es), %s, amp %s, global batch %d", cfg.model, self.rt.world_size,
                  self.rt.device.type, self.precision.name, cfg.batch_size * cfg.grad_accum * self.rt.world_size)
         for epoch in range(self.start_epoch, last_epoch):
-            result = self._run_epoch(epoch)
+            try:
+                result = self._run_epoch(epoch)
+            except RuntimeError as error:  # evaluation, saving and barriers have collectives too
+                if self.rt.world_size > 1 and is_peer_failure(error):
+                    raise describe(Heartbeat(self.rt), error, epoch) from error
+                raise
         if self.rt.is_main:
             self.tb.close()
             self._log_finish(last_epoch)
@@ -258,7 +265,7 @@ class Trainer:
                  "%.1f img/s  data_wait %.0f%%  %.1fs", epoch + 1, self.cfg.epochs, stats.train_loss,
                  result.loss, result.top1, result.top5, result.samples, stats.images_per_sec,
                  100 * stats.data_wait_frac, stats.epoch_time_s)
-        for message in self.advice.new(timing.advice(stats.ranks, self.workers)):
+        for message in self.advice.new(timing.advice(stats.ranks, self.workers, self.straggler_history)):
             log.warning("epoch %d: %s", epoch + 1, message)
         skipped = stats.skipped_images + result.skipped
         if skipped:
