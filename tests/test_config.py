@@ -44,3 +44,16 @@ def test_invalid_values_are_rejected(bad):
 def test_launcher_needed_only_for_several_processes():
     assert not Config(data="x").uses_launcher
     assert Config(data="x", nproc=2).uses_launcher and Config(data="x", max_restarts=1).uses_launcher
+
+
+def test_example_configs_are_valid():
+    from pathlib import Path
+
+    from ddptrain.config import build_config
+
+    folder = Path(__file__).resolve().parents[1] / "configs"
+    configs = sorted(folder.glob("*.yaml"))
+    assert len(configs) >= 2
+    for path in configs:
+        cfg = build_config({"data": "some/folder"}, str(path))  # flags override the file
+        assert cfg.data == "some/folder" and cfg.epochs >= 1, path.name

@@ -178,7 +178,7 @@ class Trainer:
         write_split_files(self.split, self.run_dir)
         self.metrics = MetricsLog(self.run_dir / "metrics.jsonl")
         self.metrics.truncate_after(self.start_epoch - 1)
-        self.tb = TensorBoard(self.run_dir / "tb", self.global_step if self.start_epoch else None)
+        self.tb = TensorBoard(self.run_dir / "tb", self.global_step if self.global_step else None)
 
     # ---- the loop -----------------------------------------------------------------------------
     def fit(self) -> Optional[EvalResult]:

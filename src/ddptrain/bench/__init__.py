@@ -81,7 +81,9 @@ def _training_bench(args: argparse.Namespace, device: str) -> int:
         elif args.name == "scaling":
             result, rows = training.scaling(work, Path(tmp), args.nproc, args.rounds)
             columns = ["processes", "batch per process", "images/s", "efficiency", "runs"]
-            chart = {"label": "processes", "value": "images/s"}
+            for row in rows:
+                row["label"] = f"{row['processes']} process(es)"
+            chart = {"label": "label", "value": "images/s"}
         else:
             result, rows = training.precision(work, Path(tmp), args.nproc, args.compile)
             columns, chart = ["variant", "images/s", "speed-up", "peak MiB", "note"], {"label": "variant",
