@@ -36,14 +36,19 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def bind_master_port(sock: socket.socket, host: str, port: int) -> None:
+    """Bind the rendezvous port, or say clearly that something else holds it."""
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        raise ConfigError(f"--master-port {port} is already in use on this machine ({error.strerror}); "
+                          "choose another port, or omit --master-port to get a free one") from None
+
+
 def check_port_free(port: int) -> None:
     """Node 0 hosts the rendezvous on this port: say so now if something else holds it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("", port))
-        except OSError as error:
-            raise ConfigError(f"--master-port {port} is already in use on this machine ({error.strerror}); "
-                              "choose another port, or omit --master-port to get a free one") from None
+        bind_master_port(sock, "", port)
 
 
 def check_nproc(nproc: int, device_kind: str) -> None:
@@ -133,11 +138,10 @@ class LoopbackRendezvous:
     def __init__(self, port: Optional[int]):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            self.sock.bind((LOOPBACK, port or 0))
-        except OSError as error:
+            bind_master_port(self.sock, LOOPBACK, port or 0)
+        except ConfigError:
             self.sock.close()
-            raise ConfigError(f"--master-port {port} is already in use on this machine ({error.strerror}); "
-                              "choose another port, or omit --master-port to get a free one") from None
+            raise
         self.sock.listen(512)
         self.port = self.sock.getsockname()[1]
         self.store = self._start_store()

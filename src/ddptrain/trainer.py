@@ -46,8 +46,7 @@ class Trainer:
     def __init__(self, cfg: Config, rt: dist.Runtime, stop: Optional[StopRequest] = None):
         self.cfg = cfg
         self.rt = rt
-        self.stop = stop or StopRequest()
-        self.stop.stuck_after_s = cfg.dist_timeout
+        self.stop = stop or StopRequest(cfg.dist_timeout)
         self.advice = timing.AdviceOnce()
         self.straggler_history: list = []  # the slowest rank of each epoch so far
         self.run_dir = Path(cfg.out)
@@ -361,7 +360,7 @@ def resume_after_restart(cfg: Config, environ=os.environ) -> Config:
 
 def run(cfg: Config, env: dist.DistEnv) -> Optional[EvalResult]:
     cfg = resume_after_restart(cfg)
-    stop = StopRequest().install()  # from here on SIGTERM/SIGUSR1 mean "save and stop"
+    stop = StopRequest(cfg.dist_timeout).install()  # from here on SIGTERM/SIGUSR1 mean "save and stop"
     try:
         rt = dist.setup(env, cfg.device, cfg.dist_timeout)
         try:
