@@ -16,3 +16,5 @@ def test_exact_counts_and_per_class(monkeypatch):
     assert result.top1 == 1 / 3 and result.top5 == 1.0 and result.loss == 2.0
     assert result.per_class(["a", "b", "c"])["a"] == {"correct": 1, "count": 1, "acc": 1.0}
     assert result.per_class_count == [1, 1, 1]
+    # true class 1 was predicted as 2, true class 2 as 1
+    assert result.confusion == [[1, 0, 0], [0, 0, 1], [0, 1, 0]]

@@ -125,3 +125,21 @@ def test_predict_reports_a_bad_path_and_keeps_going(trained, dataset):
     assert proc.returncode == 1
     assert sum("topk" in line for line in lines) == 2
     assert {line["path"].split("/")[-1] for line in lines if "error" in line} == {"broken.jpg", "missing.jpg"}
+
+
+def test_best_eval_json_is_the_best_epochs_exact_evaluation(trained):
+    best = json.loads((trained / "best_eval.json").read_text())
+    first_best = max(read_metrics(trained), key=lambda m: m["val_top1"])  # the epoch that wrote best.pt
+    assert best["epoch"] == first_best["epoch"] and best["top1"] == first_best["val_top1"]
+    assert best["class_names"] == ["disc", "ring", "star"] and best["samples"] == 7
+    confusion = best["confusion"]
+    assert sum(map(sum, confusion)) == 7  # every validation image once, over both ranks
+    assert sum(confusion[i][i] for i in range(3)) / 7 == pytest.approx(best["top1"])
+
+
+def test_report_cli_draws_the_run(trained, tmp_path):
+    out = tmp_path / "report"
+    assert run_cli(["report", trained, "--out", out]).stdout.strip() == str(out / "report.md")
+    for name in ("curves.png", "throughput.png", "epoch_time.png", "confusion.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert f"| {trained.name} | 2 | {EPOCHS} |" in (out / "report.md").read_text()

@@ -1,7 +1,6 @@
 """Files from elsewhere: nothing is ever unpickled into running code; safetensors are accepted."""
 from __future__ import annotations
 
-import os
 import pathlib
 
 import pytest

@@ -1,4 +1,4 @@
-"""Command line: train, eval, predict, make-dataset, demo.
+"""Command line: train, eval, predict, export, report, make-dataset, doctor, lint, bench, demo.
 
 `train` and `eval` with --nproc/--nnodes start themselves again under torchrun; the started
 workers parse the same command line and do the work.
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_legacy_local_rank(train)
 
     ev = sub.add_parser("eval", help="exact metrics of a checkpoint on a data folder (prints JSON)")
-    ev.add_argument("--checkpoint", required=True)
+    ev.add_argument("--checkpoint", required=True, help="a checkpoint, or an exported .safetensors/TorchScript file")
     ev.add_argument("--data", required=True)
     ev.add_argument("--split", choices=["val", "all"], default="val",
                     help="val: the training run's validation split (default); all: every image in --data")
@@ -53,11 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_legacy_local_rank(ev)
 
     pr = sub.add_parser("predict", help="top-k classes for image files or folders (one JSON per image)")
-    pr.add_argument("--checkpoint", required=True)
+    pr.add_argument("--checkpoint", required=True, help="a checkpoint, or an exported .safetensors/TorchScript file")
     pr.add_argument("paths", nargs="+", metavar="PATH")
     pr.add_argument("--topk", type=int, default=5)
     pr.add_argument("--batch-size", type=int, default=32)
     pr.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+
+    ex = sub.add_parser("export", help="write a checkpoint's model as safetensors, TorchScript or ONNX "
+                                       "(class names beside it)")
+    ex.add_argument("--checkpoint", required=True)
+    ex.add_argument("--format", required=True, choices=["safetensors", "torchscript", "onnx"],
+                    help="onnx needs the onnx package installed")
+    ex.add_argument("--out", default=None,
+                    help="output file (default: next to the checkpoint, e.g. best.safetensors)")
 
     mk = sub.add_parser("make-dataset", help="write the embedded demo dataset (deterministic JPEGs)")
     mk.add_argument("--out", required=True)
@@ -81,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     lint = sub.add_parser("lint", help="check your own DDP training script for common mistakes (static)")
     lint.add_argument("paths", nargs="+", metavar="FILE", help="Python files or folders")
     lint.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+
+    rep = sub.add_parser("report", help="figures (PNG) and report.md from one or more run directories")
+    rep.add_argument("runs", nargs="+", metavar="RUN_DIR", help="--out folders of training runs; several are overlaid")
+    rep.add_argument("--out", default=None,
+                     help="output folder (default: RUN_DIR/report for one run, ./report for several)")
 
     demo = sub.add_parser("demo", help="make the demo data, train on 2 CPU processes (or all GPUs), "
                                        "evaluate, predict")
@@ -131,6 +144,17 @@ def cmd_predict(args: argparse.Namespace, argv: List[str]) -> int:
     return run_predict(args.checkpoint, args.paths, args.topk, args.device, args.batch_size)
 
 
+def cmd_export(args: argparse.Namespace, argv: List[str]) -> int:
+    from .export import export
+    from .modelfile import sidecar_path
+
+    setup_logging(0, 1)
+    path = export(args.checkpoint, args.format, args.out)
+    print(path)
+    print(sidecar_path(path))
+    return 0
+
+
 def cmd_make_dataset(args: argparse.Namespace, argv: List[str]) -> int:
     from .data.synthetic import make_dataset
 
@@ -169,6 +193,14 @@ def cmd_lint(args: argparse.Namespace, argv: List[str]) -> int:
     return run_lint(args.paths, args.json)
 
 
+def cmd_report(args: argparse.Namespace, argv: List[str]) -> int:
+    from .report import write_report
+
+    setup_logging(0, 1)
+    print(write_report(args.runs, args.out))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, argv: List[str]) -> int:
     from .demo import run_demo
 
@@ -176,8 +208,8 @@ def cmd_demo(args: argparse.Namespace, argv: List[str]) -> int:
     return run_demo(args.data, args.out, args.epochs, args.nproc, args.device)
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "predict": cmd_predict,
-            "make-dataset": cmd_make_dataset, "lint": cmd_lint, "doctor": cmd_doctor, "bench": cmd_bench, "demo": cmd_demo}
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "predict": cmd_predict, "export": cmd_export,
+            "make-dataset": cmd_make_dataset, "lint": cmd_lint, "doctor": cmd_doctor, "bench": cmd_bench, "report": cmd_report, "demo": cmd_demo}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

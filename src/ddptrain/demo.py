@@ -12,7 +12,7 @@ import torch
 
 from . import dist
 from .data.synthetic import dataset_is_complete, make_dataset
-from .launch import check_nproc, launch
+from .launch import LaunchSpec, check_nproc, launch
 
 log = logging.getLogger("ddptrain")
 
@@ -46,11 +46,16 @@ def run_demo(data: str, out: str, epochs: Optional[int], nproc: Optional[int], d
     epochs = epochs or DEMO_EPOCHS
     log.info("training on %d %s process(es) for %d epochs; run dir %s", nproc, kind, epochs, out)
     argv = demo_train_argv(data, out, epochs, kind)
-    launch(nproc, 1, 0, None, None, 0, argv)
+    code = launch(LaunchSpec(nproc), argv)
+    if code != 0:
+        return code
     best = Path(out) / "checkpoints" / "best.pt"
     report = _evaluate(best, data, kind)
     predictions = _predict_examples(best, data, kind)
-    _print_summary(out, report, predictions, time.perf_counter() - started)
+    from .report import write_report
+
+    figures = write_report([out])
+    _print_summary(out, report, predictions, figures, time.perf_counter() - started)
     return 0
 
 
@@ -70,7 +75,7 @@ def _predict_examples(best: Path, data: str, kind: str) -> List[dict]:
     return [json.loads(line) for line in buffer.getvalue().splitlines()]
 
 
-def _print_summary(out: str, report: dict, predictions: List[dict], elapsed_s: float) -> None:
+def _print_summary(out: str, report: dict, predictions: List[dict], figures: Path, elapsed_s: float) -> None:
     lines = ["", "== ddptrain demo summary",
              f"run dir         {out}",
              f"val top-1       {report['top1']:.4f} on {report['samples']} images (top-5 {report['top5']:.4f})",
@@ -79,5 +84,6 @@ def _print_summary(out: str, report: dict, predictions: List[dict], elapsed_s: f
         best = item["topk"][0]
         lines.append(f"  {Path(item['path']).parent.name + '/' + Path(item['path']).name:28s} -> "
                      f"{best['class']} ({best['prob']:.2f})")
+    lines.append(f"figures: {figures} (curves, throughput, epoch time, confusion matrix)")
     lines.append(f"see {out}/metrics.jsonl, {out}/train.log, TensorBoard: tensorboard --logdir {out}/tb")
     print("\n".join(lines), flush=True)

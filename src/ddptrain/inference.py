@@ -1,4 +1,5 @@
-"""`eval` (exact metrics on 1..N processes) and `predict` (top-k classes per image) from a checkpoint."""
+"""`eval` (exact metrics on 1..N processes) and `predict` (top-k classes per image) from a checkpoint
+or an exported model."""
 from __future__ import annotations
 
 import json
@@ -9,9 +10,8 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
-from torch import nn
 
-from . import checkpoint, dist
+from . import dist
 from .data.datasets import ImageDataset
 from .data.folder import all_images, load_split
 from .data.images import UNREADABLE_ERRORS, is_image_file, load_rgb
@@ -19,26 +19,9 @@ from .data.loaders import auto_workers, eval_loader
 from .data.transforms import eval_decode_min_side, eval_transform, normalize
 from .engine import evaluate, resolve_precision
 from .errors import DataError
-from .models import build_model
+from .modelfile import LoadedModel, load_model
 
 log = logging.getLogger("ddptrain")
-
-
-@dataclass
-class LoadedModel:
-    model: nn.Module
-    class_names: List[str]
-    train_config: Dict
-
-
-def load_model(path: str | Path, device: torch.device) -> LoadedModel:
-    """A plain (non-DDP) model in eval mode from a ddptrain checkpoint."""
-    state = checkpoint.load(path)
-    config, classes = state["config"], list(state["class_names"])
-    model = build_model(config["model"], len(classes))
-    model.load_state_dict(state["model"])
-    model.to(device).eval()
-    return LoadedModel(model, classes, config)
 
 
 @dataclass
@@ -78,8 +61,7 @@ def run_eval(opts: EvalOptions, env: dist.DistEnv) -> Dict:
         result = evaluate(loaded.model, loader, resolve_precision(opts.amp, rt.device),
                           len(loaded.class_names), rt,
                           on_failure=lambda f: log.warning("rank %d: skipped unreadable image %s", rt.rank, f))
-        report = {"samples": result.samples, "top1": result.top1, "top5": result.top5, "loss": result.loss,
-                  "skipped": result.skipped, "per_class": result.per_class(loaded.class_names),
+        report = {**result.to_dict(loaded.class_names),
                   "split": opts.split, "checkpoint": str(opts.checkpoint), "world_size": rt.world_size}
         if rt.is_main:
             print(json.dumps(report), flush=True)

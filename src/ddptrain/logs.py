@@ -50,6 +50,13 @@ def add_log_file(path: Path) -> None:
     logging.getLogger(LOGGER).addHandler(handler)
 
 
+def write_json_atomic(path: Path, obj: Dict) -> None:
+    """Write through a temporary file and rename: readers see the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
 class MetricsLog:
     """metrics.jsonl: one JSON object per epoch, exactly once per epoch even across resumes."""
 

@@ -10,7 +10,8 @@ import torch
 from . import dist
 
 
-# sums layout: correct@1, correct@5, loss sum, samples, skipped files, then per-class correct and counts
+# sums layout: correct@1, correct@5, loss sum, samples, skipped files, then the confusion matrix
+# (row: true class, column: predicted class), flattened
 _FIXED = 5
 
 
@@ -20,7 +21,7 @@ class EvalTotals:
     def __init__(self, num_classes: int, device: torch.device):
         self.num_classes = num_classes
         # float64 keeps counts and loss sums exact well beyond any dataset size.
-        self.sums = torch.zeros(_FIXED + 2 * num_classes, dtype=torch.float64, device=device)
+        self.sums = torch.zeros(_FIXED + num_classes * num_classes, dtype=torch.float64, device=device)
 
     def update(self, logits: torch.Tensor, labels: torch.Tensor, loss_sum: torch.Tensor) -> None:
         k = min(5, self.num_classes)
@@ -32,8 +33,7 @@ class EvalTotals:
         self.sums[1] += hit5.sum()
         self.sums[2] += loss_sum.double()
         self.sums[3] += labels.numel()
-        self.sums[_FIXED:_FIXED + n] += torch.bincount(labels[hit1], minlength=n).double()
-        self.sums[_FIXED + n:] += torch.bincount(labels, minlength=n).double()
+        self.sums[_FIXED:] += torch.bincount(labels * n + top[:, 0], minlength=n * n).double()
 
     def add_skipped(self, count: int) -> None:
         self.sums[4] += count
@@ -50,8 +50,15 @@ class EvalResult:
     top1: float
     top5: float
     loss: float
-    per_class_correct: List[int]
-    per_class_count: List[int]
+    confusion: List[List[int]]  # [true class][predicted class] image counts
+
+    @property
+    def per_class_correct(self) -> List[int]:
+        return [row[i] for i, row in enumerate(self.confusion)]
+
+    @property
+    def per_class_count(self) -> List[int]:
+        return [sum(row) for row in self.confusion]
 
     @classmethod
     def from_sums(cls, sums: List[float], num_classes: int) -> "EvalResult":
@@ -60,9 +67,14 @@ class EvalResult:
         denom = max(count, 1.0)
         return cls(samples=int(round(count)), skipped=int(round(skipped)), top1=correct1 / denom,
                    top5=correct5 / denom, loss=loss_sum / denom,
-                   per_class_correct=[int(round(v)) for v in sums[_FIXED:_FIXED + n]],
-                   per_class_count=[int(round(v)) for v in sums[_FIXED + n:]])
+                   confusion=[[int(round(v)) for v in sums[_FIXED + r * n:_FIXED + (r + 1) * n]] for r in range(n)])
 
     def per_class(self, class_names: List[str]) -> Dict[str, Dict[str, float]]:
         return {name: {"correct": c, "count": t, "acc": (c / t) if t else None}
                 for name, c, t in zip(class_names, self.per_class_correct, self.per_class_count)}
+
+    def to_dict(self, class_names: List[str]) -> Dict:
+        """The JSON form shared by `ddptrain eval` and the run directory's best_eval.json."""
+        return {"samples": self.samples, "top1": self.top1, "top5": self.top5, "loss": self.loss,
+                "skipped": self.skipped, "class_names": list(class_names), "per_class": self.per_class(class_names),
+                "confusion": self.confusion}

@@ -23,7 +23,7 @@ from .engine import (EpochPlan, EpochPosition, EpochStats, LrSchedule, StepSetti
                      evaluate, resolve_precision, steps_per_epoch, train_one_epoch)
 from .errors import CheckpointError, DataError
 from .health import Heartbeat, describe, is_peer_failure
-from .logs import MetricsLog, TensorBoard, add_log_file, progress
+from .logs import MetricsLog, TensorBoard, add_log_file, progress, write_json_atomic
 from .metrics import EvalResult
 from .preempt import Preempted, StopRequest
 from .preflight import check_agreement, collect_facts
@@ -271,6 +271,9 @@ class Trainer:
             log.warning("epoch %d: %d unreadable images skipped (%d train, %d val); see warnings above",
                         epoch + 1, skipped, stats.skipped_images, result.skipped)
         self._save(epoch, record, is_best)
+        if is_best:  # the report's confusion matrix and per-class accuracy come from here
+            write_json_atomic(self.run_dir / BEST_EVAL, {"epoch": epoch, "checkpoint": f"checkpoints/{checkpoint.BEST}",
+                                                         **result.to_dict(self.split.classes)})
 
     def _save(self, epoch: int, record: Dict, is_best: bool) -> None:
         state = self._state(last_complete_epoch=epoch)
@@ -311,6 +314,9 @@ class Trainer:
         if last_epoch < self.cfg.epochs:
             log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, self.cfg.epochs)
         log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
+
+
+BEST_EVAL = "best_eval.json"
 
 
 def epoch_record(epoch: int, step: int, world_size: int, stats: EpochStats, result: EvalResult) -> Dict:

@@ -4,10 +4,13 @@ from __future__ import annotations
 import io
 import warnings
 from pathlib import Path
-from typing import BinaryIO, Optional, Union
+from typing import TYPE_CHECKING, BinaryIO, Optional, Union
 
 import numpy as np
 from PIL import Image
+
+if TYPE_CHECKING:
+    import torch
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
 

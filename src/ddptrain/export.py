@@ -1,0 +1,91 @@
+"""`ddptrain export`: a trained model as safetensors, TorchScript or ONNX, with what a user needs to run
+it (class names, image size, normalisation, training config) written beside it as `<file>.json` and,
+where the format allows, inside the file too — so `predict` and `eval` take the exported file back."""
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from pathlib import Path
+from typing import Dict, Optional
+
+import torch
+from torch import nn
+
+from . import __version__
+from .data.transforms import IMAGENET_MEAN, IMAGENET_STD
+from .errors import DdptrainError
+from .modelfile import META_KEY, load_model, quiet_jit, sidecar_path
+
+log = logging.getLogger("ddptrain")
+
+FORMATS = ("safetensors", "torchscript", "onnx")
+SUFFIXES = {"safetensors": ".safetensors", "torchscript": ".torchscript.pt", "onnx": ".onnx"}
+
+
+class ExportError(DdptrainError):
+    pass
+
+
+def default_output(source: Path, fmt: str) -> Path:
+    """`runs/a/checkpoints/best.pt` -> `runs/a/checkpoints/best.safetensors` (or .torchscript.pt, .onnx)."""
+    return source.with_name(source.name.split(".")[0] + SUFFIXES[fmt])
+
+
+def export(source: str | Path, fmt: str, out: Optional[str | Path] = None) -> Path:
+    """Write the exported model and its `.json`; return the model file's path."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format '{fmt}'; choose one of {', '.join(FORMATS)}")
+    source = Path(source)
+    loaded = load_model(source, torch.device("cpu"))
+    config = loaded.train_config
+    meta = {"format": fmt, "model": config["model"], "img_size": config["img_size"],
+            "class_names": loaded.class_names, "input": "float32 NCHW RGB in [0, 1], normalised with mean and std",
+            "mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD), "epoch": loaded.epoch, "source": str(source),
+            "ddptrain_version": __version__, "config": config}
+    path = Path(out) if out else default_output(source, fmt)
+    if path.resolve() == source.resolve():
+        raise ExportError(f"--out {path} is the file being exported; choose another name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    WRITERS[fmt](loaded.model, meta, path)
+    sidecar_path(path).write_text(json.dumps(meta, indent=2) + "\n")
+    log.info("exported %s (%s, %d classes) and %s", path, fmt, len(loaded.class_names), sidecar_path(path).name)
+    return path
+
+
+def _example_input(meta: Dict) -> torch.Tensor:
+    size = int(meta["img_size"])
+    return torch.zeros(1, 3, size, size)
+
+
+def _write_safetensors(model: nn.Module, meta: Dict, path: Path) -> None:
+    from safetensors.torch import save_model
+
+    save_model(model, str(path), metadata={META_KEY: json.dumps(meta)})
+
+
+def _write_torchscript(model: nn.Module, meta: Dict, path: Path) -> None:
+    with torch.no_grad(), quiet_jit():
+        traced = torch.jit.trace(model, _example_input(meta))
+        torch.jit.save(traced, str(path), _extra_files={META_KEY: json.dumps(meta)})
+
+
+def _write_onnx(model: nn.Module, meta: Dict, path: Path) -> None:
+    try:
+        import onnx
+    except ImportError:
+        raise ExportError("ONNX export needs the onnx package, which is not installed here: "
+                          "pip install onnx (safetensors and torchscript need nothing extra)") from None
+    kwargs = {"input_names": ["images"], "output_names": ["logits"],
+              "dynamic_axes": {"images": {0: "batch"}, "logits": {0: "batch"}}}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False  # the TorchScript-based exporter needs onnx only (no onnxscript)
+    with torch.no_grad(), quiet_jit():
+        torch.onnx.export(model, (_example_input(meta),), str(path), **kwargs)
+    proto = onnx.load(str(path))
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = META_KEY, json.dumps(meta)
+    onnx.save(proto, str(path))
+
+
+WRITERS = {"safetensors": _write_safetensors, "torchscript": _write_torchscript, "onnx": _write_onnx}
