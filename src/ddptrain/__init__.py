@@ -1,3 +1,21 @@
-"""ddptrain: image-classification training from one device to many with DistributedDataParallel."""
+"""ddptrain: image-classification training from one device to many with DistributedDataParallel.
+
+The command line is `ddptrain` (see `ddptrain --help`). For your own training script the library API
+is importable from here — `ddptrain.setup()`, `prepare_model`, `train_loader`, `eval_loader`,
+`reduce_sum`, `save_checkpoint`, `load_checkpoint`, `is_main` — see ddptrain.api and examples/.
+"""
 
 __version__ = "0.1.0"
+
+API = ("setup", "cleanup", "rank", "world_size", "is_main", "prepare_model", "unwrap", "train_loader",
+       "eval_loader", "reduce_sum", "save_checkpoint", "load_checkpoint", "EpochLoader")
+__all__ = ["__version__", *API]
+
+
+def __getattr__(name: str):
+    # Loaded on first use, so `import ddptrain` (and the CLI's start-up) stays free of torch.
+    if name in API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'ddptrain' has no attribute '{name}'")

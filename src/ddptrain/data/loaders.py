@@ -47,6 +47,13 @@ class EpochSampler(Sampler):
         return self._usable() // self.world_size
 
 
+class IndexSampler(EpochSampler):
+    """EpochSampler for datasets that take a plain index (any map-style dataset, e.g. ImageFolder)."""
+
+    def __iter__(self) -> Iterator[int]:
+        return (index for index, _ in super().__iter__())
+
+
 class ShardSampler(Sampler):
     """Each index goes to exactly one rank: no padding, no duplicates. Ranks may get uneven counts,
     or none at all, so evaluation must not run collectives per batch (see engine.evaluate)."""
@@ -67,7 +74,7 @@ def auto_workers(requested: Optional[int], cpus_per_process: int) -> int:
     return max(1, min(MAX_AUTO_WORKERS, cpus_per_process))
 
 
-def _init_worker(worker_id: int) -> None:
+def init_worker(worker_id: int) -> None:
     ignore_stop_signals()  # the rank process decides when to stop (see ddptrain.preempt)
     # torch seeds each worker from the loader's generator; give numpy and random the same
     # seed for user transforms that draw from them.
@@ -87,7 +94,7 @@ def train_loader(dataset: Dataset, batch_size: int, rank: int, world_size: int, 
     generator = torch.Generator().manual_seed(seed * 1000 + rank)  # worker base seeds differ by rank
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                       pin_memory=pin_memory, drop_last=True, collate_fn=_collate_for(normalize_in_workers),
-                      persistent_workers=workers > 0, worker_init_fn=_init_worker, generator=generator,
+                      persistent_workers=workers > 0, worker_init_fn=init_worker, generator=generator,
                       prefetch_factor=4 if workers > 0 else None)
 
 
@@ -96,4 +103,4 @@ def eval_loader(dataset: Dataset, batch_size: int, rank: int, world_size: int, w
     sampler = ShardSampler(len(dataset), rank, world_size)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                       pin_memory=pin_memory, drop_last=False, collate_fn=_collate_for(normalize_in_workers),
-                      persistent_workers=persistent and workers > 0, worker_init_fn=_init_worker)
+                      persistent_workers=persistent and workers > 0, worker_init_fn=init_worker)
