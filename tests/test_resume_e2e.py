@@ -62,3 +62,13 @@ def test_resume_from_a_missing_file_is_an_error(tiny_shapes, tmp_path):
     proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "r", *COMMON,
                     "--resume", tmp_path / "nope.pt"], check=False)
     assert proc.returncode != 0 and "no such checkpoint" in proc.stderr
+
+
+def test_the_saved_config_reproduces_the_run(straight, tmp_path):
+    """`ddptrain train --config RUN_DIR/config.yaml` alone (a new --out aside) repeats the run bit for bit."""
+    run_dir = tmp_path / "again"
+    run_cli(["train", "--config", straight / "config.yaml", "--out", run_dir])
+    assert_same_weights(run_dir, straight)
+    assert _without_timings(read_metrics(run_dir)) == _without_timings(read_metrics(straight))
+    assert (run_dir / "config.yaml").read_text() == (straight / "config.yaml").read_text().replace(
+        str(straight), str(run_dir))
