@@ -1,5 +1,6 @@
 """examples/train_single.py converted to DistributedDataParallel with ddptrain's library API: the
-lines marked `# ddptrain` are the only changes (`diff examples/train_single.py examples/train_ddp.py`).
+lines marked `# ddptrain`, the print indented under `is_main()` and one import dropped are the only
+changes (`diff examples/train_single.py examples/train_ddp.py`).
 
     torchrun --nproc-per-node 2 examples/train_ddp.py --data DIR   # or: python examples/train_ddp.py ...
 

@@ -18,3 +18,17 @@ def test_exact_counts_and_per_class(monkeypatch):
     assert result.per_class_count == [1, 1, 1]
     # true class 1 was predicted as 2, true class 2 as 1
     assert result.confusion == [[1, 0, 0], [0, 0, 1], [0, 1, 0]]
+
+
+def test_many_classes_keep_per_class_counts_without_a_confusion_matrix(monkeypatch):
+    monkeypatch.setattr(dist, "all_reduce_sum", lambda t: t)
+    n = 1500  # a 1500 x 1500 matrix per evaluation would be wasteful; 21k classes would need gigabytes
+    totals = EvalTotals(num_classes=n, device=torch.device("cpu"))
+    assert totals.sums.numel() == 5 + 2 * n
+    logits = torch.zeros(3, n)
+    logits[0, 7] = logits[1, 9] = logits[2, 3] = 1.0
+    totals.update(logits, torch.tensor([7, 8, 3]), torch.tensor(0.0))
+    result = totals.reduce()
+    assert result.confusion is None and result.top1 == 2 / 3
+    assert (result.per_class_correct[7], result.per_class_correct[8], result.per_class_correct[3]) == (1, 0, 1)
+    assert sum(result.per_class_count) == 3

@@ -98,3 +98,11 @@ def test_a_run_without_best_eval_says_how_to_make_one(tmp_path):
 def test_a_folder_that_is_not_a_run_is_named(tmp_path):
     with pytest.raises(ReportError, match="no metrics.jsonl"):
         write_report([tmp_path])
+
+
+def test_a_damaged_metrics_line_is_named(tmp_path):
+    run = fake_run(tmp_path / "r", 1, False)
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"epoch": 3, "train_lo\n')  # a write cut short
+    with pytest.raises(ReportError, match=r"metrics.jsonl:4 is not a metrics line"):
+        write_report([run])

@@ -209,7 +209,8 @@ def cmd_demo(args: argparse.Namespace, argv: List[str]) -> int:
 
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "predict": cmd_predict, "export": cmd_export,
-            "make-dataset": cmd_make_dataset, "lint": cmd_lint, "doctor": cmd_doctor, "bench": cmd_bench, "report": cmd_report, "demo": cmd_demo}
+            "report": cmd_report, "make-dataset": cmd_make_dataset, "lint": cmd_lint, "doctor": cmd_doctor,
+            "bench": cmd_bench, "demo": cmd_demo}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

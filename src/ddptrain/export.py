@@ -29,13 +29,15 @@ class ExportError(DdptrainError):
 
 def default_output(source: Path, fmt: str) -> Path:
     """`runs/a/checkpoints/best.pt` -> `runs/a/checkpoints/best.safetensors` (or .torchscript.pt, .onnx)."""
-    return source.with_name(source.name.split(".")[0] + SUFFIXES[fmt])
+    return source.with_name(source.stem + SUFFIXES[fmt])
 
 
 def export(source: str | Path, fmt: str, out: Optional[str | Path] = None) -> Path:
     """Write the exported model and its `.json`; return the model file's path."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format '{fmt}'; choose one of {', '.join(FORMATS)}")
+    if fmt == "onnx":
+        _require_onnx()  # before the model is loaded: say it at once
     source = Path(source)
     loaded = load_model(source, torch.device("cpu"))
     config = loaded.train_config
@@ -70,12 +72,17 @@ def _write_torchscript(model: nn.Module, meta: Dict, path: Path) -> None:
         torch.jit.save(traced, str(path), _extra_files={META_KEY: json.dumps(meta)})
 
 
-def _write_onnx(model: nn.Module, meta: Dict, path: Path) -> None:
+def _require_onnx():
     try:
         import onnx
     except ImportError:
         raise ExportError("ONNX export needs the onnx package, which is not installed here: "
                           "pip install onnx (safetensors and torchscript need nothing extra)") from None
+    return onnx
+
+
+def _write_onnx(model: nn.Module, meta: Dict, path: Path) -> None:
+    onnx = _require_onnx()
     kwargs = {"input_names": ["images"], "output_names": ["logits"],
               "dynamic_axes": {"images": {0: "batch"}, "logits": {0: "batch"}}}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:

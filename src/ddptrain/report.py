@@ -68,7 +68,10 @@ def load_run(path: str | Path) -> Run:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            raise ReportError(f"{metrics}:{number} is not JSON; remove or repair that line") from None
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("epoch"), int):
+            raise ReportError(f"{metrics}:{number} is not a metrics line (a JSON object with an epoch); "
+                              "remove or repair that line")
         by_epoch[record["epoch"]] = record  # a redone epoch (after a resume) replaces the old line
     if not by_epoch:
         raise ReportError(f"{metrics} is empty: the run has not finished an epoch yet")
@@ -310,7 +313,7 @@ def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = Non
                "epoch_time.png": plot_epoch_time(runs)}
     missing = []
     for i, run in enumerate(runs):
-        if run.best_eval is None:
+        if run.best_eval is None or run.best_eval.get("confusion") is None:
             missing.append(run)
             continue
         name = "confusion.png" if len(runs) == 1 else f"confusion-{i + 1}-{_slug(run.path.name)}.png"
@@ -339,11 +342,15 @@ def _markdown(runs: List[Run], figures: List[str], missing: List[Run], out_dir: 
     titles = {"curves.png": "Loss, accuracy and learning rate", "throughput.png": "Throughput and input wait",
               "epoch_time.png": "Epoch time"}
     confusion_titles = [f"Best checkpoint{'' if len(runs) == 1 else ' of ' + run.label}: confusion matrix and "
-                        "per-class accuracy" for run in runs if run.best_eval is not None]
+                        "per-class accuracy" for run in runs if run not in missing]
     for name in figures:
         title = titles.get(name) or confusion_titles.pop(0)
         lines += [f"## {title}", "", f"![{title}]({name})", ""]
     for run in missing:
+        if run.best_eval is not None:  # more classes than a confusion matrix is kept for
+            lines += [f"`{run.path}`: {len(run.best_eval['class_names'])} classes, too many for a confusion matrix; "
+                      "per-class counts are in its `best_eval.json`.", ""]
+            continue
         lines += [f"No `best_eval.json` in `{run.path}` (a run from before it was written): make one with "
                   f"`ddptrain eval --checkpoint {run.path}/checkpoints/best.pt --data DATA > "
                   f"{run.path}/best_eval.json`.", ""]

@@ -272,8 +272,9 @@ class Trainer:
                         epoch + 1, skipped, stats.skipped_images, result.skipped)
         self._save(epoch, record, is_best)
         if is_best:  # the report's confusion matrix and per-class accuracy come from here
-            write_json_atomic(self.run_dir / BEST_EVAL, {"epoch": epoch, "checkpoint": f"checkpoints/{checkpoint.BEST}",
-                                                         **result.to_dict(self.split.classes)})
+            best = {"epoch": epoch, "checkpoint": f"checkpoints/{checkpoint.BEST}",
+                    **result.to_dict(self.split.classes)}
+            write_json_atomic(self.run_dir / BEST_EVAL, best)
 
     def _save(self, epoch: int, record: Dict, is_best: bool) -> None:
         state = self._state(last_complete_epoch=epoch)
