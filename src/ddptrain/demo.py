@@ -63,7 +63,7 @@ def _evaluate(best: Path, data: str, kind: str) -> dict:
     from .inference import EvalOptions, run_eval
 
     log.info("evaluating %s on the validation split", best)
-    return run_eval(EvalOptions(checkpoint=str(best), data=data, device=kind), dist.DistEnv())
+    return run_eval(EvalOptions(checkpoint=str(best), data=data, device=kind), dist.DistEnv(), print_json=False)
 
 
 def _predict_examples(best: Path, data: str, kind: str) -> List[dict]:

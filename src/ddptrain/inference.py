@@ -47,7 +47,7 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel) -> List[Tuple[str, int]
     return split.val
 
 
-def run_eval(opts: EvalOptions, env: dist.DistEnv) -> Dict:
+def run_eval(opts: EvalOptions, env: dist.DistEnv, print_json: bool = True) -> Dict:
     rt = dist.setup(env, opts.device, opts.dist_timeout)
     try:
         loaded = load_model(opts.checkpoint, rt.device)
@@ -63,7 +63,7 @@ def run_eval(opts: EvalOptions, env: dist.DistEnv) -> Dict:
                           on_failure=lambda f: log.warning("rank %d: skipped unreadable image %s", rt.rank, f))
         report = {**result.to_dict(loaded.class_names),
                   "split": opts.split, "checkpoint": str(opts.checkpoint), "world_size": rt.world_size}
-        if rt.is_main:
+        if rt.is_main and print_json:
             print(json.dumps(report), flush=True)
         return report
     finally:
