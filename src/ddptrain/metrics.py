@@ -68,7 +68,7 @@ class EvalResult:
         n = num_classes
         denom = max(count, 1.0)
         counts = [int(round(v)) for v in sums[_FIXED:]]
-        if len(counts) == n * n:
+        if n <= CONFUSION_MAX_CLASSES:  # the layout EvalTotals chose
             confusion = [counts[r * n:(r + 1) * n] for r in range(n)]
             correct, totals = [row[i] for i, row in enumerate(confusion)], [sum(row) for row in confusion]
         else:

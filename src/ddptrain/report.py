@@ -20,10 +20,12 @@ from .errors import DdptrainError
 
 log = logging.getLogger("ddptrain")
 
-# Options that say where or how a run was started, not what it trained: never a legend entry.
-NOT_A_DIFFERENCE = {"out", "data", "resume", "stop_after_epochs", "log_every", "workers", "master_addr",
-                    "master_port", "node_rank", "rdzv_endpoint", "rdzv_id", "rdzv_timeout", "iface",
-                    "max_restarts", "dist_timeout", "save_every_steps", "keep_last", "nproc", "nnodes"}
+# Where a run was written and how its processes found each other: never a difference worth a table row.
+# (The number of processes is shown as "ranks", measured, instead of --nproc/--nnodes.)
+PLUMBING = {"out", "resume", "master_addr", "master_port", "node_rank", "rdzv_id", "nproc", "nnodes"}
+# Legends are short: they also leave out paths, fault-tolerance and logging settings.
+NOT_A_DIFFERENCE = PLUMBING | {"data", "stop_after_epochs", "log_every", "workers", "rdzv_endpoint", "rdzv_timeout",
+                               "iface", "max_restarts", "dist_timeout", "save_every_steps", "keep_last"}
 MAX_ANNOTATED_CLASSES = 15  # beyond this the confusion matrix cells carry no numbers
 MAX_LABELLED_BARS = 15  # beyond this the epoch-time bars carry no numbers
 COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
@@ -104,11 +106,6 @@ def _describe_option(key: str, value) -> str:
     if isinstance(value, bool):
         return f"{name} {'on' if value else 'off'}"
     return f"{name} {value}"
-
-
-# Where a run was written and how its processes found each other: never a difference worth a table row.
-# (The number of processes is shown as "ranks", measured, instead of --nproc/--nnodes.)
-PLUMBING = {"out", "resume", "master_addr", "master_port", "node_rank", "rdzv_id", "nproc", "nnodes"}
 
 
 def config_differences(runs: List[Run]) -> List[Dict]:
@@ -309,26 +306,30 @@ def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = Non
     label_runs(runs)
     out_dir = Path(out) if out else (runs[0].path / "report" if len(runs) == 1 else Path("report"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = {"curves.png": plot_curves(runs), "throughput.png": plot_throughput(runs),
-               "epoch_time.png": plot_epoch_time(runs)}
+    figures = {"curves.png": ("Loss, accuracy and learning rate", plot_curves(runs)),
+               "throughput.png": ("Throughput and input wait", plot_throughput(runs)),
+               "epoch_time.png": ("Epoch time", plot_epoch_time(runs))}
     missing = []
     for i, run in enumerate(runs):
         if run.best_eval is None or run.best_eval.get("confusion") is None:
             missing.append(run)
             continue
         name = "confusion.png" if len(runs) == 1 else f"confusion-{i + 1}-{_slug(run.path.name)}.png"
-        figures[name] = plot_confusion(run)
+        whose = "" if len(runs) == 1 else f" of {run.label}"
+        title = f"Best checkpoint{whose}: confusion matrix and per-class accuracy"
+        figures[name] = (title, plot_confusion(run))
     plt = _pyplot()
-    for name, fig in figures.items():
+    for name, (_, fig) in figures.items():
         fig.savefig(out_dir / name, dpi=100)
         plt.close(fig)
     report = out_dir / "report.md"
-    report.write_text(_markdown(runs, list(figures), missing, out_dir))
+    report.write_text(_markdown(runs, {name: title for name, (title, _) in figures.items()}, missing))
     log.info("wrote %s and %d figures in %s", report.name, len(figures), out_dir)
     return report
 
 
-def _markdown(runs: List[Run], figures: List[str], missing: List[Run], out_dir: Path) -> str:
+def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> str:
+    """`figures`: file name -> section title, in order."""
     columns = ["run", "ranks", "epochs", "final top-1", "final top-5", "final val loss", "best top-1 (epoch)",
                "images/s", "epoch time s"]
     lines = ["# ddptrain report", "", "Runs: " + ", ".join(f"`{run.path}`" for run in runs), "",
@@ -339,12 +340,7 @@ def _markdown(runs: List[Run], figures: List[str], missing: List[Run], out_dir: 
         if differences:
             lines += ["## How the runs differ", "", markdown_table(["option"] + [r.label for r in runs], differences),
                       ""]
-    titles = {"curves.png": "Loss, accuracy and learning rate", "throughput.png": "Throughput and input wait",
-              "epoch_time.png": "Epoch time"}
-    confusion_titles = [f"Best checkpoint{'' if len(runs) == 1 else ' of ' + run.label}: confusion matrix and "
-                        "per-class accuracy" for run in runs if run not in missing]
-    for name in figures:
-        title = titles.get(name) or confusion_titles.pop(0)
+    for name, title in figures.items():
         lines += [f"## {title}", "", f"![{title}]({name})", ""]
     for run in missing:
         if run.best_eval is not None:  # more classes than a confusion matrix is kept for
