@@ -1,6 +1,6 @@
-"""Run a function on W real processes joined by a gloo process group set up by ddptrain.dist.
+"""Run a function on W real processes joined by a gloo process group set up by ddptrain.runtime.dist.
 
-Each rank calls `fn(rt, *args)` with a live `ddptrain.dist.Runtime`; what it returns (tensors,
+Each rank calls `fn(rt, *args)` with a live `ddptrain.runtime.dist.Runtime`; what it returns (tensors,
 numbers, lists, dicts) comes back to the test as a list indexed by rank.
 """
 from __future__ import annotations
@@ -12,13 +12,14 @@ from typing import Any, Callable, List
 import torch
 import torch.multiprocessing as mp
 
-from ddptrain import dist
-from ddptrain.launch import free_port
+from ddptrain.runtime import dist
+from ddptrain.runtime.env import DistEnv
+from ddptrain.runtime.launch import free_port
 
 
 def _entry(rank: int, fn: Callable, world_size: int, port: int, out_dir: str, args: tuple) -> None:
     torch.set_num_threads(1)
-    env = dist.DistEnv(rank=rank, local_rank=rank, world_size=world_size, local_world_size=world_size,
+    env = DistEnv(rank=rank, local_rank=rank, world_size=world_size, local_world_size=world_size,
                        master_addr="127.0.0.1", master_port=port, launcher="test")
     rt = dist.setup(env, "cpu", timeout_s=120)
     try:
@@ -36,7 +37,7 @@ def run_ranks(fn: Callable, world_size: int, *args: Any) -> List[Any]:
 
 def run_single(fn: Callable, *args: Any) -> Any:
     """The same function in this process as a world of one (ddptrain's single-process path)."""
-    rt = dist.setup(dist.DistEnv(), "cpu", timeout_s=120)
+    rt = dist.setup(DistEnv(), "cpu", timeout_s=120)
     try:
         return fn(rt, *args)
     finally:

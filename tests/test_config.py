@@ -15,7 +15,8 @@ def _parse(argv):
 def test_flags_override_yaml_which_overrides_defaults(tmp_path):
     (tmp_path / "c.yaml").write_text("data: /d\nepochs: 3\nlr: 0.5\n")
     cfg = build_config(_parse(["--lr", "0.1", "--sync-bn"]), str(tmp_path / "c.yaml"))
-    assert (cfg.data, cfg.epochs, cfg.lr, cfg.sync_bn, cfg.batch_size) == ("/d", 3, 0.1, True, 32)
+    assert (cfg.data.path, cfg.optim.epochs, cfg.optim.lr, cfg.model.sync_bn, cfg.optim.batch_size) == \
+        ("/d", 3, 0.1, True, 32)
 
 
 def test_boolean_flags_are_real_booleans():
@@ -42,8 +43,9 @@ def test_invalid_values_are_rejected(bad):
 
 
 def test_launcher_needed_only_for_several_processes():
-    assert not Config(data="x").uses_launcher
-    assert Config(data="x", nproc=2).uses_launcher and Config(data="x", max_restarts=1).uses_launcher
+    assert not Config.from_flat({"data": "x"}).launch.uses_launcher
+    assert Config.from_flat({"data": "x", "nproc": 2}).launch.uses_launcher
+    assert Config.from_flat({"data": "x", "max_restarts": 1}).launch.uses_launcher
 
 
 def test_example_configs_are_valid():
@@ -56,4 +58,49 @@ def test_example_configs_are_valid():
     assert len(configs) >= 2
     for path in configs:
         cfg = build_config({"data": "some/folder"}, str(path))  # flags override the file
-        assert cfg.data == "some/folder" and cfg.epochs >= 1, path.name
+        assert cfg.data.path == "some/folder" and cfg.optim.epochs >= 1, path.name
+
+
+def test_nested_yaml_is_the_same_config_as_flat(tmp_path):
+    (tmp_path / "flat.yaml").write_text("data: /d\nlr: 0.2\nepochs: 4\nnproc: 2\nout: runs/x\n")
+    (tmp_path / "nested.yaml").write_text("data:\n  path: /d\noptim:\n  lr: 0.2\n  epochs: 4\nlaunch:\n  nproc: 2\n"
+                                          "run:\n  out: runs/x\n")
+    flat, nested = (build_config({}, str(tmp_path / name)) for name in ("flat.yaml", "nested.yaml"))
+    assert flat == nested and nested.optim.lr == 0.2 and nested.launch.nproc == 2
+
+
+def test_an_option_given_flat_and_nested_is_refused(tmp_path):
+    (tmp_path / "c.yaml").write_text("lr: 0.2\noptim:\n  lr: 0.3\n")
+    with pytest.raises(ConfigError, match="'lr' is given twice"):
+        build_config({"data": "d"}, str(tmp_path / "c.yaml"))
+
+
+def test_saved_config_yaml_stays_flat_with_the_same_keys(tmp_path):
+    import yaml
+
+    save_yaml(build_config({"data": "/d"}), tmp_path / "config.yaml")
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert {"data", "lr", "nproc", "out", "model", "sync_bn", "dist_timeout"} <= set(saved)
+    assert all(not isinstance(v, dict) for v in saved.values())
+
+
+def test_node_local_options_are_left_out_of_what_nodes_must_share():
+    cfg = build_config({"data": "/d", "out": "runs/a", "node_rank": 0, "iface": "lo", "lr": 0.3})
+    shared = cfg.shared_values()
+    assert shared["lr"] == 0.3 and not {"data", "out", "node_rank", "iface", "weights", "resume"} & set(shared)
+
+
+def test_report_roles_come_from_the_field_metadata():
+    from ddptrain.config import HIDDEN, LEGEND, TABLE, report_role
+
+    assert report_role("sync_bn") == LEGEND and report_role("lr") == LEGEND
+    assert report_role("workers") == TABLE and report_role("data") == TABLE
+    assert report_role("out") == HIDDEN and report_role("master_port") == HIDDEN
+    assert report_role("from_a_newer_version") == LEGEND
+
+
+def test_a_checkpoint_config_from_another_version_loads_leniently():
+    cfg = Config.from_flat({"data": "/d", "lr": "0.1", "option_of_the_future": 1}, "old.pt", strict=False)
+    assert cfg.optim.lr == 0.1
+    with pytest.raises(ConfigError, match="unknown option 'option_of_the_future'"):
+        Config.from_flat({"option_of_the_future": 1})

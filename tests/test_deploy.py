@@ -9,16 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ddptrain.cli import build_parser
-from ddptrain.config import build_config
+from ddptrain.cli import build_parser, train_config
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 
 
 def _config_from(argv):
-    args = build_parser().parse_args(argv)
-    given = {k: v for k, v in vars(args).items() if k not in ("command", "config", "local_rank")}
-    return build_config(given, None)
+    return train_config(build_parser().parse_args(argv))
 
 
 def _mounts(pod_spec):
@@ -39,8 +36,9 @@ def test_pytorchjob_is_elastic_c10d_with_a_shared_run_dir_and_shm():
     script = script.replace("${PET_NNODES:-2:4}", "2:4")
     argv = shlex.split(script)[1:]  # after `exec`
     cfg = _config_from(argv[1:])
-    assert argv[0] == "ddptrain" and cfg.rdzv_endpoint and cfg.resume == "auto" and cfg.node_range() == (2, 4)
-    assert any(cfg.out.startswith(path) for path, volume in mounts.items() if "persistentVolumeClaim" in volume)
+    assert argv[0] == "ddptrain" and cfg.launch.rdzv_endpoint and cfg.run.resume == "auto"
+    assert cfg.launch.node_range() == (2, 4)
+    assert any(cfg.run.out.startswith(path) for path, volume in mounts.items() if "persistentVolumeClaim" in volume)
     assert mounts["/dev/shm"]["emptyDir"]["medium"] == "Memory"
 
 
@@ -49,11 +47,11 @@ def test_statefulset_rendezvous_points_at_pod_zero_of_its_headless_service():
     assert service["spec"]["clusterIP"] == "None"
     mounts, container = _mounts(stateful["spec"]["template"]["spec"])
     cfg = _config_from(container["command"][1:] + container["args"])
-    host, port = cfg.rdzv_endpoint.rsplit(":", 1)
+    host, port = cfg.launch.rdzv_endpoint.rsplit(":", 1)
     assert host == f"{stateful['metadata']['name']}-0.{service['metadata']['name']}"
     assert int(port) in [p["containerPort"] for p in container["ports"]]
-    assert cfg.node_range()[0] <= stateful["spec"]["replicas"] <= cfg.node_range()[1]
-    assert any(cfg.out.startswith(path) for path in mounts)
+    assert cfg.launch.node_range()[0] <= stateful["spec"]["replicas"] <= cfg.launch.node_range()[1]
+    assert any(cfg.run.out.startswith(path) for path in mounts)
 
 
 @pytest.mark.parametrize("ddptrain_rc, requeued", [(0, False), (75, True), (1, False)])
@@ -77,8 +75,9 @@ def test_sbatch_script_builds_a_valid_command_and_requeues_only_when_preempted(t
     argv = (tmp_path / "argv.txt").read_text().split("\n")[:-1]
     assert argv[0] == "train"
     cfg = _config_from(argv)
-    assert (cfg.master_addr, cfg.node_rank, cfg.nproc, cfg.node_range()) == ("gpu-a", 1, 4, (2, 2))
-    assert cfg.master_port == 15000 + 4242 and cfg.resume == "auto" and cfg.epochs == 3
+    launch = cfg.launch
+    assert (launch.master_addr, launch.node_rank, launch.nproc, launch.node_range()) == ("gpu-a", 1, 4, (2, 2))
+    assert launch.master_port == 15000 + 4242 and cfg.run.resume == "auto" and cfg.optim.epochs == 3
     log = tmp_path / "scontrol.log"
     assert (log.is_file() and "requeue 4242" in log.read_text()) == requeued
     header = (DEPLOY / "slurm" / "train.sbatch").read_text()

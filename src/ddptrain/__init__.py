@@ -5,7 +5,7 @@ is importable from here — `ddptrain.setup()`, `prepare_model`, `train_loader`,
 `reduce_sum`, `save_checkpoint`, `load_checkpoint`, `is_main` — see ddptrain.api and examples/.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 API = ("setup", "cleanup", "rank", "world_size", "is_main", "prepare_model", "unwrap", "train_loader",
        "eval_loader", "reduce_sum", "save_checkpoint", "load_checkpoint", "EpochLoader")

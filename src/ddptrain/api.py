@@ -20,10 +20,15 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from . import checkpoint, dist
-from .data.loaders import IndexSampler, ShardSampler, init_worker
+from .data import loaders
+from .data.samplers import IndexSampler
 from .errors import DdptrainError
 from .models import place_model, wrap_ddp
+from .models import unwrap as _unwrap
+from .runtime import dist
+from .runtime.env import detect
+from .train import checkpointer
+from .train.state import TrainState, library_checkpoint
 
 _runtime: Optional[dist.Runtime] = None
 
@@ -34,7 +39,7 @@ def setup(device: str = "auto", timeout_s: float = 1800.0) -> torch.device:
     fail after `timeout_s` instead of hanging. The process group is closed at exit."""
     global _runtime
     if _runtime is None:
-        _runtime = dist.setup(dist.detect(), device, timeout_s)
+        _runtime = dist.setup(detect(), device, timeout_s)
         atexit.register(cleanup)
     return _runtime.device
 
@@ -53,11 +58,11 @@ def cleanup() -> None:
 
 
 def rank() -> int:
-    return runtime().rank if _runtime else dist.detect().rank
+    return runtime().rank if _runtime else detect().rank
 
 
 def world_size() -> int:
-    return runtime().world_size if _runtime else dist.detect().world_size
+    return runtime().world_size if _runtime else detect().world_size
 
 
 def is_main() -> bool:
@@ -79,7 +84,7 @@ def prepare_model(model: nn.Module, sync_bn: bool = False, channels_last: bool =
 
 def unwrap(model: nn.Module) -> nn.Module:
     """The plain model inside DDP / torch.compile (for saving, or calling custom methods)."""
-    return checkpoint.unwrap(model)
+    return _unwrap(model)
 
 
 class EpochLoader:
@@ -113,12 +118,9 @@ def train_loader(dataset: Dataset, batch_size: int, seed: int = 0, num_workers: 
     differ by rank, so random augmentations do too."""
     rt = runtime()
     sampler = IndexSampler(len(dataset), rt.rank, rt.world_size, seed)
-    generator = torch.Generator().manual_seed(seed * 1000 + rt.rank)
-    loader_kwargs.setdefault("pin_memory", rt.device.type == "cuda")
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers, drop_last=True,
-                        persistent_workers=num_workers > 0, worker_init_fn=init_worker, generator=generator,
-                        **loader_kwargs)
-    return EpochLoader(loader)
+    settings = loaders.LoaderSettings(batch_size, num_workers, pin_memory=rt.device.type == "cuda",
+                                      normalize_in_workers=False)
+    return EpochLoader(loaders.train_loader(dataset, sampler, settings, seed, rt.rank, **loader_kwargs))
 
 
 def eval_loader(dataset: Dataset, batch_size: int, num_workers: int = 2, **loader_kwargs: Any) -> DataLoader:
@@ -126,9 +128,9 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int = 2, **loade
     reduced with `reduce_sum` are exact. Ranks may get different batch counts: reduce once after
     the loop, never per batch."""
     rt = runtime()
-    loader_kwargs.setdefault("pin_memory", rt.device.type == "cuda")
-    return DataLoader(dataset, batch_size=batch_size, sampler=ShardSampler(len(dataset), rt.rank, rt.world_size),
-                      num_workers=num_workers, drop_last=False, worker_init_fn=init_worker, **loader_kwargs)
+    settings = loaders.LoaderSettings(batch_size, num_workers, pin_memory=rt.device.type == "cuda",
+                                      normalize_in_workers=False)
+    return loaders.eval_loader(dataset, rt.rank, rt.world_size, settings, persistent=False, **loader_kwargs)
 
 
 Number = Union[int, float, torch.Tensor]
@@ -150,18 +152,17 @@ def save_checkpoint(path: str, model: nn.Module, optimizer: Optional[torch.optim
     every rank waits until the file is complete. Call it on every rank."""
     rt = runtime()
     if rt.is_main:
-        state: Dict[str, Any] = {"model": unwrap(model).state_dict(), **extra}
-        if optimizer is not None:
-            state["optimizer"] = optimizer.state_dict()
-        checkpoint.save_atomic(state, path)
+        state = library_checkpoint(unwrap(model).state_dict(), optimizer.state_dict() if optimizer else None, extra)
+        checkpointer.save_atomic(state, path)
     dist.barrier()
 
 
 def load_checkpoint(path: str, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None) -> Dict:
     """Load a checkpoint written by `save_checkpoint` (or ddptrain train) into `model` (wrapped or
     not) and `optimizer`, safely (tensors only, via the CPU); return everything it holds."""
-    state = checkpoint.load(path)
-    unwrap(model).load_state_dict(state["model"])
-    if optimizer is not None and "optimizer" in state:
-        optimizer.load_state_dict(state["optimizer"])
-    return state
+    raw = checkpointer.load_raw(path)
+    state = TrainState.from_dict(raw, path)
+    unwrap(model).load_state_dict(state.model)
+    if optimizer is not None and state.optimizer is not None:
+        optimizer.load_state_dict(state.optimizer)
+    return raw

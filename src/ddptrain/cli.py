@@ -1,7 +1,9 @@
 """Command line: train, eval, predict, export, report, make-dataset, doctor, lint, bench, demo.
 
 `train` and `eval` with --nproc/--nnodes start themselves again under torchrun; the started
-workers parse the same command line and do the work.
+workers parse the same command line and do the work. Nothing here imports torch: `--help`, `lint`,
+`report` and `make-dataset` start in a fraction of a second, and `train` checks its inputs before
+anything heavy is loaded or any process is started.
 """
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from . import __version__, dist
-from .config import add_config_flags, build_config
+from .version import __version__
+from .config import Config, LaunchConfig, add_config_flags, build_config
 from .errors import DdptrainError
-from .failures import explain
-from .launch import LaunchSpec, check_nproc, inside_worker, launch
-from .logs import ensure_writable, setup_logging
-from .preempt import Preempted
+from .logs import setup_logging
+from .runtime.env import detect, inside_worker
+from .runtime.explain import explain
+from .runtime.preempt import Preempted
+from .runtime.startup import StartupClock, mark_command_start
 
 log = logging.getLogger("ddptrain")
 
@@ -29,6 +32,10 @@ def _add_legacy_local_rank(parser: argparse.ArgumentParser) -> None:
                         help=argparse.SUPPRESS)
 
 
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verbose", action="store_true", help="also show torchrun's own log lines")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddptrain", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"ddptrain {__version__}")
@@ -36,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train a classifier on 1..N processes")
     train.add_argument("--config", default=None, help="YAML file of options; flags override it")
+    _add_verbose(train)
     add_config_flags(train)
     _add_legacy_local_rank(train)
 
@@ -50,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto")
     ev.add_argument("--nproc", type=int, default=None, help="processes (launches through torchrun)")
     ev.add_argument("--dist-timeout", type=float, default=1800.0)
+    _add_verbose(ev)
     _add_legacy_local_rank(ev)
 
     pr = sub.add_parser("predict", help="top-k classes for image files or folders (one JSON per image)")
@@ -82,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true", help="one JSON object for machines")
 
     bench = sub.add_parser("bench", help="performance benchmarks: overhead, scaling, precision, dp-vs-ddp, input")
-    from .bench import add_arguments as add_bench_arguments
+    from .tools.bench import add_arguments as add_bench_arguments
 
     add_bench_arguments(bench)
 
@@ -105,31 +114,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_train(args: argparse.Namespace, argv: List[str]) -> int:
-    given = {k: v for k, v in vars(args).items() if k not in ("command", "config", "local_rank")}
-    cfg = build_config(given, args.config)
-    if cfg.node_rank == 0 and not inside_worker():
-        ensure_writable(Path(cfg.out))
-    if cfg.uses_launcher and not inside_worker():
-        nproc = cfg.nproc or 1
-        check_nproc(nproc, dist.resolve_device_kind(cfg.device))
-        return launch(LaunchSpec(nproc, str(cfg.nnodes), cfg.node_rank, cfg.master_addr, cfg.master_port,
-                                 cfg.max_restarts, cfg.rdzv_endpoint, cfg.rdzv_id, cfg.rdzv_timeout, cfg.iface), argv)
-    from . import trainer
+def train_config(args: argparse.Namespace) -> Config:
+    """The typed, validated Config of a parsed `train` command line: --config file, then the flags typed."""
+    given = {k: v for k, v in vars(args).items() if k not in ("command", "config", "local_rank", "verbose")}
+    return build_config(given, args.config)
 
-    env = dist.detect(os.environ, args.local_rank)
+
+def cmd_train(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    cfg = train_config(args)
+    if not inside_worker():
+        from .checks import check_before_start
+
+        check_before_start(cfg)
+        if cfg.launch.uses_launcher:
+            return _launch(cfg.launch, argv, args.verbose)
+    from .train.trainer import run
+
+    clock.mark("imports")
+    env = detect(os.environ, args.local_rank)
     setup_logging(env.rank, env.world_size)
-    trainer.run(cfg, env)
+    run(cfg, env, clock)
     return 0
 
 
-def cmd_eval(args: argparse.Namespace, argv: List[str]) -> int:
-    if (args.nproc or 1) > 1 and not inside_worker():
-        check_nproc(args.nproc, dist.resolve_device_kind(args.device))
-        return launch(LaunchSpec(args.nproc), argv)
-    from .inference import EvalOptions, run_eval
+def _launch(spec: LaunchConfig, argv: List[str], verbose: bool) -> int:
+    from .runtime.dist import resolve_device_kind
+    from .runtime.launch import check_nproc, launch
 
-    env = dist.detect(os.environ, args.local_rank)
+    check_nproc(spec.nproc or 1, resolve_device_kind(spec.device))
+    return launch(spec, argv, verbose)
+
+
+def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    if (args.nproc or 1) > 1 and not inside_worker():
+        return _launch(LaunchConfig(nproc=args.nproc, device=args.device), argv, args.verbose)
+    from .tools.inference import EvalOptions, run_eval
+
+    env = detect(os.environ, args.local_rank)
     setup_logging(env.rank, env.world_size)
     run_eval(EvalOptions(checkpoint=args.checkpoint, data=args.data, split=args.split,
                          batch_size=args.batch_size, workers=args.workers, device=args.device,
@@ -137,16 +158,16 @@ def cmd_eval(args: argparse.Namespace, argv: List[str]) -> int:
     return 0
 
 
-def cmd_predict(args: argparse.Namespace, argv: List[str]) -> int:
-    from .inference import run_predict
+def cmd_predict(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    from .tools.inference import run_predict
 
     setup_logging(0, 1)
     return run_predict(args.checkpoint, args.paths, args.topk, args.device, args.batch_size)
 
 
-def cmd_export(args: argparse.Namespace, argv: List[str]) -> int:
-    from .export import export
-    from .modelfile import sidecar_path
+def cmd_export(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    from .tools.export import export
+    from .tools.modelfile import sidecar_path
 
     setup_logging(0, 1)
     path = export(args.checkpoint, args.format, args.out)
@@ -155,7 +176,7 @@ def cmd_export(args: argparse.Namespace, argv: List[str]) -> int:
     return 0
 
 
-def cmd_make_dataset(args: argparse.Namespace, argv: List[str]) -> int:
+def cmd_make_dataset(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
     from .data.synthetic import make_dataset
 
     setup_logging(0, 1)
@@ -164,14 +185,18 @@ def cmd_make_dataset(args: argparse.Namespace, argv: List[str]) -> int:
     return 0
 
 
-def cmd_doctor(args: argparse.Namespace, argv: List[str]) -> int:
-    from .doctor import DoctorOptions, run_doctor, worker_main
+def cmd_doctor(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    import torch
 
-    kind = dist.resolve_device_kind(args.device) if args.device != "cuda" else "cuda"
-    nproc = args.nproc or (max(1, __import__("torch").cuda.device_count()) if kind == "cuda" else 2)
+    from .runtime.dist import resolve_device_kind
+    from .runtime.launch import check_nproc
+    from .tools.doctor import DoctorOptions, run_doctor, worker_main
+
+    kind = resolve_device_kind(args.device) if args.device != "cuda" else "cuda"
+    nproc = args.nproc or (max(1, torch.cuda.device_count()) if kind == "cuda" else 2)
     options = DoctorOptions(nproc, kind, args.master_port, args.timeout, args.json)
     if inside_worker():
-        env = dist.detect(os.environ)
+        env = detect(os.environ)
         setup_logging(env.rank, env.world_size)
         return worker_main(options, env)
     setup_logging(0, 1)
@@ -180,29 +205,29 @@ def cmd_doctor(args: argparse.Namespace, argv: List[str]) -> int:
     return run_doctor(options, argv)
 
 
-def cmd_bench(args: argparse.Namespace, argv: List[str]) -> int:
-    from .bench import run_bench
+def cmd_bench(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    from .tools.bench import run_bench
 
     setup_logging(0, 1)
     return run_bench(args)
 
 
-def cmd_lint(args: argparse.Namespace, argv: List[str]) -> int:
-    from .lint import run_lint
+def cmd_lint(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    from .tools.lint import run_lint
 
     return run_lint(args.paths, args.json)
 
 
-def cmd_report(args: argparse.Namespace, argv: List[str]) -> int:
-    from .report import write_report
+def cmd_report(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    from .tools.report import write_report
 
     setup_logging(0, 1)
     print(write_report(args.runs, args.out))
     return 0
 
 
-def cmd_demo(args: argparse.Namespace, argv: List[str]) -> int:
-    from .demo import run_demo
+def cmd_demo(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    from .tools.demo import run_demo
 
     setup_logging(0, 1)
     return run_demo(args.data, args.out, args.epochs, args.nproc, args.device)
@@ -214,31 +239,51 @@ COMMANDS = {"train": cmd_train, "eval": cmd_eval, "predict": cmd_predict, "expor
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    mark_command_start()
+    clock = StartupClock()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
-        return _run_recorded(args, argv)
+        return _run(args, argv, clock)
     except Preempted as stopped:  # every rank stops; one message is enough
-        if dist.detect(os.environ).is_main:
+        if detect().is_main:
             print(f"ddptrain {args.command}: {stopped}", file=sys.stderr, flush=True)
         return stopped.exit_code
     except DdptrainError as error:
-        env = dist.detect(os.environ)
-        where = f"rank {env.rank}: " if env.world_size > 1 and not str(error).startswith("rank ") else ""
-        print(f"ddptrain {args.command}: error: {where}{error}", file=sys.stderr, flush=True)
+        _print_error(args.command, error)
         return error.exit_code
     except KeyboardInterrupt:
         print(f"ddptrain {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `ddptrain predict ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
     except Exception as error:  # under a launcher, the launcher explains it once for all ranks
         hint = explain(str(error))
-        if hint and dist.detect(os.environ).launcher == "single":
+        if hint and detect().launcher == "single":
             print(f"ddptrain {args.command}: {hint}", file=sys.stderr, flush=True)
         raise
 
 
-def _run_recorded(args: argparse.Namespace, argv: List[str]) -> int:
-    """Under torchrun, record an unexpected exception so the launcher prints this rank's traceback."""
-    from torch.distributed.elastic.multiprocessing.errors import record
+def _print_error(command: str, error: DdptrainError) -> None:
+    """One line: the command, the rank when there are several, the message. An error every rank raised
+    alike (`every_rank`) is printed by rank 0 alone."""
+    try:
+        env = detect()
+    except DdptrainError:
+        env = None
+    rank = error.rank if error.rank is not None else (env.rank if env else 0)
+    if error.every_rank and rank != 0:
+        return
+    where = f"rank {rank}: " if env is not None and env.world_size > 1 else ""
+    print(f"ddptrain {command}: error: {where}{error}", file=sys.stderr, flush=True)
 
-    return record(COMMANDS[args.command])(args, argv)
+
+def _run(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    """Inside a torchrun worker, record an unexpected exception so the launcher prints this rank's traceback."""
+    command = COMMANDS[args.command]
+    if inside_worker():
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        command = record(command)
+    return command(args, argv, clock)

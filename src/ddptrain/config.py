@@ -1,89 +1,127 @@
 """The one typed configuration of a training run: defaults < YAML file < command-line flags.
 
-Each field carries its own help text, so the `train` flags, the saved `config.yaml` and this
-class never drift apart.
+`Config` holds five sections by role — `data`, `model`, `optim` (the recipe), `run` (where results
+go, resuming, logging, checkpoint cadence) and `launch` (processes, nodes, rendezvous, devices).
+Flags and the keys of `config.yaml` stay flat (`--lr`, `lr: 0.1`); a YAML file may also use the
+nested form (`optim: {lr: 0.1}`). Each field declares, once, in its metadata: its help text, its flat
+name when that differs from the attribute (`data.path` is `--data`), its choices, whether it may differ
+between nodes (`node_local`: paths and the node's own position, left out of the preflight comparison)
+and how `ddptrain report` treats a difference (`report`).
+
+Values are converted to the declared type or refused with a `ConfigError` naming the key (PyYAML
+reads `lr: 1e-3` as a string), and `validate` checks what involves several fields — all before any
+process starts. The standard library and PyYAML only: the command line starts without torch.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import difflib
+import functools
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import yaml
 
 from .errors import ConfigError
 
+# How `ddptrain report` treats an option whose value differs between runs.
+LEGEND = "legend"  # named in figure legends and in the differences table
+TABLE = "table"  # in the differences table only: paths, logging, fault tolerance
+HIDDEN = "hidden"  # plumbing (where a run was written, how its processes met): never a difference worth a row
 
-def _opt(default: Any, help: str, **argparse_kw: Any) -> Any:
-    return field(default=default, metadata={"help": help, **argparse_kw})
+
+def opt(default: Any, help: str, *, flag: Optional[str] = None, choices: Optional[List[str]] = None,
+        node_local: bool = False, report: str = LEGEND) -> Any:
+    return field(default=default, metadata={"help": help, "flag": flag, "choices": choices,
+                                            "node_local": node_local, "report": report})
 
 
 @dataclass
-class Config:
-    # data
-    data: Optional[str] = _opt(None, "folder of class sub-folders (or with train/ and val/ inside)")
-    out: str = _opt("runs/exp", "run directory: checkpoints, logs, metrics")
-    val_split: float = _opt(0.2, "fraction of each class held out for validation")
-    img_size: int = _opt(224, "training and evaluation image size in pixels")
-    min_crop_scale: float = _opt(0.08, "smallest RandomResizedCrop area fraction")
-    workers: Optional[int] = _opt(None, "DataLoader workers per process (default: CPUs per process, at most 8)")
-    # model
-    model: str = _opt("resnet18", "torchvision model name, or timm:NAME for a timm model")
-    weights: Optional[str] = _opt(None, "local state dict or checkpoint to start from (never downloaded)")
-    freeze_backbone: bool = _opt(False, "train only the classifier head")
-    sync_bn: bool = _opt(False, "convert BatchNorm to SyncBatchNorm when more than one process")
-    channels_last: bool = _opt(False, "use channels_last memory format")
-    compile: bool = _opt(False, "torch.compile the model (before the DDP wrap)")
-    grad_compress: str = _opt("off", "cast gradients for the all-reduce (halves the bytes on the wire)",
-                              choices=["off", "bf16", "fp16"])
-    # optimisation
-    epochs: int = _opt(10, "number of epochs")
-    batch_size: int = _opt(32, "batch size per process (global batch = this x processes x grad-accum)")
-    optimizer: str = _opt("sgd", "optimizer", choices=["sgd", "adamw"])
-    lr: float = _opt(0.05, "peak learning rate for the global batch")
-    momentum: float = _opt(0.9, "SGD momentum")
-    weight_decay: float = _opt(1e-4, "weight decay (never applied to norm layers and biases)")
-    warmup_epochs: float = _opt(1.0, "linear warmup length in epochs, then cosine decay per step")
-    min_lr_ratio: float = _opt(0.01, "final learning rate as a fraction of --lr")
-    label_smoothing: float = _opt(0.0, "label smoothing for the cross-entropy loss")
-    amp: str = _opt("auto", "mixed precision: auto = bf16 on capable CUDA, off on CPU",
-                    choices=["auto", "bf16", "fp16", "off"])
-    clip_grad: Optional[float] = _opt(None, "clip the global gradient norm to this value")
-    grad_accum: int = _opt(1, "micro-batches per optimizer step")
-    seed: int = _opt(42, "seed for the split, the shuffling and the augmentations")
-    # run control
-    resume: Optional[str] = _opt(None, "'auto' (last.pt in the run dir when present) or a checkpoint path")
-    stop_after_epochs: Optional[int] = _opt(
-        None, "train at most this many epochs in this invocation, then exit (resume later)")
-    log_every: int = _opt(10, "steps between loss reductions, progress updates and TensorBoard points; "
-                              "also how often the ranks check for a stop signal (SIGTERM/SIGUSR1)")
-    save_every_steps: int = _opt(0, "also checkpoint every this many optimizer steps, mid-epoch "
-                                    "(0: only at epoch ends)")
-    keep_last: int = _opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted")
-    # devices and processes
-    device: str = _opt("auto", "device kind", choices=["auto", "cpu", "cuda"])
-    nproc: Optional[int] = _opt(None, "processes on this node (launches through torchrun)")
-    nnodes: str = _opt("1", "number of nodes, or MIN:MAX for an elastic job (with --rdzv-endpoint)")
-    node_rank: int = _opt(0, "rank of this node (static rendezvous)")
-    master_addr: Optional[str] = _opt(None, "address of node 0 (default 127.0.0.1 on one node)")
-    master_port: Optional[int] = _opt(None, "port of node 0 (default: a free port on one node)")
-    rdzv_endpoint: Optional[str] = _opt(None, "HOST:PORT of an elastic (c10d) rendezvous, the same on every "
-                                              "node; replaces --master-addr/--node-rank")
-    rdzv_id: str = _opt("ddptrain", "job id shared by every node of an elastic job")
-    rdzv_timeout: float = _opt(300.0, "seconds to wait for every node to join (and for the master to answer)")
-    iface: Optional[str] = _opt(None, "network interface for gloo/NCCL traffic between nodes (e.g. eth1)")
-    max_restarts: int = _opt(0, "restart all workers this many times when one fails")
-    dist_timeout: float = _opt(600.0, "seconds a collective may wait once training runs (start-up allows "
-                                      "at least 30 min); a stalled rank then fails the job, named")
+class DataConfig:
+    path: Optional[str] = opt(None, "folder of class sub-folders (or with train/ and val/ inside)", flag="data",
+                              node_local=True, report=TABLE)
+    val_split: float = opt(0.2, "fraction of each class held out for validation")
+    img_size: int = opt(224, "training and evaluation image size in pixels")
+    min_crop_scale: float = opt(0.08, "smallest RandomResizedCrop area fraction")
+    workers: Optional[int] = opt(None, "DataLoader workers per process (default: CPUs per process, at most 8)",
+                                 report=TABLE)
+
+
+@dataclass
+class ModelConfig:
+    name: str = opt("resnet18", "torchvision model name, or timm:NAME for a timm model", flag="model")
+    weights: Optional[str] = opt(None, "local state dict or checkpoint to start from (never downloaded)",
+                                 node_local=True)
+    freeze_backbone: bool = opt(False, "train only the classifier head")
+    sync_bn: bool = opt(False, "convert BatchNorm to SyncBatchNorm when more than one process")
+    channels_last: bool = opt(False, "use channels_last memory format")
+    compile: bool = opt(False, "torch.compile the model (before the DDP wrap)")
+    grad_compress: str = opt("off", "cast gradients for the all-reduce (halves the bytes on the wire)",
+                             choices=["off", "bf16", "fp16"])
+
+
+@dataclass
+class OptimConfig:
+    epochs: int = opt(10, "number of epochs")
+    batch_size: int = opt(32, "batch size per process (global batch = this x processes x grad-accum)")
+    optimizer: str = opt("sgd", "optimizer", choices=["sgd", "adamw"])
+    lr: float = opt(0.05, "peak learning rate for the global batch")
+    momentum: float = opt(0.9, "SGD momentum")
+    weight_decay: float = opt(1e-4, "weight decay (never applied to norm layers and biases)")
+    warmup_epochs: float = opt(1.0, "linear warmup length in epochs, then cosine decay per step")
+    min_lr_ratio: float = opt(0.01, "final learning rate as a fraction of --lr")
+    label_smoothing: float = opt(0.0, "label smoothing for the cross-entropy loss")
+    amp: str = opt("auto", "mixed precision: auto = bf16 on capable CUDA, off on CPU",
+                   choices=["auto", "bf16", "fp16", "off"])
+    clip_grad: Optional[float] = opt(None, "clip the global gradient norm to this value")
+    grad_accum: int = opt(1, "micro-batches per optimizer step")
+    seed: int = opt(42, "seed for the split, the shuffling and the augmentations")
+
+
+@dataclass
+class RunConfig:
+    out: str = opt("runs/exp", "run directory: checkpoints, logs, metrics", node_local=True, report=HIDDEN)
+    resume: Optional[str] = opt(None, "'auto' (last.pt in the run dir when present) or a checkpoint path",
+                                node_local=True, report=HIDDEN)
+    stop_after_epochs: Optional[int] = opt(None, "train at most this many epochs in this invocation, then exit "
+                                                 "(resume later)", report=TABLE)
+    log_every: int = opt(10, "steps between loss reductions, progress updates and TensorBoard points; also how "
+                             "often the ranks check for a stop signal (SIGTERM/SIGUSR1)", report=TABLE)
+    save_every_steps: int = opt(0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch "
+                                   "ends)", report=TABLE)
+    keep_last: int = opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted", report=TABLE)
+
+
+@dataclass
+class LaunchConfig:
+    device: str = opt("auto", "device kind", choices=["auto", "cpu", "cuda"])
+    nproc: Optional[int] = opt(None, "processes on this node (launches through torchrun)", report=HIDDEN)
+    nnodes: str = opt("1", "number of nodes, or MIN:MAX for an elastic job (with --rdzv-endpoint)", report=HIDDEN)
+    node_rank: int = opt(0, "rank of this node (static rendezvous)", node_local=True, report=HIDDEN)
+    master_addr: Optional[str] = opt(None, "address of node 0 (default 127.0.0.1 on one node)", report=HIDDEN)
+    master_port: Optional[int] = opt(None, "port of node 0 (default: a free port on one node)", report=HIDDEN)
+    rdzv_endpoint: Optional[str] = opt(None, "HOST:PORT of an elastic (c10d) rendezvous, the same on every node; "
+                                             "replaces --master-addr/--node-rank", report=TABLE)
+    rdzv_id: str = opt("ddptrain", "job id shared by every node of an elastic job", report=HIDDEN)
+    rdzv_timeout: float = opt(300.0, "seconds to wait for every node to join (and for the master to answer)",
+                              report=TABLE)
+    iface: Optional[str] = opt(None, "network interface for gloo/NCCL traffic between nodes (e.g. eth1)",
+                               node_local=True, report=TABLE)
+    max_restarts: int = opt(0, "restart all workers this many times when one fails", report=TABLE)
+    dist_timeout: float = opt(600.0, "seconds a collective may wait once training runs (start-up allows at least "
+                                     "30 min); a stalled rank then fails the job, named", report=TABLE)
 
     @property
     def uses_launcher(self) -> bool:
         """True when this invocation must start worker processes through torchrun."""
         return ((self.nproc or 1) > 1 or self.node_range()[1] > 1 or self.max_restarts > 0
                 or self.rdzv_endpoint is not None)
+
+    @property
+    def single_node(self) -> bool:
+        return self.rdzv_endpoint is None and str(self.nnodes) == "1"
 
     def node_range(self) -> Tuple[int, int]:
         """(min, max) nodes from --nnodes N or MIN:MAX."""
@@ -96,37 +134,120 @@ class Config:
             raise ConfigError(f"--nnodes {self.nnodes}: need 1 <= MIN <= MAX")
         return nodes
 
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "run": RunConfig,
+            "launch": LaunchConfig}
+SECTION_TITLES = {"data": "data", "model": "model", "optim": "optimisation recipe",
+                  "run": "run directory and checkpoints", "launch": "processes, nodes and devices"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option as the user sees it (flat name, flag) and where it lives in `Config`."""
+    flat: str
+    section: str
+    attr: str
+    type: type  # bool, int, float or str
+    optional: bool
+    default: Any
+    help: str
+    choices: Optional[Tuple[str, ...]]
+    node_local: bool
+    report: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.flat.replace("_", "-")
+
+
+@functools.lru_cache(maxsize=None)
+def options() -> Dict[str, Option]:
+    """Every option by flat name, in declaration order (the order of `config.yaml` and `--help`)."""
+    found: Dict[str, Option] = {}
+    for section, cls in SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            base, optional = _unwrap_optional(hints[f.name])
+            meta = f.metadata
+            flat = meta["flag"] or f.name
+            found[flat] = Option(flat, section, f.name, base, optional, f.default, meta["help"],
+                                 tuple(meta["choices"]) if meta["choices"] else None, meta["node_local"],
+                                 meta["report"])
+    return found
+
+
+def _unwrap_optional(hint) -> Tuple[type, bool]:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is typing.Union and len(args) == 1:
+        return args[0], True
+    return hint, False
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
+
+    # ---- the flat form: flags, config.yaml, the `config` entry of checkpoints ----------------------
+    @classmethod
+    def from_flat(cls, values: Mapping[str, Any], source: str = "the options", strict: bool = True) -> "Config":
+        """A Config from flat keys (`lr`, `data`). Unknown keys are errors when `strict`; otherwise (a file
+        written by another ddptrain version) they are left out. Values are converted to their type."""
+        known = options()
+        if strict:
+            check_known_keys(values, source)
+        sections: Dict[str, Dict[str, Any]] = {name: {} for name in SECTIONS}
+        for key, value in values.items():
+            option = known.get(key)
+            if option is not None:
+                sections[option.section][option.attr] = coerce(option, value, source)
+        return cls(**{name: SECTIONS[name](**kw) for name, kw in sections.items()})
+
+    def to_flat(self) -> Dict[str, Any]:
+        return {flat: getattr(getattr(self, o.section), o.attr) for flat, o in options().items()}
+
+    def replace(self, **flat_values: Any) -> "Config":
+        """A copy with some options changed, by flat name: `cfg.replace(resume="auto")`."""
+        return Config.from_flat({**self.to_flat(), **flat_values})
+
+    def shared_values(self) -> Dict[str, Any]:
+        """The options every node must agree on (node-local paths and positions left out)."""
+        return {flat: value for flat, value in self.to_flat().items() if not options()[flat].node_local}
+
+    # ---- checks that involve several fields -----------------------------------------------------
     def validate(self) -> "Config":
+        data, optim, run, launch = self.data, self.optim, self.run, self.launch
+        nodes = launch.node_range()
         checks = [
-            (self.data is not None, "--data is required: a folder of class sub-folders"),
-            (0.0 <= self.val_split < 1.0, "--val-split must be in [0, 1)"),
-            (self.img_size >= 8, "--img-size must be at least 8"),
-            (0.0 < self.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
-            (self.epochs >= 1, "--epochs must be at least 1"),
-            (self.batch_size >= 1, "--batch-size must be at least 1"),
-            (self.grad_accum >= 1, "--grad-accum must be at least 1"),
-            (self.lr > 0, "--lr must be positive"),
-            (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
-            (self.workers is None or self.workers >= 0, "--workers must be 0 or more"),
-            (self.nproc is None or self.nproc >= 1, "--nproc must be at least 1"),
-            (self.rdzv_endpoint is not None or self.node_range()[0] == self.node_range()[1],
+            (data.path is not None, "--data is required: a folder of class sub-folders"),
+            (0.0 <= data.val_split < 1.0, "--val-split must be in [0, 1)"),
+            (data.img_size >= 8, "--img-size must be at least 8"),
+            (0.0 < data.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
+            (data.workers is None or data.workers >= 0, "--workers must be 0 or more"),
+            (optim.epochs >= 1, "--epochs must be at least 1"),
+            (optim.batch_size >= 1, "--batch-size must be at least 1"),
+            (optim.grad_accum >= 1, "--grad-accum must be at least 1"),
+            (optim.lr > 0, "--lr must be positive"),
+            (optim.clip_grad is None or optim.clip_grad > 0, "--clip-grad must be positive"),
+            (launch.nproc is None or launch.nproc >= 1, "--nproc must be at least 1"),
+            (launch.rdzv_endpoint is not None or nodes[0] == nodes[1],
              "--nnodes MIN:MAX (elastic) needs --rdzv-endpoint HOST:PORT"),
-            (self.rdzv_endpoint is not None or 0 <= self.node_rank < self.node_range()[1],
+            (launch.rdzv_endpoint is not None or 0 <= launch.node_rank < nodes[1],
              "--node-rank must be in [0, --nnodes)"),
-            (self.rdzv_endpoint is None or _is_host_port(self.rdzv_endpoint), "--rdzv-endpoint must be HOST:PORT"),
-            (self.rdzv_timeout > 0, "--rdzv-timeout must be positive"),
-            (self.dist_timeout > 0, "--dist-timeout must be positive"),
-            (self.log_every >= 1, "--log-every must be at least 1"),
-            (self.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
-            (self.keep_last >= 1, "--keep-last must be at least 1"),
+            (launch.rdzv_endpoint is None or _is_host_port(launch.rdzv_endpoint), "--rdzv-endpoint must be HOST:PORT"),
+            (launch.rdzv_timeout > 0, "--rdzv-timeout must be positive"),
+            (launch.dist_timeout > 0, "--dist-timeout must be positive"),
+            (run.log_every >= 1, "--log-every must be at least 1"),
+            (run.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
+            (run.keep_last >= 1, "--keep-last must be at least 1"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
         return self
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def _is_host_port(text: str) -> bool:
@@ -134,47 +255,128 @@ def _is_host_port(text: str) -> bool:
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
-def flag_name(field_name: str) -> str:
-    return "--" + field_name.replace("_", "-")
+# ---- types ----------------------------------------------------------------------------------------
+def coerce(option: Option, value: Any, source: str) -> Any:
+    """`value` as the option's type, or a ConfigError naming the key and where it came from."""
+    if value is None:
+        if option.optional:
+            return None
+        raise ConfigError(f"{source}: {option.flat} must have a value (default: {option.default})")
+    converted = _CONVERTERS[option.type](value)
+    if converted is None:
+        kind = {bool: "true or false", int: "a whole number", float: "a number", str: "a text"}[option.type]
+        raise ConfigError(f"{source}: {option.flat} must be {kind}, not {value!r}")
+    if option.choices and converted not in option.choices:
+        raise ConfigError(f"{source}: {option.flat} must be one of {', '.join(option.choices)}, not {value!r}")
+    return converted
+
+
+def _to_bool(value: Any) -> Optional[bool]:
+    return value if isinstance(value, bool) else None
+
+
+def _to_int(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    number = _to_float(value)
+    return int(number) if number is not None and number.is_integer() else None
+
+
+def _to_float(value: Any) -> Optional[float]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _to_str(value: Any) -> Optional[str]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):  # `nnodes: 2`, `rdzv_id: 7`
+        return str(value)
+    return None
+
+
+_CONVERTERS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
+# ---- flags ----------------------------------------------------------------------------------------
+def flag_name(flat: str) -> str:
+    return "--" + flat.replace("_", "-")
 
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per Config field. Defaults are SUPPRESSed so we know what the user typed."""
-    for f in fields(Config):
-        kw: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS}
-        help_text = f.metadata["help"]
-        if f.type in ("bool", bool):
+    """One flag per option, grouped by section. Defaults are SUPPRESSed so we know what the user typed."""
+    groups = {name: parser.add_argument_group(title) for name, title in SECTION_TITLES.items()}
+    for option in options().values():
+        kw: Dict[str, Any] = {"dest": option.flat, "default": argparse.SUPPRESS}
+        if option.type is bool:
             kw["action"] = argparse.BooleanOptionalAction
         else:
-            kw["type"] = _scalar_type(f.type)
-            if "choices" in f.metadata:
-                kw["choices"] = f.metadata["choices"]
-        default = f.default
-        kw["help"] = f"{help_text} (default: {default})" if default not in (None, False) else help_text
-        parser.add_argument(flag_name(f.name), **kw)
+            kw["type"] = option.type
+            if option.choices:
+                kw["choices"] = list(option.choices)
+        shown = option.default not in (None, False)
+        kw["help"] = f"{option.help} (default: {option.default})" if shown else option.help
+        groups[option.section].add_argument(option.flag, **kw)
 
 
-def _scalar_type(annotation: Any):
-    text = str(annotation)
-    if "float" in text:
-        return float
-    if "int" in text:
-        return int
-    return str
-
-
-def load_yaml(path: str | Path) -> dict:
+# ---- YAML -----------------------------------------------------------------------------------------
+def load_yaml(path: str | Path) -> Dict[str, Any]:
+    """A config file's options as flat keys, converted to their types; flat or nested form."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid YAML: {str(error).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of option names to values")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
+    flat = _flatten(data, str(path))
+    check_known_keys(flat, str(path))
+    known = options()
+    return {key: coerce(known[key], value, f"config file {path}") for key, value in flat.items()}
 
 
-def check_known_keys(values: dict, source: str) -> None:
-    known = [f.name for f in fields(Config)]
+def _flatten(data: Mapping, source: str) -> Dict[str, Any]:
+    """`{optim: {lr: 0.1}, epochs: 3}` -> `{lr: 0.1, epochs: 3}`; a section given as a mapping is nested
+    (`data: {path: ...}`), the same name with a plain value is the flat option (`data: /images`)."""
+    flat: Dict[str, Any] = {}
+    for raw_key, value in data.items():
+        key = str(raw_key).replace("-", "_")
+        entries = _section_entries(key, value, source) if key in SECTIONS and isinstance(value, dict) \
+            else [(key, value)]
+        for flat_key, entry in entries:
+            if flat_key in flat:
+                raise ConfigError(f"option '{flat_key}' is given twice in {source} (flat and nested)")
+            flat[flat_key] = entry
+    return flat
+
+
+def _section_entries(section: str, values: Mapping, source: str) -> List[Tuple[str, Any]]:
+    by_name = {name: o.flat for o in options().values() if o.section == section for name in (o.attr, o.flat)}
+    entries = []
+    for raw_key, value in values.items():
+        key = str(raw_key).replace("-", "_")
+        if key not in by_name:
+            close = difflib.get_close_matches(key, list(by_name), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"unknown option '{section}.{key}' in {source}{hint}")
+        entries.append((by_name[key], value))
+    return entries
+
+
+def check_known_keys(values: Mapping[str, Any], source: str) -> None:
+    known = list(options())
     for key in values:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
@@ -182,16 +384,20 @@ def check_known_keys(values: dict, source: str) -> None:
             raise ConfigError(f"unknown option '{key}' in {source}{hint}")
 
 
-def build_config(cli_values: dict, config_file: Optional[str] = None) -> Config:
-    """Merge dataclass defaults, an optional YAML file and the flags the user typed."""
-    merged: dict = {}
-    if config_file:
-        file_values = load_yaml(config_file)
-        check_known_keys(file_values, config_file)
-        merged.update(file_values)
+def build_config(cli_values: Mapping[str, Any], config_file: Optional[str] = None) -> Config:
+    """Merge the defaults, an optional YAML file and the flags the user typed; convert and validate."""
+    merged: Dict[str, Any] = dict(load_yaml(config_file)) if config_file else {}
     merged.update(cli_values)
-    return Config(**merged).validate()
+    return Config.from_flat(merged, "the command line").validate()
 
 
 def save_yaml(config: Config, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    """config.yaml in the flat form: `--config RUN_DIR/config.yaml` repeats the run."""
+    Path(path).write_text(yaml.safe_dump(config.to_flat(), sort_keys=False))
+
+
+def report_role(flat_key: str) -> str:
+    """LEGEND, TABLE or HIDDEN for a key of a saved config (unknown keys: LEGEND)."""
+    option = options().get(flat_key)
+    return option.report if option is not None else LEGEND
+

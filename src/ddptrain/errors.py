@@ -1,10 +1,26 @@
-"""Errors a user can act on. The worker entry point prints them with the rank, without a traceback."""
+"""Errors a user can act on. The command line prints them as one line, with the rank, without a traceback.
+
+An error carries the rank that raised it as an attribute (not as text in its message): the command
+line adds "rank N:" when the job has several processes. An error that every rank raises in the same
+way at the same point (`every_rank = True`, e.g. a data set too small for one step) is printed by
+rank 0 only, so the user reads it once.
+"""
+from __future__ import annotations
+
+from typing import Optional
 
 
 class DdptrainError(Exception):
     """Base class: the message says what happened and what to do."""
 
     exit_code = 1
+    every_rank = False  # raised identically on every rank: only rank 0 needs to print it
+
+    def __init__(self, message: str, rank: Optional[int] = None, every_rank: Optional[bool] = None):
+        super().__init__(message)
+        self.rank = rank
+        if every_rank is not None:
+            self.every_rank = every_rank
 
 
 class ConfigError(DdptrainError):
@@ -28,4 +44,12 @@ class LaunchError(DdptrainError):
 
 
 class NonFiniteLossError(DdptrainError):
+    every_rank = True  # the loss is all-reduced first, so every rank sees the same value
+
+
+class RanksDisagreeError(DdptrainError):
+    every_rank = True  # every rank compares the same gathered facts
+
+
+class PeerFailureError(DdptrainError):
     pass

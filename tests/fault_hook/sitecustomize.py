@@ -19,7 +19,7 @@ if (os.environ.get("FAULT_ACTION") and os.environ.get("FAULT_RANK", "0") in (_ra
     _action, _, _arg = os.environ["FAULT_ACTION"].partition(":")
 
     if _action == "slow_forward":
-        import ddptrain.trainer as _trainer
+        import ddptrain.train.trainer as _trainer
 
         _real_wrap = _trainer.wrap_ddp
 
@@ -39,9 +39,9 @@ if (os.environ.get("FAULT_ACTION") and os.environ.get("FAULT_RANK", "0") in (_ra
 
         _datasets.load_rgb = _slow_load
     else:
-        import ddptrain.engine as _engine
+        import ddptrain.train.loop as _loop
 
-        _real_step, _calls = _engine._optimizer_step, []
+        _real_step, _calls = _loop.optimizer_step, []
 
         def _faulty_step(*args, **kwargs):
             _calls.append(1)
@@ -58,4 +58,4 @@ if (os.environ.get("FAULT_ACTION") and os.environ.get("FAULT_RANK", "0") in (_ra
                     time.sleep(2)  # the signal reaches every worker before the ranks next agree
             return _real_step(*args, **kwargs)
 
-        _engine._optimizer_step = _faulty_step
+        _loop.optimizer_step = _faulty_step

@@ -1,15 +1,18 @@
 """Map-style dataset over (path, label) samples that never lets one bad file stop training."""
 from __future__ import annotations
 
+import logging
 import time
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import torch
 from torch.utils.data import Dataset
 
 from .folder import Sample
-from .images import UNREADABLE_ERRORS, load_rgb
+from .images import UNREADABLE_ERRORS, describe_unreadable, load_rgb
 from .transforms import normalize
+
+log = logging.getLogger("ddptrain")
 
 MAX_SUBSTITUTIONS = 64
 _MIX = 0x9E3779B97F4A7C15  # golden-ratio constant: spreads nearby integers far apart
@@ -60,7 +63,7 @@ class ImageDataset(Dataset):
             try:
                 image = load_rgb(path, self.decode_min_side)
             except UNREADABLE_ERRORS as error:
-                failures.append(f"{path}: {type(error).__name__}: {error}")
+                failures.append(f"{path}: {describe_unreadable(error)}")
                 continue
             tensor = self._transform(image, epoch, index)
             return Item(tensor, label, tuple(failures), time.perf_counter() - started)
@@ -88,11 +91,18 @@ class Batch(NamedTuple):
     def __len__(self) -> int:
         return len(self.labels)
 
+    def to_device(self, device: torch.device, channels_last: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(images, labels) on `device`: uint8 travels, the float copy is made and normalised there."""
+        images = normalize(self.images.to(device, non_blocking=True))
+        if channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, self.labels.to(device, non_blocking=True)
+
 
 def collate(items: Sequence[Item], normalized: bool = False) -> Batch:
     """Stack readable samples; keep the failures so the training loop can count them.
 
-    Batches stay uint8 for a GPU, which normalises them itself (engine._to_device); `normalized`
+    Batches stay uint8 for a GPU, which normalises them itself (Batch.to_device); `normalized`
     does it here instead, in the loader worker, when the model runs on the CPU: the worker then
     works in parallel with the training step rather than adding to it."""
     kept = [item for item in items if item.image is not None]
@@ -105,3 +115,17 @@ def collate(items: Sequence[Item], normalized: bool = False) -> Batch:
         images = normalize(images)
     labels = torch.tensor([item.label for item in kept], dtype=torch.long)
     return Batch(images, labels, failures, load_s)
+
+
+class UnreadableFiles:
+    """Warns once per unreadable file; every rank warns about the files it met, so none goes unnamed."""
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.seen: Set[str] = set()
+
+    def __call__(self, failures: Iterable[str]) -> None:
+        for failure in failures:
+            if failure not in self.seen:
+                self.seen.add(failure)
+                log.warning("rank %d: skipped unreadable image %s", self.rank, failure)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Optional, Union
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 if TYPE_CHECKING:
     import torch
@@ -16,6 +16,17 @@ IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", 
 
 # Errors that mean "this file is not a usable image"; anything else is a bug and propagates.
 UNREADABLE_ERRORS = (OSError, ValueError, SyntaxError, Image.DecompressionBombError, EOFError)
+
+
+class NotAnImageError(ValueError):
+    """The file's content is no image format Pillow knows (text, a PDF, an empty file, ...)."""
+
+
+def describe_unreadable(error: BaseException) -> str:
+    """What went wrong with one file, in words a user can act on."""
+    if isinstance(error, NotAnImageError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
 
 _HIGH_BIT_MODES = {"I;16", "I;16B", "I;16L", "I;16N", "I", "F"}
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
@@ -33,7 +44,11 @@ def open_rgb(path: Union[str, Path, BinaryIO], min_side: Optional[int] = None) -
     at least that long: the later crop or resize then sees the same geometry at a resolution still
     at or above its output size, for a fraction of the decoding work.
     """
-    with Image.open(path) as img:
+    try:
+        opened = Image.open(path)
+    except UnidentifiedImageError:
+        raise NotAnImageError("not an image (no image format recognised in its content)") from None
+    with opened as img:
         if min_side and img.format == "JPEG":
             img.draft("RGB", (min_side, min_side))
         img.load()  # decode now, inside the caller's error handling, so truncation surfaces here

@@ -1,71 +1,42 @@
-"""Samplers and DataLoaders: disjoint training shards and exactly-once evaluation."""
+"""Every DataLoader ddptrain makes is built here — for training, evaluation, `ddptrain eval` and the
+library API — so worker seeding, signal handling and the uint8-or-normalised choice exist once."""
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from functools import partial
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ..preempt import ignore_stop_signals
-from .datasets import collate
+from ..runtime.preempt import ignore_stop_signals
+from .datasets import ImageDataset, collate
+from .folder import Sample
+from .samplers import EpochSampler, ShardSampler
+from .transforms import eval_decode_min_side, eval_transform, train_decode_min_side, train_transform
 
 MAX_AUTO_WORKERS = 8
+TRAIN_PREFETCH = 4  # batches per worker kept ready: covers a slow image or two without stalling the step
 
 
-class EpochSampler(Sampler):
-    """Disjoint training shards, reshuffled by (seed, epoch), the uneven tail dropped; yields
-    (index, epoch) so the dataset derives each sample's augmentation seed from it.
+@dataclass(frozen=True)
+class LoaderSettings:
+    """How batches reach this rank's device."""
+    batch_size: int
+    workers: int
+    pin_memory: bool
+    normalize_in_workers: bool  # CPU: the workers normalise, in parallel with the step; GPU: the device does
 
-    The epoch's permutation is the same for every world size; rank r takes positions r, r+W, ...
-    After `set_epoch(epoch, start)` the first `start` positions count as already consumed: the
-    remainder is sharded again over the current ranks, so a run stopped mid-epoch continues without
-    repeating or skipping a sample, with the same or with another number of processes."""
+    @classmethod
+    def for_device(cls, device: torch.device, batch_size: int, workers: int) -> "LoaderSettings":
+        on_cpu = device.type == "cpu"
+        return cls(batch_size, workers, pin_memory=not on_cpu, normalize_in_workers=on_cpu)
 
-    def __init__(self, length: int, rank: int, world_size: int, seed: int):
-        self.length, self.rank, self.world_size, self.seed = length, rank, world_size, seed
-        self.epoch, self.start = 0, 0
-
-    def set_epoch(self, epoch: int, start: int = 0) -> None:
-        self.epoch, self.start = epoch, min(max(0, start), self.length)
-
-    def permutation(self) -> List[int]:
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return torch.randperm(self.length, generator=generator).tolist()
-
-    def _usable(self) -> int:
-        return (self.length - self.start) // self.world_size * self.world_size
-
-    def __iter__(self) -> Iterator[Tuple[int, int]]:
-        remaining = self.permutation()[self.start:self.start + self._usable()]
-        epoch = self.epoch
-        return ((index, epoch) for index in remaining[self.rank::self.world_size])
-
-    def __len__(self) -> int:
-        return self._usable() // self.world_size
-
-
-class IndexSampler(EpochSampler):
-    """EpochSampler for datasets that take a plain index (any map-style dataset, e.g. ImageFolder)."""
-
-    def __iter__(self) -> Iterator[int]:
-        return (index for index, _ in super().__iter__())
-
-
-class ShardSampler(Sampler):
-    """Each index goes to exactly one rank: no padding, no duplicates. Ranks may get uneven counts,
-    or none at all, so evaluation must not run collectives per batch (see engine.evaluate)."""
-
-    def __init__(self, length: int, rank: int, world_size: int):
-        self.indices = list(range(rank, length, world_size))
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.indices)
-
-    def __len__(self) -> int:
-        return len(self.indices)
+    def image_collate(self) -> Callable:
+        """uint8 batches for an accelerator (it normalises them); normalised floats for a CPU model."""
+        return partial(collate, normalized=True) if self.normalize_in_workers else collate
 
 
 def auto_workers(requested: Optional[int], cpus_per_process: int) -> int:
@@ -75,7 +46,7 @@ def auto_workers(requested: Optional[int], cpus_per_process: int) -> int:
 
 
 def init_worker(worker_id: int) -> None:
-    ignore_stop_signals()  # the rank process decides when to stop (see ddptrain.preempt)
+    ignore_stop_signals()  # the rank process decides when to stop (see ddptrain.runtime.preempt)
     # torch seeds each worker from the loader's generator; give numpy and random the same
     # seed for user transforms that draw from them.
     seed = torch.initial_seed() % 2**32
@@ -83,24 +54,38 @@ def init_worker(worker_id: int) -> None:
     random.seed(seed)
 
 
-def _collate_for(normalize_in_workers: bool):
-    """uint8 batches for an accelerator (it normalises them); normalised floats for a CPU model."""
-    return partial(collate, normalized=True) if normalize_in_workers else collate
+def train_loader(dataset: Dataset, sampler: Sampler, settings: LoaderSettings, seed: int, rank: int,
+                 **overrides: Any) -> DataLoader:
+    """Equal, full batches on every rank (the uneven tail dropped); workers persist across epochs and
+    their random seeds differ by rank."""
+    generator = torch.Generator().manual_seed(seed * 1000 + rank)
+    kwargs = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=settings.workers,
+                  pin_memory=settings.pin_memory, drop_last=True, persistent_workers=settings.workers > 0,
+                  worker_init_fn=init_worker, generator=generator,
+                  prefetch_factor=TRAIN_PREFETCH if settings.workers > 0 else None)
+    return DataLoader(dataset, **{**kwargs, **overrides})
 
 
-def train_loader(dataset: Dataset, batch_size: int, rank: int, world_size: int, seed: int,
-                 workers: int, pin_memory: bool, normalize_in_workers: bool = False) -> DataLoader:
+def eval_loader(dataset: Dataset, rank: int, world_size: int, settings: LoaderSettings, persistent: bool = True,
+                **overrides: Any) -> DataLoader:
+    """Each sample on exactly one rank (no padding): reduce sums once after the loop, never per batch."""
+    kwargs = dict(batch_size=settings.batch_size, sampler=ShardSampler(len(dataset), rank, world_size),
+                  num_workers=settings.workers, pin_memory=settings.pin_memory, drop_last=False,
+                  persistent_workers=persistent and settings.workers > 0, worker_init_fn=init_worker)
+    return DataLoader(dataset, **{**kwargs, **overrides})
+
+
+def training_images(samples: Sequence[Sample], img_size: int, min_crop_scale: float, seed: int, rank: int,
+                    world_size: int, settings: LoaderSettings) -> DataLoader:
+    """Random crops and flips, one draw per (seed, epoch, sample); an unreadable file is substituted."""
+    dataset = ImageDataset(samples, train_transform(img_size, min_crop_scale),
+                           train_decode_min_side(img_size, min_crop_scale), seed=seed, substitute=True)
     sampler = EpochSampler(len(dataset), rank, world_size, seed)
-    generator = torch.Generator().manual_seed(seed * 1000 + rank)  # worker base seeds differ by rank
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      pin_memory=pin_memory, drop_last=True, collate_fn=_collate_for(normalize_in_workers),
-                      persistent_workers=workers > 0, worker_init_fn=init_worker, generator=generator,
-                      prefetch_factor=4 if workers > 0 else None)
+    return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate())
 
 
-def eval_loader(dataset: Dataset, batch_size: int, rank: int, world_size: int, workers: int,
-                pin_memory: bool, persistent: bool = True, normalize_in_workers: bool = False) -> DataLoader:
-    sampler = ShardSampler(len(dataset), rank, world_size)
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      pin_memory=pin_memory, drop_last=False, collate_fn=_collate_for(normalize_in_workers),
-                      persistent_workers=persistent and workers > 0, worker_init_fn=init_worker)
+def evaluation_images(samples: Sequence[Sample], img_size: int, rank: int, world_size: int,
+                      settings: LoaderSettings, persistent: bool = True) -> DataLoader:
+    """Resize and centre crop; an unreadable file is left out (and reported)."""
+    dataset = ImageDataset(samples, eval_transform(img_size), eval_decode_min_side(img_size))
+    return eval_loader(dataset, rank, world_size, settings, persistent, collate_fn=settings.image_collate())

@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 from tqdm import tqdm
 
-from ..dist import available_cpus
+from ..runtime.env import available_cpus
 from ..errors import ConfigError
 
 MARKER = ".ddptrain-dataset.json"

@@ -1,0 +1,61 @@
+"""Build a classifier by name (torchvision or timm), find its classifier head, freeze the rest.
+
+Naming rule: a bare name (`resnet18`) is a torchvision model; `timm:NAME` is a timm model.
+Nothing here downloads: torchvision models are built with weights=None and timm models with
+pretrained=False; pretrained weights come from `--weights PATH` only.
+"""
+from __future__ import annotations
+
+import difflib
+
+from torch import nn
+
+from ..errors import ConfigError
+
+TIMM_PREFIX = "timm:"
+
+
+def build_model(name: str, num_classes: int) -> nn.Module:
+    if name.startswith(TIMM_PREFIX):
+        return _build_timm(name[len(TIMM_PREFIX):], num_classes)
+    import torchvision
+
+    known = torchvision.models.list_models(module=torchvision.models)
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise ConfigError(f"unknown torchvision model '{name}'.{hint} "
+                          f"For a timm model write --model timm:{name}.")
+    return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+
+
+def _build_timm(name: str, num_classes: int) -> nn.Module:
+    try:
+        import timm
+    except ImportError as error:  # pragma: no cover - timm is a dependency
+        raise ConfigError("timm is not installed: pip install timm") from error
+    if not timm.list_models(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=3)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise ConfigError(f"unknown timm model '{name}'.{hint}")
+    return timm.create_model(name, pretrained=False, num_classes=num_classes)
+
+
+def head_name(model: nn.Module, num_classes: int) -> str:
+    """Name of the final classifier layer: the last Linear/Conv2d whose output size is the class count."""
+    found = None
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Linear, nn.Conv2d)) and module.weight.shape[0] == num_classes:
+            found = name
+    if found is None:
+        raise ConfigError(f"cannot find a classifier layer with {num_classes} outputs in {type(model).__name__}")
+    return found
+
+
+def freeze_backbone(model: nn.Module, head: str) -> int:
+    """Stop gradients everywhere but the head; return the number of trainable parameters left."""
+    trainable = 0
+    for name, param in model.named_parameters():
+        param.requires_grad = name.startswith(head + ".")
+        trainable += param.numel() if param.requires_grad else 0
+    return trainable

@@ -1,0 +1,54 @@
+"""Put a model where it trains: synchronised BatchNorm, device, memory format, DistributedDataParallel —
+and take those wrappers off again (`unwrap`) for evaluation, saving and inference."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def place_model(model: nn.Module, device: torch.device, world_size: int, sync_bn: bool,
+                channels_last: bool) -> nn.Module:
+    """Synchronised BatchNorm (only when there is more than one process), then device and memory format."""
+    if sync_bn and world_size > 1:
+        from ..runtime.syncbn import convert_sync_bn
+
+        model = convert_sync_bn(model, device)
+    model.to(device)
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
+    return model
+
+
+def wrap_ddp(model: nn.Module, device: torch.device, grad_compress: str = "off") -> nn.Module:
+    """DistributedDataParallel on every world size (1 included): one code path for 1 and N processes.
+    On creation DDP broadcasts rank 0's parameters and buffers, so all ranks start identical.
+
+    Gradients are views into DDP's all-reduce buckets (no copy in or out of them each step);
+    `grad_compress` bf16/fp16 halves the bytes each all-reduce moves (the averaged gradient is cast
+    back to the parameters' dtype), worth it when the interconnect, not compute, limits the step."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True)
+    if grad_compress != "off":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        hook = {"bf16": default_hooks.bf16_compress_hook, "fp16": default_hooks.fp16_compress_hook}[grad_compress]
+        ddp.register_comm_hook(None, hook)
+    return ddp
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model inside DistributedDataParallel and/or torch.compile wrappers."""
+    while True:
+        if hasattr(model, "module") and isinstance(model.module, nn.Module):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
+
+
+def is_compiled(model: nn.Module) -> bool:
+    """A torch.compile'd model (possibly inside DDP): hooks on its original module would force recompiles."""
+    inner = getattr(model, "module", model)
+    return hasattr(inner, "_orig_mod")

@@ -1,0 +1,228 @@
+"""Start this node's worker processes through torchrun's own API (`torch.distributed.run`).
+
+The workers re-run the same `ddptrain` command line; `DDPTRAIN_WORKER=1` in their environment tells
+them to do the work instead of launching again. What can be checked before any process starts
+(`check_nproc`, `network_environment`) is checked here, and torch is imported only when needed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import List, Optional, Sequence
+
+from ..config import LaunchConfig
+from ..errors import ConfigError, LaunchError
+from .env import WORKER_ENV, available_cpus
+from .explain import explain
+from .preempt import EXIT_PREEMPTED, Preempted
+from .startup import LAUNCHED_ENV, mark_launch
+
+LOOPBACK = "127.0.0.1"
+TORCHRUN_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.distributed.launcher")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def bind_master_port(sock: socket.socket, host: str, port: int) -> None:
+    """Bind the rendezvous port, or say clearly that something else holds it."""
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        raise ConfigError(f"--master-port {port} is already in use on this machine ({error.strerror}); "
+                          "choose another port, or omit --master-port to get a free one") from None
+
+
+def check_port_free(port: int) -> None:
+    """Node 0 hosts the rendezvous on this port: say so now if something else holds it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        bind_master_port(sock, "", port)
+
+
+def check_nproc(nproc: int, device_kind: str) -> None:
+    """Refuse impossible process counts before any process starts."""
+    if device_kind == "cuda":
+        import torch
+
+        visible = torch.cuda.device_count()
+        if nproc > visible:
+            raise ConfigError(f"--nproc {nproc} needs {nproc} GPUs but {visible} are visible; "
+                              f"use --nproc {max(visible, 1)} or --device cpu")
+
+
+def torchrun_argv(spec: LaunchConfig, worker_argv: Sequence[str]) -> List[str]:
+    """Arguments for torchrun: a static rendezvous on MASTER_ADDR:MASTER_PORT, or an elastic c10d one."""
+    timeout = int(spec.rdzv_timeout)
+    common = [f"--nproc-per-node={spec.nproc or 1}", f"--nnodes={spec.nnodes}", f"--max-restarts={spec.max_restarts}"]
+    tail = ["--no-python", sys.executable, "-m", "ddptrain", *worker_argv]
+    if spec.rdzv_endpoint:
+        return [*common, "--rdzv-backend=c10d", f"--rdzv-endpoint={spec.rdzv_endpoint}", f"--rdzv-id={spec.rdzv_id}",
+                f"--rdzv-conf=join_timeout={timeout}", *tail]
+    if not spec.single_node and not spec.master_addr:
+        raise ConfigError("--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)")
+    addr = spec.master_addr or LOOPBACK  # IPv4 loopback: avoids IPv6 'Address family not supported'
+    if spec.master_port and spec.node_rank == 0 and not spec.single_node:
+        check_port_free(spec.master_port)
+    port = spec.master_port or (free_port(addr) if spec.single_node else 29500)
+    return [*common, f"--node-rank={spec.node_rank}", f"--master-addr={addr}", f"--master-port={port}",
+            "--rdzv-backend=static", f"--rdzv-conf=timeout={timeout}", *tail]
+
+
+def network_environment(spec: LaunchConfig) -> dict:
+    """Socket interface settings for the workers: --iface everywhere it is given; loopback for a
+    single-node job, so nothing it opens is reachable from the network."""
+    if spec.iface:
+        try:
+            socket.if_nametoindex(spec.iface)
+        except OSError:
+            names = ", ".join(name for _, name in socket.if_nameindex())
+            raise ConfigError(f"--iface {spec.iface}: no such network interface on this node (it has: {names})") \
+                from None
+        return {"GLOO_SOCKET_IFNAME": spec.iface, "NCCL_SOCKET_IFNAME": spec.iface}
+    if spec.single_node and "GLOO_SOCKET_IFNAME" not in os.environ:
+        try:
+            socket.if_nametoindex("lo")
+            return {"GLOO_SOCKET_IFNAME": "lo"}
+        except OSError:
+            return {}
+    return {}
+
+
+def parse_torchrun_argv(argv: Sequence[str]):
+    """torchrun's own parser, given the launcher options only: argparse would otherwise read worker
+    flags such as --nproc as ambiguous abbreviations of torchrun's options."""
+    from torch.distributed import run as torchrun
+
+    script_at = argv.index("--no-python") + 1
+    args = torchrun.get_args_parser().parse_args(list(argv[:script_at + 1]))
+    args.training_script_args = list(argv[script_at + 1:])
+    return args
+
+
+class LoopbackRendezvous:
+    """The single-node rendezvous store, listening on 127.0.0.1 only.
+
+    torchrun's agent creates its TCPStore in multi-tenant mode, which reuses a server already
+    running in this process on the same port; a server started here on a socket bound to loopback
+    therefore keeps the job unreachable from the network (torchrun alone listens on every interface)."""
+
+    def __init__(self, port: Optional[int]):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            bind_master_port(self.sock, LOOPBACK, port or 0)
+        except ConfigError:
+            self.sock.close()
+            raise
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.store = self._start_store()
+
+    def _start_store(self):
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+
+        try:
+            store = TCPStore(LOOPBACK, self.port, 1, True, timedelta(seconds=60), wait_for_workers=False,
+                             multi_tenant=True, master_listen_fd=self.sock.fileno())
+        except (TypeError, RuntimeError):  # a torch without master_listen_fd: torchrun binds the port
+            self.sock.close()
+            return None
+        self.sock.detach()  # the store's server owns the listening socket now
+        return store
+
+    def close(self) -> None:
+        self.store = None
+        self.sock.close()
+
+
+def quiet_torchrun_logs() -> None:
+    """torchrun's agent logs its own warnings ("Sending process N closing signal SIGTERM", "failed
+    (exitcode: 1) ... of binary") on top of ddptrain's one-line explanation; keep them for --verbose.
+    Its loggers set their level from LOGLEVEL when first created, so both are set."""
+    os.environ.setdefault("LOGLEVEL", "CRITICAL")
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(TORCHRUN_LOGGERS):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False) -> int:
+    """Run this node's workers to completion; return 0 on success, raise LaunchError naming the failed
+    rank (Preempted when they stopped on SIGTERM/SIGUSR1 after saving)."""
+    if not verbose:
+        quiet_torchrun_logs()
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    if not verbose:
+        quiet_torchrun_logs()  # the loggers the imports above just created
+    local = LoopbackRendezvous(spec.master_port) if spec.single_node and not spec.master_addr else None
+    if local is not None:
+        spec = dataclasses.replace(spec, master_port=local.port)
+    argv = torchrun_argv(spec, worker_argv)
+    os.environ.update(network_environment(spec))
+    os.environ[WORKER_ENV] = "1"
+    # An even share of the cores per process; torchrun would otherwise force 1 thread each.
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // (spec.nproc or 1))))
+    previous_usr1 = signal.signal(signal.SIGUSR1, _forward_usr1)  # torchrun's agent handles SIGTERM itself
+    try:
+        mark_launch()
+        torchrun.run(parse_torchrun_argv(argv))
+    except SignalException as stopped:
+        raise Preempted(f"received {signal.Signals(stopped.sigval).name}: the workers were told to save a "
+                        "checkpoint and stop (their messages are above); continue with --resume auto") from None
+    except ChildFailedError as failure:
+        if all(info.exitcode == EXIT_PREEMPTED for info in failure.failures.values()):
+            raise Preempted("the workers saved a checkpoint and stopped on a signal; continue with "
+                            "--resume auto") from None
+        raise LaunchError(_describe_failure(failure)) from None
+    except (RuntimeError, OSError) as error:  # the agent itself: rendezvous, store, port
+        hint = explain(str(error))
+        if hint is None:
+            raise
+        raise LaunchError(f"the launcher failed on node {spec.node_rank}: {str(error).strip().splitlines()[0]}\n  "
+                          f"{hint}") from None
+    finally:
+        signal.signal(signal.SIGUSR1, previous_usr1)
+        os.environ.pop(WORKER_ENV, None)
+        os.environ.pop(LAUNCHED_ENV, None)
+        if local is not None:
+            local.close()
+    return 0
+
+
+def _forward_usr1(signum, frame) -> None:
+    """SIGUSR1 (SLURM's usual warning signal) takes the same path as SIGTERM: the agent sends it on
+    to every worker and waits for them to finish."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    raise SignalException(f"process {os.getpid()} got SIGUSR1", sigval=signal.SIGUSR1)
+
+
+def _describe_failure(failure) -> str:
+    lines, explanations = [], []
+    for rank, info in sorted(failure.failures.items()):  # keyed by global rank
+        lines.append(f"rank {rank} (local {info.local_rank}, pid {info.pid}) exited with code {info.exitcode}")
+        hint = explain(_failure_text(info), info.exitcode)
+        if hint and hint not in explanations:
+            explanations.append(hint)
+            lines[-1] += f" [{hint.split(':')[0]}]"
+    text = ("worker processes failed: " + "; ".join(lines)
+            + ". The failing rank's error is printed above; fix it and rerun (add --resume auto to continue).")
+    return text + "".join(f"\n  {hint}" for hint in explanations)
+
+
+def _failure_text(info) -> str:
+    """The worker's recorded error (torchrun's error file), as text."""
+    message = getattr(info, "message", "")
+    if isinstance(message, dict):
+        message = message.get("message", "") or str(message)
+    return str(message or "")

@@ -1,0 +1,77 @@
+"""Where start-up time goes: from `ddptrain train` to this rank's first optimizer step, phase by phase.
+
+The command records the moment it started (`DDPTRAIN_T0`, inherited by the workers it launches) and
+the moment its launcher handed over to torchrun (`DDPTRAIN_LAUNCHED_AT`); each worker marks its own
+phases on a `StartupClock` passed down explicitly. Rank 0 logs the breakdown once and, when
+`DDPTRAIN_STARTUP_REPORT` names a file, writes it there as JSON (`ddptrain bench startup` reads it).
+The standard library only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Tuple
+
+T0_ENV = "DDPTRAIN_T0"
+LAUNCHED_ENV = "DDPTRAIN_LAUNCHED_AT"
+REPORT_ENV = "DDPTRAIN_STARTUP_REPORT"
+
+
+def mark_command_start(environ=os.environ) -> None:
+    """Called first thing by the command line; a launched worker keeps its launcher's start."""
+    environ.setdefault(T0_ENV, repr(time.time()))
+
+
+def mark_launch(environ=os.environ) -> None:
+    """Called by the launcher just before torchrun starts the workers."""
+    environ[LAUNCHED_ENV] = repr(time.time())
+
+
+class StartupClock:
+    """Phase marks of one process, as seconds since the command started."""
+
+    def __init__(self, environ: Mapping[str, str] = os.environ):
+        now = time.time()
+        self.t0 = float(environ.get(T0_ENV, now))
+        self.marks: List[Tuple[str, float]] = []
+        launched = environ.get(LAUNCHED_ENV)
+        if launched is not None:
+            self.marks.append(("launcher", float(launched)))
+            self.marks.append(("worker start", now))
+        else:
+            self.marks.append(("command start", now))
+        self.reported = False
+
+    def mark(self, phase: str) -> None:
+        """The phase that just ended."""
+        self.marks.append((phase, time.time()))
+
+    def phases(self) -> Dict[str, float]:
+        """Seconds spent in each phase, in order; they add up to `total_s`."""
+        durations, previous = {}, self.t0
+        for phase, at in self.marks:
+            durations[phase] = max(0.0, at - previous)
+            previous = at
+        return durations
+
+    @property
+    def total_s(self) -> float:
+        return self.marks[-1][1] - self.t0
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in self.phases().items())
+        return f"start-up: first optimizer step {self.total_s:.2f} s after the command started ({parts})"
+
+    def report_once(self, log, environ: Mapping[str, str] = os.environ) -> Optional[Dict]:
+        """Log the breakdown (and write it where DDPTRAIN_STARTUP_REPORT says) the first time only."""
+        if self.reported:
+            return None
+        self.reported = True
+        result = {"total_s": self.total_s, "phases": self.phases()}
+        log.info(self.summary())
+        target = environ.get(REPORT_ENV)
+        if target:
+            Path(target).write_text(json.dumps(result) + "\n")
+        return result

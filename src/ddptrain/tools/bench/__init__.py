@@ -1,0 +1,130 @@
+"""`ddptrain bench NAME`: reproducible performance measurements, each printed as a markdown table (or
+one JSON object with --json) and saved as JSON + a PNG chart under --out."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .output import emit
+
+NAMES = ["overhead", "scaling", "precision", "dp-vs-ddp", "input", "startup"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", choices=NAMES)
+    parser.add_argument("--data", default=None, help="image folder to use (default: generated)")
+    parser.add_argument("--out", default="bench-results", help="folder for NAME.json and NAME.png")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--nproc", type=int, default=2, help="processes (scaling: 1..N)")
+    parser.add_argument("--rounds", type=int, default=2, help="repetitions; the median (input: best) is kept")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--model", default=None, help="default resnet18 (startup: timm:test_resnet)")
+    parser.add_argument("--img-size", type=int, default=None, help="default 64 (input: 224, startup: 32)")
+    parser.add_argument("--batch-size", type=int, default=32, help="per process")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--per-class", type=int, default=None,
+                        help="generated images per class (default 128 in 5 classes; startup: 12 in 3)")
+    parser.add_argument("--count", type=int, default=256, help="input: number of JPEGs")
+    parser.add_argument("--compile", action="store_true", help="precision: also with torch.compile")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="precision: random tensors on the device instead of JPEGs (model and step alone)")
+    parser.add_argument("--steps", type=int, default=30, help="precision --synthetic: timed steps per variant")
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import torch
+
+    device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
+    if args.name == "input":
+        from .input import run_input_bench
+
+        result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device)
+        rows = [{"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
+                {"pipeline": "ddptrain (uint8, normalise on device)",
+                 "images/s/core": result["ddptrain_images_per_sec_per_core"]}]
+        if "ddptrain_gpu_decode_images_per_sec_per_core" in result:
+            rows.append({"pipeline": "ddptrain, GPU decode (nvJPEG)",
+                         "images/s/core": result["ddptrain_gpu_decode_images_per_sec_per_core"]})
+        emit("input", result, ["pipeline", "images/s/core"], rows, args.out, args.json,
+             {"label": "pipeline", "value": "images/s/core", "ylabel": "images/s per core",
+              "title": f"input pipeline, {result['img_size']} px crops, {result['device']}"})
+        return 0
+    if args.name == "dp-vs-ddp":
+        return _dp_vs_ddp(args)
+    if args.name == "startup":
+        return _startup_bench(args, device)
+    args.model = args.model or "resnet18"
+    if args.name == "precision" and args.synthetic:
+        from .synthetic import synthetic_precision
+
+        size = args.img_size or 224
+        rows = synthetic_precision(args.model, size, args.batch_size, args.steps, device, args.compile)
+        result = {"model": args.model, "img_size": size, "batch_size": args.batch_size, "device": device,
+                  "input": "synthetic", "best_images_per_sec": max(r["images/s"] for r in rows)}
+        emit("precision-synthetic", result, ["variant", "images/s", "speed-up", "peak MiB", "note"], rows,
+             args.out, args.json, {"label": "variant", "value": "images/s", "ylabel": "training images/s",
+                                   "title": f"synthetic input: {args.model}, {size} px, {device}"})
+        return 0
+    return _training_bench(args, device)
+
+
+def _training_bench(args: argparse.Namespace, device: str) -> int:
+    from . import training
+
+    with tempfile.TemporaryDirectory(prefix="ddptrain-bench-") as tmp:
+        data = Path(args.data) if args.data else _generate(Path(tmp) / "data", args.per_class or 128)
+        work = training.Workload(data, args.model, args.img_size or 64, args.batch_size, args.epochs, args.workers,
+                                 device)
+        if args.name == "overhead":
+            result, rows = training.overhead(work, Path(tmp), args.nproc, args.rounds)
+            columns, chart = ["loop", "images/s", "runs"], {"label": "loop", "value": "images/s"}
+        elif args.name == "scaling":
+            result, rows = training.scaling(work, Path(tmp), args.nproc, args.rounds)
+            columns = ["processes", "batch per process", "images/s", "efficiency", "runs"]
+            for row in rows:
+                row["label"] = f"{row['processes']} process(es)"
+            chart = {"label": "label", "value": "images/s"}
+        else:
+            result, rows = training.precision(work, Path(tmp), args.nproc, args.compile)
+            columns, chart = ["variant", "images/s", "speed-up", "peak MiB", "note"], {"label": "variant",
+                                                                                    "value": "images/s"}
+    result.update({"model": work.model, "img_size": work.img_size, "batch_size": work.batch_size,
+                   "epochs": work.epochs, "device": device})
+    chart.update({"ylabel": "training images/s", "title": f"{args.name}: {work.model}, {work.img_size} px, {device}"})
+    emit(args.name, result, columns, rows, args.out, args.json, chart)
+    return 0
+
+
+def _startup_bench(args: argparse.Namespace, device: str) -> int:
+    from .startup import startup
+
+    model, size = args.model or "timm:test_resnet", args.img_size or 32
+    with tempfile.TemporaryDirectory(prefix="ddptrain-bench-") as tmp:
+        data = Path(args.data) if args.data else _generate(Path(tmp) / "data", args.per_class or 12, classes=3)
+        result, rows = startup(data, Path(tmp), args.nproc, args.rounds, device, model, size)
+    result.update({"model": model, "img_size": size, "device": device})
+    emit("startup", result, ["phase", "seconds", "share"], rows, args.out, args.json,
+         {"label": "phase", "value": "seconds", "ylabel": "seconds (median)",
+          "title": f"time to the first optimizer step: {args.nproc} processes, {device}, {model}"})
+    return 0
+
+
+def _dp_vs_ddp(args: argparse.Namespace) -> int:
+    from .training import REPO, dp_vs_ddp_skip_reason
+
+    reason = dp_vs_ddp_skip_reason()
+    if reason:
+        print(f"skipped: {reason}")
+        return 0
+    script = REPO / "benchmarks" / "dp_vs_ddp.py"
+    return subprocess.call([sys.executable, str(script), "--out", args.out, *(["--json"] if args.json else [])])
+
+
+def _generate(folder: Path, per_class: int, classes: int = 5) -> Path:
+    from ...data.synthetic import make_dataset
+
+    return make_dataset(folder, classes=classes, per_class=per_class, seed=0, progress=False)

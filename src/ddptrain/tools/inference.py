@@ -1,0 +1,121 @@
+"""`eval` (exact metrics on 1..N processes) and `predict` (top-k classes per image) from a checkpoint
+or an exported model."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..data.datasets import UnreadableFiles
+from ..data.folder import all_images, load_split
+from ..data.images import UNREADABLE_ERRORS, describe_unreadable, is_image_file, load_rgb
+from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
+from ..data.transforms import eval_decode_min_side, eval_transform, normalize
+from ..errors import DataError
+from ..runtime import dist
+from ..runtime.env import DistEnv, cpus_per_process
+from ..train.evaluate import evaluate
+from ..train.precision import resolve_precision
+from .modelfile import LoadedModel, load_model
+
+log = logging.getLogger("ddptrain")
+
+
+@dataclass
+class EvalOptions:
+    checkpoint: str
+    data: str
+    split: str = "val"  # val: the training run's validation split; all: every image under data
+    batch_size: int = 64
+    workers: Optional[int] = None
+    device: str = "auto"
+    amp: str = "auto"
+    dist_timeout: float = 1800.0
+
+
+def eval_samples(opts: EvalOptions, loaded: LoadedModel) -> List[Tuple[str, int]]:
+    if opts.split == "all":
+        return all_images(opts.data, loaded.class_names)
+    cfg = loaded.config
+    split = load_split(opts.data, cfg.data.val_split, cfg.optim.seed)
+    if split.classes != loaded.class_names:
+        raise DataError(f"{opts.data} has classes {split.classes} but the checkpoint knows "
+                        f"{loaded.class_names}; use --split all for a folder with a subset of the classes")
+    return split.val
+
+
+def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
+    rt = dist.setup(env, opts.device, opts.dist_timeout)
+    try:
+        loaded = load_model(opts.checkpoint, rt.device)
+        workers = auto_workers(opts.workers, cpus_per_process(env.local_world_size))
+        settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers)
+        loader = evaluation_images(eval_samples(opts, loaded), loaded.config.data.img_size, rt.rank, rt.world_size,
+                                   settings, persistent=False)
+        result = evaluate(loaded.model, loader, resolve_precision(opts.amp, rt.device),
+                          len(loaded.class_names), rt, on_failure=UnreadableFiles(rt.rank))
+        report = {**result.to_dict(loaded.class_names),
+                  "split": opts.split, "checkpoint": str(opts.checkpoint), "world_size": rt.world_size}
+        if rt.is_main and print_json:
+            print(json.dumps(report), flush=True)
+        return report
+    finally:
+        dist.cleanup()
+
+
+def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
+    """(path, error) for every image named or found under a named folder, in a stable order."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for found in sorted(p for p in path.rglob("*") if p.is_file() and is_image_file(p)):
+                yield str(found), None
+        elif path.is_file():
+            yield str(path), None
+        else:
+            yield str(path), "no such file or folder"
+
+
+def run_predict(checkpoint_path: str, paths: Sequence[str], topk: int = 5, device: str = "auto",
+                batch_size: int = 32, out=sys.stdout) -> int:
+    """Print one JSON object per image; return 1 when any path could not be read, else 0."""
+    torch_device = torch.device(dist.resolve_device_kind(device))
+    loaded = load_model(checkpoint_path, torch_device)
+    img_size = loaded.config.data.img_size
+    transform = eval_transform(img_size)
+    k = max(1, min(topk, len(loaded.class_names)))
+    failures = 0
+    pending: List[Tuple[str, torch.Tensor]] = []
+    for path, error in expand_paths(paths):
+        if error is None:
+            try:
+                pending.append((path, transform(load_rgb(path, eval_decode_min_side(img_size)))))
+            except UNREADABLE_ERRORS as exc:
+                error = describe_unreadable(exc)
+        if error is not None:
+            failures += 1
+            if pending:  # keep the output in input order
+                _emit(loaded, pending, k, torch_device, out)
+                pending = []
+            print(json.dumps({"path": path, "error": error}), file=out, flush=True)
+        if len(pending) == batch_size:
+            _emit(loaded, pending, k, torch_device, out)
+            pending = []
+    if pending:
+        _emit(loaded, pending, k, torch_device, out)
+    return 1 if failures else 0
+
+
+@torch.inference_mode()
+def _emit(loaded: LoadedModel, pending, k: int, device: torch.device, out) -> None:
+    images = normalize(torch.stack([tensor for _, tensor in pending]).to(device))
+    probs = torch.softmax(loaded.model(images).float(), dim=1)
+    values, indices = probs.topk(k, dim=1)
+    for (path, _), row_values, row_indices in zip(pending, values.tolist(), indices.tolist()):
+        topk = [{"class": loaded.class_names[i], "prob": round(p, 6)} for p, i in zip(row_values, row_indices)]
+        print(json.dumps({"path": path, "topk": topk}), file=out, flush=True)

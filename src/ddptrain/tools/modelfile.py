@@ -1,0 +1,141 @@
+"""Model files ddptrain reads for inference: its checkpoints and the safetensors / TorchScript files
+`ddptrain export` writes, which carry a `ModelCard` (class names, input size, normalisation, training
+config) inside and beside them."""
+from __future__ import annotations
+
+import contextlib
+import json
+import warnings
+import zipfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import torch
+from torch import nn
+
+from ..config import Config
+from ..errors import CheckpointError, DdptrainError
+from ..models import build_model
+from ..train import checkpointer
+
+META_KEY = "ddptrain.json"  # safetensors metadata key / TorchScript extra file / ONNX metadata entry
+
+
+class ModelFileError(DdptrainError):
+    pass
+
+
+@dataclass
+class ModelCard:
+    """What an exported model carries besides its weights (its `.json` beside it holds the same)."""
+    format: str
+    model: str
+    img_size: int
+    class_names: List[str]
+    input: str
+    mean: List[float]
+    std: List[float]
+    epoch: Optional[int]
+    source: str
+    ddptrain_version: str
+    config: Dict[str, Any]  # the flat training config
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Dict[str, Any]) -> "ModelCard":
+        return cls(**{f.name: values.get(f.name) for f in fields(cls)})
+
+
+@dataclass
+class LoadedModel:
+    """A plain model in eval mode, ready for inference, whatever file it came from."""
+
+    model: nn.Module
+    class_names: List[str]
+    config: Config  # the training run's options
+    epoch: Optional[int] = None
+
+
+def sidecar_path(path: Path) -> Path:
+    """`best.safetensors` -> `best.safetensors.json`: class names, input size, normalisation, config."""
+    return path.with_name(path.name + ".json")
+
+
+@contextlib.contextmanager
+def quiet_jit():
+    """torch.jit announces its deprecation on every call; TorchScript still works (the docs say so)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, message=r".*torch\.jit.*")
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.jit.*")
+        yield
+
+
+def load_model(path: str | Path, device: torch.device) -> LoadedModel:
+    """From a ddptrain checkpoint or an exported .safetensors / TorchScript file."""
+    path = Path(path)
+    fmt = exported_format(path)
+    if fmt is None:
+        return _load_checkpoint(path, device)
+    if not path.is_file():
+        raise CheckpointError(f"model file {path} does not exist")
+    if fmt == "onnx":
+        raise ModelFileError(f"{path} is an ONNX model: run it with onnxruntime (its .json holds the class names "
+                             "and input size); predict and eval take checkpoints, .safetensors or TorchScript")
+    return _load_safetensors(path, device) if fmt == "safetensors" else _load_torchscript(path, device)
+
+
+def exported_format(path: Path) -> Optional[str]:
+    """'safetensors' / 'torchscript' / 'onnx' for a file written by `ddptrain export`, None otherwise."""
+    if path.suffix == ".safetensors":
+        return "safetensors"
+    if path.suffix == ".onnx":
+        return "onnx"
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            if any(name.endswith("/extra/" + META_KEY) for name in archive.namelist()):
+                return "torchscript"
+    return None
+
+
+def _train_config(flat: Dict[str, Any], source: Path) -> Config:
+    # A file written by another ddptrain version may carry options this one does not know: left out.
+    return Config.from_flat(flat, str(source), strict=False)
+
+
+def _load_checkpoint(path: Path, device: torch.device) -> LoadedModel:
+    state = checkpointer.load(path)
+    config = _train_config(state.config, path)
+    model = build_model(config.model.name, len(state.class_names))
+    model.load_state_dict(state.model)
+    return LoadedModel(model.to(device).eval(), list(state.class_names), config, state.epoch)
+
+
+def _load_safetensors(path: Path, device: torch.device) -> LoadedModel:
+    from safetensors import safe_open
+    from safetensors.torch import load_model as load_into
+
+    with safe_open(str(path), framework="pt") as handle:
+        text = (handle.metadata() or {}).get(META_KEY)
+    card = ModelCard.from_dict(json.loads(text)) if text else _read_sidecar(path)
+    model = build_model(card.model, len(card.class_names))
+    load_into(model, str(path))
+    return LoadedModel(model.to(device).eval(), list(card.class_names), _train_config(card.config, path), card.epoch)
+
+
+def _load_torchscript(path: Path, device: torch.device) -> LoadedModel:
+    extra = {META_KEY: ""}
+    with quiet_jit():
+        model = torch.jit.load(str(path), map_location=device, _extra_files=extra)
+    card = ModelCard.from_dict(json.loads(extra[META_KEY]))
+    return LoadedModel(model.eval(), list(card.class_names), _train_config(card.config, path), card.epoch)
+
+
+def _read_sidecar(path: Path) -> ModelCard:
+    sidecar = sidecar_path(path)
+    if not sidecar.is_file():
+        raise ModelFileError(f"{path} carries no ddptrain metadata and {sidecar.name} is missing beside it; "
+                             "export the checkpoint again with ddptrain export")
+    return ModelCard.from_dict(json.loads(sidecar.read_text()))

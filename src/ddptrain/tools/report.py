@@ -1,0 +1,350 @@
+"""`ddptrain report`: figures and a report.md from one or more run directories.
+
+Everything comes from files the run already wrote: `metrics.jsonl` (one object per epoch),
+`config.yaml` (the legend: what differs between the runs) and `best_eval.json` (the best
+checkpoint's evaluation: confusion matrix and per-class accuracy). Nothing is recomputed.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import yaml
+
+from ..config import HIDDEN, LEGEND, report_role
+from ..errors import DdptrainError
+from ..util import markdown_table
+
+log = logging.getLogger("ddptrain")
+
+MAX_ANNOTATED_CLASSES = 15  # beyond this the confusion matrix cells carry no numbers
+MAX_LABELLED_BARS = 15  # beyond this the epoch-time bars carry no numbers
+COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
+
+
+class ReportError(DdptrainError):
+    pass
+
+
+@dataclass
+class Run:
+    path: Path
+    config: Dict
+    epochs: List[Dict]
+    best_eval: Optional[Dict]
+    label: str = ""
+
+    @property
+    def world_size(self) -> Optional[int]:
+        return self.epochs[-1].get("world_size") if self.epochs else None
+
+    def steady_epochs(self) -> List[Dict]:
+        """The epochs after the first, whose time and throughput carry no start-up cost (all, if only one)."""
+        return self.epochs[1:] or self.epochs
+
+    def series(self, key: str) -> tuple:
+        """(epoch numbers from 1, values) for the epochs that have `key`."""
+        points = [(e["epoch"] + 1, e[key]) for e in self.epochs if e.get(key) is not None]
+        return tuple(zip(*points)) if points else ((), ())
+
+
+def load_run(path: str | Path) -> Run:
+    path = Path(path)
+    metrics = path / "metrics.jsonl"
+    if not metrics.is_file():
+        raise ReportError(f"{path} is not a run directory (no metrics.jsonl); give the --out folder of a "
+                          "`ddptrain train` run that finished at least one epoch")
+    by_epoch: Dict[int, Dict] = {}
+    for number, line in enumerate(metrics.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("epoch"), int):
+            raise ReportError(f"{metrics}:{number} is not a metrics line (a JSON object with an epoch); "
+                              "remove or repair that line")
+        by_epoch[record["epoch"]] = record  # a redone epoch (after a resume) replaces the old line
+    if not by_epoch:
+        raise ReportError(f"{metrics} is empty: the run has not finished an epoch yet")
+    config_file, best_file = path / "config.yaml", path / "best_eval.json"
+    config = (yaml.safe_load(config_file.read_text()) or {}) if config_file.is_file() else {}
+    best = json.loads(best_file.read_text()) if best_file.is_file() else None
+    return Run(path, config, [by_epoch[k] for k in sorted(by_epoch)], best)
+
+
+def label_runs(runs: List[Run]) -> None:
+    """Each run's legend: the options in which it differs from the others (and its number of ranks)."""
+    if len(runs) == 1:
+        runs[0].label = runs[0].path.name
+        return
+    # Legends are short: they leave out paths, fault-tolerance and logging settings and the plumbing
+    # (the number of processes is shown as "ranks", measured, instead of --nproc/--nnodes).
+    keys = sorted(k for k in {k for run in runs for k in run.config} if report_role(k) == LEGEND)
+    differing = [k for k in keys if len({repr(run.config.get(k)) for run in runs}) > 1]
+    ranks_differ = len({run.world_size for run in runs}) > 1
+    for run in runs:
+        parts = [f"{run.world_size} rank{'s' if run.world_size != 1 else ''}"] if ranks_differ else []
+        parts += [_describe_option(k, run.config.get(k)) for k in differing]
+        run.label = ", ".join(parts) or run.path.name
+    labels = [run.label for run in runs]
+    for run in runs:
+        if labels.count(run.label) > 1:
+            run.label = f"{run.label} ({run.path.name})"
+
+
+def _describe_option(key: str, value) -> str:
+    name = key.replace("_", "-")
+    if isinstance(value, bool):
+        return f"{name} {'on' if value else 'off'}"
+    return f"{name} {value}"
+
+
+def config_differences(runs: List[Run]) -> List[Dict]:
+    """One row per option whose value differs between the runs (plus the measured number of ranks)."""
+    rows = []
+    if len({run.world_size for run in runs}) > 1:
+        rows.append({"option": "ranks", **{run.label: run.world_size for run in runs}})
+    for key in sorted(k for k in {k for run in runs for k in run.config} if report_role(k) != HIDDEN):
+        values = [run.config.get(key) for run in runs]
+        if len({repr(v) for v in values}) > 1:
+            rows.append({"option": key, **{run.label: "–" if v is None else v for run, v in zip(runs, values)}})
+    return rows
+
+
+# ---- figures --------------------------------------------------------------------------------------
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _style(ax, title: str, ylabel: str, xlabel: str = "epoch", categories: bool = False) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    if not categories:  # epochs are whole numbers
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _plot(ax, run: Run, key: str, color: str, label: str, **kw) -> None:
+    xs, ys = run.series(key)
+    if xs:
+        ax.plot(xs, ys, color=color, label=label, marker="o", markersize=3, **kw)
+
+
+def plot_curves(runs: List[Run]):
+    """Loss, accuracy and learning rate per epoch, one colour per run."""
+    plt = _pyplot()
+    fig, (loss_ax, acc_ax, lr_ax) = plt.subplots(1, 3, figsize=(15, 4.3))
+    several = len(runs) > 1
+    for i, run in enumerate(runs):
+        color, name = COLORS[i % len(COLORS)], (run.label + ": " if several else "")
+        _plot(loss_ax, run, "train_loss", color, f"{name}train")
+        _plot(loss_ax, run, "val_loss", color, f"{name}val", linestyle="--")
+        _plot(acc_ax, run, "val_top1", color, f"{name}top-1")
+        _plot(acc_ax, run, "val_top5", color, f"{name}top-5", linestyle=":")
+        _plot(lr_ax, run, "lr", color, run.label)
+    _style(loss_ax, "loss (solid: train, dashed: validation)", "cross-entropy")
+    _style(acc_ax, "validation accuracy (solid: top-1, dotted: top-5)", "accuracy")
+    acc_ax.set_ylim(0, 1.02)
+    _style(lr_ax, "learning rate at the end of each epoch", "lr")
+    lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    for ax in (loss_ax, acc_ax):
+        ax.legend(fontsize=8)
+    if several:
+        lr_ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_throughput(runs: List[Run]):
+    """Images per second (all ranks together) and the share of step time spent waiting for data."""
+    plt = _pyplot()
+    fig, (speed_ax, wait_ax) = plt.subplots(1, 2, figsize=(11, 4.0))
+    for i, run in enumerate(runs):
+        color = COLORS[i % len(COLORS)]
+        _plot(speed_ax, run, "images_per_sec", color, run.label)
+        xs, ys = run.series("data_wait_frac")
+        if xs:
+            wait_ax.plot(xs, [100 * y for y in ys], color=color, marker="o", markersize=3, label=f"{run.label}: mean")
+        xs, ys = run.series("data_wait_frac_max")
+        if xs:
+            wait_ax.plot(xs, [100 * y for y in ys], color=color, marker="^", markersize=3, linestyle="--",
+                         label=f"{run.label}: slowest rank")
+    _style(speed_ax, "training throughput (all ranks)", "images / s")
+    speed_ax.set_ylim(bottom=0)
+    _style(wait_ax, "time waiting for the input pipeline", "% of step time")
+    wait_ax.set_ylim(0, 100)
+    wait_ax.axhline(20, color="#999999", linewidth=0.8, linestyle=":")
+    wait_ax.annotate("input-bound above 20%", (0.01, 21), xycoords=("axes fraction", "data"), fontsize=8,
+                     color="#666666")
+    for ax in (speed_ax, wait_ax):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_epoch_time(runs: List[Run]):
+    """One run: seconds per epoch. Several: each run's mean epoch time after the first epoch (which
+    carries start-up), whiskers from its fastest to its slowest epoch."""
+    plt = _pyplot()
+    if len(runs) == 1:
+        xs, ys = runs[0].series("epoch_time_s")
+        labels, values, spans = [str(x) for x in xs], list(ys), None
+        title, top = "time per epoch (training + evaluation + checkpoint)", max(ys, default=0.0)
+    else:
+        times = [[e["epoch_time_s"] for e in run.steady_epochs() if e.get("epoch_time_s") is not None] or [0.0]
+                 for run in runs]
+        labels = [run.label for run in runs]
+        values = [sum(t) / len(t) for t in times]
+        spans = [[v - min(t) for v, t in zip(values, times)], [max(t) - v for v, t in zip(values, times)]]
+        title = "mean time per epoch, first epoch excluded\n(whiskers: fastest and slowest epoch)"
+        top = max(map(max, times))
+    fig, ax = plt.subplots(figsize=(min(12.0, max(5.0, 0.9 * len(labels) + 3)), 4.0))
+    colors = [COLORS[i % len(COLORS)] for i in range(len(labels))] if len(runs) > 1 else COLORS[0]
+    ax.bar(labels, values, color=colors, yerr=spans, capsize=4 if spans else 0)
+    if len(labels) <= MAX_LABELLED_BARS:  # at the foot of each bar, clear of the whiskers
+        for x, value in enumerate(values):
+            ax.text(x, 0.03 * top, f"{value:.1f}s", ha="center", va="bottom", color="white", fontsize=9,
+                    fontweight="bold")
+    ax.set_ylim(0, max(top, 1e-9) * 1.1)
+    _style(ax, title, "seconds", xlabel="epoch" if len(runs) == 1 else "", categories=True)
+    if len(runs) > 1:
+        ax.tick_params(axis="x", labelsize=8, rotation=10)
+    elif len(labels) > MAX_LABELLED_BARS:  # every few epochs, like a numeric axis
+        every = -(-len(labels) // MAX_LABELLED_BARS)
+        ax.set_xticks(range(0, len(labels), every), labels[::every])
+    fig.tight_layout()
+    return fig
+
+
+def plot_confusion(run: Run):
+    """The best checkpoint's confusion matrix (rows: true class, normalised) and per-class accuracy."""
+    plt = _pyplot()
+    best = run.best_eval
+    names, matrix = best["class_names"], best["confusion"]
+    n = len(names)
+    rows = [[cell / max(sum(row), 1) for cell in row] for row in matrix]
+    side = min(14.0, 3.0 + 0.45 * n)
+    fig, (cm_ax, acc_ax) = plt.subplots(1, 2, figsize=(2 * side + 1, side), gridspec_kw={"width_ratios": [1.1, 1]})
+    image = cm_ax.imshow(rows, cmap="Blues", vmin=0.0, vmax=1.0)
+    fig.colorbar(image, ax=cm_ax, fraction=0.046, pad=0.04, label="share of the true class")
+    ticks = range(n) if n <= 60 else []
+    cm_ax.set_xticks(list(ticks), [names[i] for i in ticks], rotation=45, ha="right", fontsize=8)
+    cm_ax.set_yticks(list(ticks), [names[i] for i in ticks], fontsize=8)
+    cm_ax.set_xlabel("predicted class")
+    cm_ax.set_ylabel("true class")
+    if n <= MAX_ANNOTATED_CLASSES:
+        for r in range(n):
+            for c in range(n):
+                cm_ax.text(c, r, str(matrix[r][c]), ha="center", va="center", fontsize=8,
+                           color="white" if rows[r][c] > 0.5 else "black")
+    cm_ax.set_title(f"confusion matrix, {best['samples']} validation images", fontsize=11)
+    accs = [row[i] / max(sum(row), 1) for i, row in enumerate(matrix)]
+    order = sorted(range(n), key=lambda i: accs[i])  # worst class at the top
+    bars = acc_ax.barh([names[i] for i in order], [accs[i] for i in order], color=COLORS[0])
+    if n <= MAX_ANNOTATED_CLASSES:
+        counts = [f"{accs[i]:.3f}  ({matrix[i][i]}/{sum(matrix[i])})" for i in order]
+        acc_ax.bar_label(bars, labels=counts, label_type="center", color="white", fontsize=8, fontweight="bold")
+    acc_ax.invert_yaxis()
+    acc_ax.set_xlim(0, 1.0)
+    acc_ax.axvline(best["top1"], color=COLORS[3], linestyle="--", linewidth=1)
+    acc_ax.tick_params(axis="y", labelsize=8 if n <= 60 else 0)
+    acc_ax.set_title(f"per-class accuracy, worst first (dashed: overall {best['top1']:.3f})", fontsize=11)
+    acc_ax.set_xlabel("top-1 accuracy")
+    acc_ax.grid(True, axis="x", alpha=0.3)
+    when = f" (epoch {best['epoch'] + 1})" if "epoch" in best else ""
+    fig.suptitle(f"{run.label}: best checkpoint{when}, top-1 {best['top1']:.3f}", fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+# ---- the report -----------------------------------------------------------------------------------
+def summary_row(run: Run) -> Dict:
+    last = run.epochs[-1]
+    best = max(run.epochs, key=lambda e: e.get("val_top1", -1.0))
+    steady = run.steady_epochs()
+    return {"run": run.label, "ranks": run.world_size, "epochs": last["epoch"] + 1,
+            "final top-1": _fmt(last.get("val_top1"), 4), "final top-5": _fmt(last.get("val_top5"), 4),
+            "final val loss": _fmt(last.get("val_loss"), 4),
+            "best top-1 (epoch)": f"{best.get('val_top1', 0.0):.4f} ({best['epoch'] + 1})",
+            "images/s": _fmt(_mean(e.get("images_per_sec") for e in steady), 1),
+            "epoch time s": _fmt(_mean(e.get("epoch_time_s") for e in steady), 2)}
+
+
+def _mean(values) -> Optional[float]:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _fmt(value: Optional[float], decimals: int) -> str:
+    return "–" if value is None else f"{value:.{decimals}f}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
+
+
+def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = None) -> Path:
+    """Write the figures and report.md; return the report.md path."""
+    runs = [load_run(path) for path in run_dirs]
+    label_runs(runs)
+    out_dir = Path(out) if out else (runs[0].path / "report" if len(runs) == 1 else Path("report"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = {"curves.png": ("Loss, accuracy and learning rate", plot_curves(runs)),
+               "throughput.png": ("Throughput and input wait", plot_throughput(runs)),
+               "epoch_time.png": ("Epoch time", plot_epoch_time(runs))}
+    missing = []
+    for i, run in enumerate(runs):
+        if run.best_eval is None or run.best_eval.get("confusion") is None:
+            missing.append(run)
+            continue
+        name = "confusion.png" if len(runs) == 1 else f"confusion-{i + 1}-{_slug(run.path.name)}.png"
+        whose = "" if len(runs) == 1 else f" of {run.label}"
+        title = f"Best checkpoint{whose}: confusion matrix and per-class accuracy"
+        figures[name] = (title, plot_confusion(run))
+    plt = _pyplot()
+    for name, (_, fig) in figures.items():
+        fig.savefig(out_dir / name, dpi=100)
+        plt.close(fig)
+    report = out_dir / "report.md"
+    report.write_text(_markdown(runs, {name: title for name, (title, _) in figures.items()}, missing))
+    log.info("wrote %s and %d figures in %s", report.name, len(figures), out_dir)
+    return report
+
+
+def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> str:
+    """`figures`: file name -> section title, in order."""
+    columns = ["run", "ranks", "epochs", "final top-1", "final top-5", "final val loss", "best top-1 (epoch)",
+               "images/s", "epoch time s"]
+    lines = ["# ddptrain report", "", "Runs: " + ", ".join(f"`{run.path}`" for run in runs), "",
+             "## Final metrics", "", markdown_table(columns, [summary_row(run) for run in runs]), "",
+             "images/s and epoch time: mean over the epochs after the first (start-up excluded).", ""]
+    if len(runs) > 1:
+        differences = config_differences(runs)
+        if differences:
+            lines += ["## How the runs differ", "", markdown_table(["option"] + [r.label for r in runs], differences),
+                      ""]
+    for name, title in figures.items():
+        lines += [f"## {title}", "", f"![{title}]({name})", ""]
+    for run in missing:
+        if run.best_eval is not None:  # more classes than a confusion matrix is kept for
+            lines += [f"`{run.path}`: {len(run.best_eval['class_names'])} classes, too many for a confusion matrix; "
+                      "per-class counts are in its `best_eval.json`.", ""]
+            continue
+        lines += [f"No `best_eval.json` in `{run.path}` (a run from before it was written): make one with "
+                  f"`ddptrain eval --checkpoint {run.path}/checkpoints/best.pt --data DATA > "
+                  f"{run.path}/best_eval.json`.", ""]
+    return "\n".join(lines)

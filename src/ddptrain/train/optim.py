@@ -1,0 +1,60 @@
+"""The optimizer (no weight decay on norm layers and biases) and the learning-rate schedule."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list:
+    """Weight decay on weight matrices and kernels only; never on norm layers' scales or biases."""
+    decay, no_decay = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (no_decay if param.ndim <= 1 else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float,
+                    device: torch.device) -> torch.optim.Optimizer:
+    groups = param_groups(model, weight_decay)
+    fused = {"foreach": True} if device.type == "cuda" else {}
+    if name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=False, **fused)
+    if name == "adamw":
+        return torch.optim.AdamW(groups, lr=lr, **fused)
+    raise ConfigError(f"unknown optimizer '{name}' (choose sgd or adamw)")
+
+
+class LrSchedule:
+    """Linear warmup, then cosine decay to `min_ratio` x base LR, as a function of fractional epochs.
+
+    Defined on epochs rather than step counts, so a run resumed with a different number of processes
+    (and so a different number of steps per epoch) continues on the same curve."""
+
+    def __init__(self, base_lr: float, epochs: int, warmup_epochs: float, min_ratio: float):
+        self.base_lr = base_lr
+        self.epochs = epochs
+        self.warmup_epochs = min(max(0.0, warmup_epochs), epochs * 0.5)
+        self.min_ratio = min_ratio
+
+    def factor(self, progress_epochs: float) -> float:
+        if progress_epochs < self.warmup_epochs:
+            return progress_epochs / self.warmup_epochs
+        span = max(self.epochs - self.warmup_epochs, 1e-9)
+        done = min(1.0, (progress_epochs - self.warmup_epochs) / span)
+        return self.min_ratio + (1 - self.min_ratio) * 0.5 * (1 + math.cos(math.pi * done))
+
+    def apply(self, optimizer, epoch: int, samples_done: int, samples_per_epoch: int) -> float:
+        """Set the LR for the step that ends with `samples_done` of the epoch's samples consumed
+        (counted over all ranks, so a resumed or re-sharded epoch stays on the curve)."""
+        lr = self.base_lr * self.factor(epoch + samples_done / max(samples_per_epoch, 1))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def state_dict(self) -> dict:
+        return dict(vars(self))

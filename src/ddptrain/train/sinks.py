@@ -1,0 +1,214 @@
+"""Where a run speaks: train.log, config.yaml, the class list and splits, metrics.jsonl, TensorBoard,
+best_eval.json, the progress bar and the end-of-epoch lines.
+
+Rank 0 holds a `RunSinks`; every other rank holds a `NullSinks` with the same methods doing nothing,
+so the trainer calls its sinks on every rank without asking which rank it is.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from tqdm import tqdm
+
+from ..config import Config, save_yaml
+from ..data.folder import Split, write_split_files
+from ..logs import add_log_file
+from ..runtime.startup import StartupClock
+from ..util import write_json_atomic
+from . import timing
+from .loop import EpochStats
+from .metrics import EvalResult
+
+log = logging.getLogger("ddptrain")
+
+METRICS = "metrics.jsonl"
+BEST_EVAL = "best_eval.json"
+
+
+def epoch_record(epoch: int, step: int, world_size: int, stats: EpochStats, result: EvalResult) -> Dict:
+    """One line of metrics.jsonl."""
+    record = {
+        "epoch": epoch, "step": step, "train_loss": stats.train_loss, "val_loss": result.loss,
+        "val_top1": result.top1, "val_top5": result.top5, "val_samples": result.samples,
+        "lr": stats.lr, "images_per_sec": stats.images_per_sec, "epoch_time_s": stats.epoch_time_s,
+        "data_wait_frac": stats.data_wait_frac, "skipped_images": stats.skipped_images + result.skipped,
+        "world_size": world_size, "time": time.time(),
+    }
+    if stats.ranks:
+        record.update(timing.summarize(stats.ranks))
+    return record
+
+
+def perf_scalars(record: Dict) -> Dict[str, float]:
+    """The step-time breakdown as TensorBoard scalars (perf/...)."""
+    scalars = {f"perf/{key}": record[key] for key in ("data_wait_frac", "step_time_s", "step_time_spread",
+                                                       "max_mem_mb", "gpu_util") if key in record}
+    for rank, seconds in enumerate(record.get("rank_work_s", [])):
+        scalars[f"perf/rank{rank}_work_s"] = seconds
+    return scalars
+
+
+class MetricsLog:
+    """metrics.jsonl: one JSON object per epoch, exactly once per epoch even across resumes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def truncate_after(self, last_epoch: int) -> None:
+        """Drop lines for epochs after `last_epoch` (written before a crash, redone after resume)."""
+        if not self.path.is_file():
+            return
+        kept = [line for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("epoch", -1) <= last_epoch]
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+    def append(self, record: Dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+
+
+class TensorBoard:
+    """A SummaryWriter under RUN_DIR/tb, opened at the first point written; events after the resumed
+    step are purged."""
+
+    def __init__(self, folder: Path, resume_step: Optional[int]):
+        self.folder, self.purge = folder, (resume_step + 1 if resume_step is not None else None)
+        self.writer = None
+
+    def scalars(self, values: Dict[str, Optional[float]], step: int) -> None:
+        if self.writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(log_dir=str(self.folder), purge_step=self.purge)
+        for tag, value in values.items():
+            if value is not None:
+                self.writer.add_scalar(tag, value, step)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+            self.writer.close()
+
+
+def progress_bar(total: int, epoch: int, epochs: int, enabled: bool) -> tqdm:
+    """A bar on an interactive terminal only: in log files the per-epoch line says it all."""
+    enabled = enabled and sys.stderr.isatty()
+    return tqdm(total=total, desc=f"epoch {epoch + 1}/{epochs}", unit="step", dynamic_ncols=True,
+                disable=not enabled, leave=False, file=sys.stderr)
+
+
+class _StepProgress:
+    """Progress bar and TensorBoard points during an epoch."""
+
+    def __init__(self, bar: tqdm, tb: TensorBoard, step_offset: int):
+        self.bar, self.tb, self.step_offset, self.shown = bar, tb, step_offset, 0
+
+    def __call__(self, steps_done: int, loss: float, lr: float, images_per_sec: float) -> None:
+        self.bar.update(steps_done - self.shown)
+        self.shown = steps_done
+        self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=f"{images_per_sec:.0f}")
+        self.tb.scalars({"train/loss": loss, "lr": lr}, self.step_offset + steps_done)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class RunSinks:
+    """Rank 0's outputs."""
+
+    def __init__(self, run_dir: Path, epochs: int):
+        self.run_dir, self.epochs = run_dir, epochs
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.log_handler = add_log_file(run_dir / "train.log")
+        self.metrics = MetricsLog(run_dir / METRICS)
+        self.tb = TensorBoard(run_dir / "tb", None)
+        self.advice = timing.AdviceOnce()
+        self.straggler_history: List = []  # the slowest rank of each epoch so far
+
+    def write_run_files(self, cfg: Config, split: Split) -> None:
+        """config.yaml (repeats the run), class_indices.json and splits/*.txt."""
+        save_yaml(cfg, self.run_dir / "config.yaml")
+        write_split_files(split, self.run_dir)
+
+    def start(self, last_complete_epoch: int, resumed_step: int) -> None:
+        """Forget what a crashed attempt wrote after the checkpoint this run continues from."""
+        self.metrics.truncate_after(last_complete_epoch)
+        self.tb = TensorBoard(self.run_dir / "tb", resumed_step if resumed_step else None)
+
+    def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _StepProgress:
+        return _StepProgress(progress_bar(steps, epoch, self.epochs, True), self.tb, global_step)
+
+    def epoch_end(self, record: Dict, result: EvalResult, stats: EpochStats, workers: int) -> None:
+        """The metrics line (written before the checkpoint: a crash in between is redone, not lost),
+        TensorBoard points, the epoch's console line, and advice the first time it applies."""
+        epoch = record["epoch"]
+        self.metrics.append(record)
+        self.tb.scalars({"val/loss": result.loss, "val/top1": result.top1, "val/top5": result.top5,
+                         "perf/images_per_sec": stats.images_per_sec, **perf_scalars(record)}, record["step"])
+        log.info("epoch %d/%d: train_loss %.4f  val_loss %.4f  val_top1 %.4f  val_top5 %.4f  (%d images)  "
+                 "%.1f img/s  data_wait %.0f%%  %.1fs", epoch + 1, self.epochs, stats.train_loss,
+                 result.loss, result.top1, result.top5, result.samples, stats.images_per_sec,
+                 100 * stats.data_wait_frac, stats.epoch_time_s)
+        for message in self.advice.new(timing.advice(stats.ranks, workers, self.straggler_history)):
+            log.warning("epoch %d: %s", epoch + 1, message)
+        skipped = stats.skipped_images + result.skipped
+        if skipped:
+            log.warning("epoch %d: %d unreadable images skipped (%d train, %d val); see warnings above",
+                        epoch + 1, skipped, stats.skipped_images, result.skipped)
+
+    def startup(self, clock: StartupClock) -> None:
+        """The start-up breakdown, once: from the command to the first optimizer step."""
+        clock.report_once(log)
+
+    def best_eval(self, epoch: int, checkpoint: str, result: EvalResult, class_names: List[str]) -> None:
+        """best_eval.json, written with best.pt: the report's confusion matrix and per-class accuracy."""
+        write_json_atomic(self.run_dir / BEST_EVAL, {"epoch": epoch, "checkpoint": checkpoint,
+                                                     **result.to_dict(class_names)})
+
+    def close(self) -> None:
+        self.tb.close()
+        logging.getLogger("ddptrain").removeHandler(self.log_handler)
+        self.log_handler.close()
+
+
+class _NoProgress:
+    def __call__(self, steps_done: int, loss: float, lr: float, images_per_sec: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class NullSinks:
+    """What ranks other than 0 write: nothing."""
+
+    def write_run_files(self, cfg: Config, split: Split) -> None:
+        pass
+
+    def start(self, last_complete_epoch: int, resumed_step: int) -> None:
+        pass
+
+    def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _NoProgress:
+        return _NoProgress()
+
+    def epoch_end(self, record: Dict, result: EvalResult, stats: EpochStats, workers: int) -> None:
+        pass
+
+    def startup(self, clock: StartupClock) -> None:
+        pass
+
+    def best_eval(self, epoch: int, checkpoint: str, result: EvalResult, class_names: List[str]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def open_sinks(run_dir: Path, epochs: int, is_main: bool):
+    return RunSinks(run_dir, epochs) if is_main else NullSinks()

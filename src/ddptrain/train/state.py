@@ -1,0 +1,172 @@
+"""The checkpoint format, in one place: `TrainState` and its parts, to and from the dict that is saved.
+
+A checkpoint holds the *unwrapped* model (no `module.` / `_orig_mod.` prefixes) so it loads into a
+plain model for inference, and everything needed to continue: optimizer, LR schedule, loss scaler,
+the last complete epoch, the optimizer step, the best top-1 so far, RNG states, the flat config, class
+names and the world size that wrote it — plus, at an epoch end, that epoch's metrics, or, in the
+middle of an epoch, where it stopped (`PartialEpoch`). The dict keys are the dataclass field names;
+no other module reads a checkpoint by its keys. A new piece of state (e.g. EMA weights) is one more
+optional field on `TrainState`.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from ..errors import CheckpointError, WeightsError
+from ..models.weights import strip_prefixes
+
+FORMAT_VERSION = 1
+# Where other training scripts keep the model inside their checkpoints (besides ddptrain's own `model`).
+FOREIGN_MODEL_KEYS = ("state_dict", "model_state_dict")
+
+
+@dataclass
+class EpochPosition:
+    """How far an epoch got: positions of its sample permutation consumed (over all ranks) and the
+    all-reduced loss sums and skipped-image count so far."""
+    samples_done: int = 0
+    loss_sum: float = 0.0
+    loss_count: float = 0.0
+    skipped: int = 0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Dict[str, Any]) -> "EpochPosition":
+        return cls(int(values["samples_done"]), float(values["loss_sum"]), float(values["loss_count"]),
+                   int(values["skipped"]))
+
+
+@dataclass
+class PartialEpoch:
+    """A mid-epoch checkpoint's place: the epoch in progress, how far it got, every rank's RNG state."""
+    epoch: int
+    position: EpochPosition
+    rng: List[Dict[str, Any]]  # by rank
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"epoch": self.epoch, "position": self.position.to_dict(), "rng": self.rng}
+
+    @classmethod
+    def from_dict(cls, values: Dict[str, Any]) -> "PartialEpoch":
+        return cls(int(values["epoch"]), EpochPosition.from_dict(values["position"]), list(values["rng"]))
+
+
+@dataclass
+class TrainState:
+    model: Dict[str, torch.Tensor]
+    optimizer: Optional[Dict[str, Any]] = None
+    scheduler: Optional[Dict[str, Any]] = None
+    scaler: Optional[Dict[str, Any]] = None  # the fp16 GradScaler's state; None otherwise
+    epoch: int = -1  # the last complete epoch (0-based); -1 before the first
+    step: int = 0  # optimizer steps taken
+    best_top1: float = -1.0
+    rng: Optional[Dict[str, Any]] = None  # the saving rank's RNG state
+    config: Dict[str, Any] = field(default_factory=dict)  # the flat config (as in config.yaml)
+    class_names: List[str] = field(default_factory=list)
+    world_size: int = 1
+    metrics: Optional[Dict[str, Any]] = None  # at an epoch end: that epoch's metrics.jsonl record
+    partial: Optional[PartialEpoch] = None  # in the middle of an epoch: where it stopped
+    format: int = FORMAT_VERSION
+
+    # Entries written only when set (a checkpoint is either an epoch end or a mid-epoch one).
+    _WHEN_SET = ("metrics", "partial")
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"format": self.format}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "format" or (f.name in self._WHEN_SET and value is None):
+                continue
+            out[f.name] = value.to_dict() if isinstance(value, PartialEpoch) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Any, source: str | Path) -> "TrainState":
+        if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
+            raise CheckpointError(f"{source} is not a ddptrain checkpoint (no 'model' entry); "
+                                  "to start from plain weights use --weights")
+        values = {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
+        if values.get("partial") is not None:
+            values["partial"] = PartialEpoch.from_dict(values["partial"])
+        return cls(**values)
+
+    @property
+    def resumes_mid_epoch(self) -> bool:
+        return self.partial is not None
+
+    def next_epoch(self) -> int:
+        """The epoch a resumed run trains first: the interrupted one, or the one after the last complete."""
+        return self.partial.epoch if self.partial is not None else self.epoch + 1
+
+
+def library_checkpoint(model: Dict[str, torch.Tensor], optimizer: Optional[Dict[str, Any]],
+                       extra: Dict[str, Any]) -> Dict[str, Any]:
+    """What `ddptrain.save_checkpoint` writes for a user's own script: the model, the optimizer when given,
+    and the user's own entries. `TrainState.from_dict` reads it back."""
+    state: Dict[str, Any] = {"model": model, **extra}
+    if optimizer is not None:
+        state["optimizer"] = optimizer
+    return state
+
+
+def read_model_weights(path: str | Path) -> Dict[str, torch.Tensor]:
+    """A model state dict from a bare state-dict file, a .safetensors file, a ddptrain checkpoint or another
+    script's checkpoint (`state_dict` / `model_state_dict` inside). Tensors only: pickled code is refused."""
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError(f"weights file {path} does not exist; refusing to train from scratch silently "
+                           "(drop --weights to start from random initialisation)")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            loaded = load_file(str(path), device="cpu")
+        else:
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise WeightsError(f"cannot read weights from {path}: {error}. Only tensor state dicts, checkpoints "
+                           "and .safetensors are accepted (weights_only=True): pickled code is refused.") from None
+    for key in ("model", *FOREIGN_MODEL_KEYS):
+        if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
+            loaded = loaded[key]
+            break
+    if not isinstance(loaded, dict) or not all(isinstance(v, torch.Tensor) for v in loaded.values()):
+        raise WeightsError(f"{path} does not hold a state dict of tensors")
+    return strip_prefixes(loaded)
+
+
+# ---- random number generators ---------------------------------------------------------------------
+def capture_rng() -> Dict[str, Any]:
+    """This process's RNG states, as tensors and plain values (loadable with weights_only=True)."""
+    np_state = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": {"key": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "gauss": float(np_state[4])},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def restore_rng(state: Dict[str, Any]) -> None:
+    random.setstate(_as_tuple(state["python"]))
+    numpy = state["numpy"]
+    np.random.set_state(("MT19937", numpy["key"].numpy().astype(np.uint32), int(numpy["pos"]),
+                         int(numpy["has_gauss"]), float(numpy["gauss"])))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def _as_tuple(value) -> Tuple:
+    return tuple(_as_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value

@@ -1,0 +1,310 @@
+"""One training worker, from data to checkpoints. Every rank runs all of this; only rank 0's sinks and
+checkpointer write files (the others hold ones that do nothing)."""
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import numpy as np
+import torch
+
+from ..config import Config
+from ..data.datasets import UnreadableFiles
+from ..data.folder import classes_without_validation, load_split
+from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
+from ..errors import CheckpointError, DataError
+from ..models import build_model, describe_mismatch, freeze_backbone, head_name, load_weights, place_model, unwrap, \
+    wrap_ddp
+from ..runtime import dist
+from ..runtime.env import DistEnv, cpus_per_process, restart_count
+from ..runtime.heartbeat import naming_stalled_peers
+from ..runtime.preempt import Preempted, StopRequest
+from ..runtime.preflight import check_agreement, digest, weights_checksum
+from ..runtime.startup import StartupClock
+from .checkpointer import BEST, Checkpointer, load
+from .evaluate import evaluate
+from .loop import EpochPlan, EpochStats, StepSettings, steps_per_epoch, train_one_epoch
+from .metrics import EvalResult
+from .optim import LrSchedule, build_optimizer
+from .precision import resolve_precision
+from .sinks import epoch_record, open_sinks
+from .state import EpochPosition, PartialEpoch, TrainState, capture_rng, read_model_weights, restore_rng
+
+log = logging.getLogger("ddptrain")
+
+
+def seed_everything(seed: int, epoch: int, rank: int) -> None:
+    """Global RNGs (dropout, user code) as a function of (seed, epoch, rank): a resumed epoch draws
+    exactly what the uninterrupted run drew, and ranks do not share dropout masks."""
+    value = (seed * 1_000_003 + epoch) * 1_000_003 + rank
+    torch.manual_seed(value)
+    np.random.seed(value % 2**32)
+    random.seed(value)
+
+
+class Trainer:
+    def __init__(self, cfg: Config, rt: dist.Runtime, stop: Optional[StopRequest] = None,
+                 clock: Optional[StartupClock] = None):
+        self.cfg, self.rt = cfg, rt
+        self.stop = stop or StopRequest(cfg.launch.dist_timeout)
+        self.clock = clock or StartupClock()
+        self.run_dir = Path(cfg.run.out)
+        self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main)
+        self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main)
+        self.unreadable = UnreadableFiles(rt.rank)
+        self.cpus = cpus_per_process(rt.env.local_world_size)
+        if rt.device.type == "cpu":
+            torch.set_num_threads(self.cpus)
+        self.split = load_split(cfg.data.path, cfg.data.val_split, cfg.optim.seed)
+        self._build_loaders()
+        self.clock.mark("data")
+        self._build_model()
+        self.clock.mark("model")
+        check_agreement(self._preflight_facts(), rt.rank, rt.world_size)
+        self.clock.mark("preflight")
+        self.precision = resolve_precision(cfg.optim.amp, rt.device)
+        self.schedule = LrSchedule(cfg.optim.lr, cfg.optim.epochs, cfg.optim.warmup_epochs, cfg.optim.min_lr_ratio)
+        self.start_epoch, self.global_step, self.best_top1 = 0, 0, -1.0
+        self.start_position: Optional[EpochPosition] = None  # set when resuming mid-epoch
+        self.resume_rng: Optional[Dict] = None  # this rank's RNG state at that point
+        self._maybe_resume()
+        self._wrap_ddp()
+        self.sinks.write_run_files(cfg, self.split)
+        self.sinks.start(self.start_epoch - 1, self.global_step)
+        self.clock.mark("resume and DDP")
+
+    # ---- set-up -------------------------------------------------------------------------------
+    def _build_loaders(self) -> None:
+        cfg, rt, split = self.cfg, self.rt, self.split
+        self.workers = auto_workers(cfg.data.workers, self.cpus)
+        settings = LoaderSettings.for_device(rt.device, cfg.optim.batch_size, self.workers)
+        self.train_loader = training_images(split.train, cfg.data.img_size, cfg.data.min_crop_scale, cfg.optim.seed,
+                                            rt.rank, rt.world_size, settings)
+        self.val_loader = evaluation_images(split.val, cfg.data.img_size, rt.rank, rt.world_size, settings)
+        self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
+        if self.steps_per_epoch == 0:
+            raise DataError(
+                f"{len(split.train)} training images give each of {rt.world_size} processes "
+                f"{len(self.train_loader.sampler)} samples, less than one optimizer step of --batch-size "
+                f"{cfg.optim.batch_size} x --grad-accum {cfg.optim.grad_accum}; lower the batch size or use "
+                "fewer processes", rank=rt.rank, every_rank=True)
+        missing_val = classes_without_validation(split)
+        if missing_val and rt.is_main and cfg.data.val_split > 0:
+            log.warning("no validation image for class(es) %s: too few images for --val-split %s; their "
+                        "accuracy is not measured", ", ".join(missing_val), cfg.data.val_split)
+        log.info("data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, "
+                 "%d loader workers per process", len(split.classes), len(split.train), len(split.val),
+                 split.layout, self.steps_per_epoch, self.workers)
+
+    def _build_model(self) -> None:
+        cfg, rt, classes = self.cfg, self.rt, len(self.split.classes)
+        torch.manual_seed(cfg.optim.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
+        model = build_model(cfg.model.name, classes)
+        head = head_name(model, classes)
+        if cfg.model.weights:  # a resumed checkpoint overrides these, but a bad path still fails early
+            load_weights(model, read_model_weights(cfg.model.weights), head, cfg.model.weights)
+        if cfg.model.freeze_backbone:
+            trainable = freeze_backbone(model, head)
+            log.info("backbone frozen: %d trainable parameters in '%s'", trainable, head)
+        self.model = place_model(model, rt.device, rt.world_size, cfg.model.sync_bn, cfg.model.channels_last)
+        self.optimizer = build_optimizer(self.model, cfg.optim.optimizer, cfg.optim.lr, cfg.optim.momentum,
+                                         cfg.optim.weight_decay, rt.device)
+
+    def _preflight_facts(self) -> Dict[str, Any]:
+        """What every rank must agree on before the first step (node-local options left out)."""
+        split = self.split
+        return {
+            "config": self.cfg.shared_values(),
+            "classes": list(split.classes),
+            "train_images": len(split.train),
+            "val_images": len(split.val),
+            "train_files": digest(sorted(f"{p.rsplit('/', 2)[-2]}/{p.rsplit('/', 1)[-1]}" for p, _ in split.train)),
+            "steps_per_epoch": self.steps_per_epoch,
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "initial_weights": weights_checksum(self.model),
+            "torch": torch.__version__,
+        }
+
+    def _maybe_resume(self) -> None:
+        path = self.checkpointer.resume_path(self.cfg.run.resume)
+        if path is None:
+            if self.cfg.run.resume == "auto":
+                log.info("resume auto: no checkpoint in %s, starting fresh", self.checkpointer.folder)
+            return
+        state = self._load_resumable(path)
+        self.model.load_state_dict(state.model)
+        self.optimizer.load_state_dict(state.optimizer)
+        if self.precision.scaler is not None and state.scaler:
+            self.precision.scaler.load_state_dict(state.scaler)
+        self.start_epoch, self.global_step, self.best_top1 = state.next_epoch(), state.step, state.best_top1
+        where = ""
+        if state.partial is not None:
+            self.start_position = state.partial.position
+            where = f" after {state.partial.position.samples_done} of its samples"
+            if state.world_size == self.rt.world_size:
+                self.resume_rng = state.partial.rng[self.rt.rank]
+            else:
+                log.info("mid-epoch resume on %d processes (saved on %s): the rest of the epoch is re-sharded; "
+                         "dropout draws differ from an uninterrupted run", self.rt.world_size, state.world_size)
+        log.info("resumed from %s: continuing at epoch %d/%d%s (step %d, written by %s processes)",
+                 path, self.start_epoch + 1, self.cfg.optim.epochs, where, self.global_step, state.world_size)
+
+    def _load_resumable(self, path: Path) -> TrainState:
+        """The checkpoint at `path`, refused with the differences listed when it is another model or class list."""
+        state = load(path)
+        saved = Config.from_flat(state.config, str(path), strict=False)
+        differences = []
+        if state.class_names != self.split.classes:
+            differences.append(f"classes {state.class_names} vs {self.split.classes} in {self.cfg.data.path}")
+        if saved.model.name != self.cfg.model.name:
+            differences.append(f"model {saved.model.name} vs --model {self.cfg.model.name}")
+        weights = describe_mismatch(state.model, self.model.state_dict())
+        if weights and not differences:
+            differences.append(f"weights: {weights}")
+        if differences:
+            raise CheckpointError(f"cannot resume from {path}: " + "; ".join(differences)
+                                  + ". Use another --out (or --resume PATH) for a different model or data.",
+                                  rank=self.rt.rank)
+        return state
+
+    def _wrap_ddp(self) -> None:
+        model = self.model
+        if self.cfg.model.compile:
+            log.info("compiling the model with torch.compile (the first steps are slow)")
+            model = torch.compile(model)
+        self.ddp = wrap_ddp(model, self.rt.device, self.cfg.model.grad_compress)
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def fit(self) -> Optional[EvalResult]:
+        cfg, result = self.cfg, None
+        last_epoch = cfg.optim.epochs
+        if cfg.run.stop_after_epochs is not None:
+            last_epoch = min(cfg.optim.epochs, self.start_epoch + cfg.run.stop_after_epochs)
+        log.info("training %s on %d process(es), %s, amp %s, global batch %d", cfg.model.name, self.rt.world_size,
+                 self.rt.device.type, self.precision.name,
+                 cfg.optim.batch_size * cfg.optim.grad_accum * self.rt.world_size)
+        try:
+            for epoch in range(self.start_epoch, last_epoch):
+                with naming_stalled_peers(self.rt, epoch):  # evaluation, saving and barriers have collectives too
+                    result = self._run_epoch(epoch)
+        finally:
+            self.sinks.close()
+        if last_epoch < cfg.optim.epochs:
+            log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch,
+                     cfg.optim.epochs)
+        log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
+        return result
+
+    def _run_epoch(self, epoch: int) -> EvalResult:
+        start = self._epoch_start(epoch)
+        self.train_loader.sampler.set_epoch(epoch, start.samples_done)  # same shard order on every rank
+        progress = self.sinks.epoch_progress(self.steps_per_epoch, epoch, self.global_step)
+        plan = EpochPlan(epoch, self.global_step, start, self._samples_per_epoch(), self.cfg.run.save_every_steps,
+                         on_checkpoint=self._save_mid_epoch, report=progress, stop=self.stop,
+                         on_failure=self.unreadable,
+                         after_first_step=self._first_step_done if epoch == self.start_epoch else None)
+        stats = train_one_epoch(self.ddp, self.train_loader, self.optimizer, self.schedule, self.precision,
+                                self._step_settings(), self.rt, plan)
+        progress.close()
+        self.global_step += stats.steps
+        if stats.stopped is not None:  # rank 0 saved the position; every rank leaves together
+            self._leave(epoch, stats.stopped)
+        dist.broadcast_buffers(unwrap(self.ddp))  # evaluate exactly the model rank 0 saves
+        result = evaluate(self.ddp, self.val_loader, self.precision, len(self.split.classes), self.rt,
+                          self.cfg.model.channels_last, self.unreadable)
+        self._record_epoch(epoch, stats, result)
+        dist.barrier()  # nobody starts the next epoch (or exits) before rank 0 has saved
+        if epoch + 1 < self.cfg.optim.epochs and dist.any_rank(self.stop.requested(), self.rt.device):
+            self._leave(epoch + 1, None)
+        return result
+
+    def _epoch_start(self, epoch: int) -> EpochPosition:
+        """Global RNGs and the sample position at which this epoch's training starts."""
+        seed_everything(self.cfg.optim.seed, epoch, self.rt.rank)
+        if epoch != self.start_epoch or self.start_position is None:
+            return EpochPosition()
+        if self.resume_rng is not None:
+            restore_rng(self.resume_rng)
+        return self.start_position
+
+    def _first_step_done(self) -> None:
+        self.clock.mark("first step")
+        self.sinks.startup(self.clock)
+
+    def _samples_per_epoch(self) -> int:
+        optim = self.cfg.optim
+        return self.steps_per_epoch * optim.grad_accum * optim.batch_size * self.rt.world_size
+
+    def _leave(self, epoch: int, position: Optional[EpochPosition]) -> None:
+        dist.barrier()  # rank 0 has written the checkpoint
+        where = (f"epoch {epoch + 1} after {position.samples_done} of its samples" if position is not None
+                 else f"the start of epoch {epoch + 1}")
+        raise Preempted(f"stopped on {self.stop.name}: checkpoint saved in {self.checkpointer.folder} at "
+                        f"{where} (step {self.global_step}); run the same command with --resume auto to continue")
+
+    def _step_settings(self) -> StepSettings:
+        cfg = self.cfg
+        return StepSettings(cfg.optim.grad_accum, cfg.optim.clip_grad, cfg.run.log_every, cfg.model.channels_last,
+                            cfg.optim.label_smoothing)
+
+    # ---- what is kept -------------------------------------------------------------------------
+    def _record_epoch(self, epoch: int, stats: EpochStats, result: EvalResult) -> None:
+        record = epoch_record(epoch, self.global_step, self.rt.world_size, stats, result)
+        is_best = result.top1 > self.best_top1  # the same on every rank: the result is all-reduced
+        self.best_top1 = max(self.best_top1, result.top1)
+        self.sinks.epoch_end(record, result, stats, self.workers)
+        self.checkpointer.save_epoch(self._state(last_complete_epoch=epoch, metrics=record), is_best)
+        if is_best:
+            self.sinks.best_eval(epoch, f"checkpoints/{BEST}", result, self.split.classes)
+
+    def _save_mid_epoch(self, epoch: int, position: EpochPosition, global_step: int) -> None:
+        """Every rank hands over its RNG state; rank 0 writes step-N.pt (and last.pt)."""
+        rng = dist.gather_objects(capture_rng())
+        state = self._state(last_complete_epoch=epoch - 1, step=global_step)
+        state.partial = PartialEpoch(epoch, position, rng)
+        path = self.checkpointer.save_step(state)
+        if path is not None:
+            log.info("saved %s (epoch %d, %d samples into it)", path.name, epoch + 1, position.samples_done)
+
+    def _state(self, last_complete_epoch: int, step: Optional[int] = None,
+               metrics: Optional[Dict] = None) -> TrainState:
+        return TrainState(
+            model=unwrap(self.ddp).state_dict(),
+            optimizer=self.optimizer.state_dict(),
+            scheduler=self.schedule.state_dict(),
+            scaler=self.precision.scaler.state_dict() if self.precision.scaler else None,
+            epoch=last_complete_epoch,
+            step=self.global_step if step is None else step,
+            best_top1=self.best_top1,
+            rng=capture_rng(),
+            config=self.cfg.to_flat(),
+            class_names=list(self.split.classes),
+            world_size=self.rt.world_size,
+            metrics=metrics,
+        )
+
+
+def resume_after_restart(cfg: Config, restarts: int) -> Config:
+    """Workers restarted by torchrun (--max-restarts) continue from the newest checkpoint."""
+    if restarts > 0 and not cfg.run.resume:
+        log.warning("restart %d after a worker failure: resuming from the last checkpoint", restarts)
+        return cfg.replace(resume="auto")
+    return cfg
+
+
+def run(cfg: Config, env: DistEnv, clock: Optional[StartupClock] = None) -> Optional[EvalResult]:
+    cfg = resume_after_restart(cfg, restart_count())
+    clock = clock or StartupClock()
+    stop = StopRequest(cfg.launch.dist_timeout).install()  # from here on SIGTERM/SIGUSR1 mean "save and stop"
+    try:
+        rt = dist.setup(env, cfg.launch.device, cfg.launch.dist_timeout)
+        clock.mark("process group")
+        try:
+            return Trainer(cfg, rt, stop, clock).fit()
+        finally:
+            dist.cleanup()
+    finally:
+        stop.uninstall()
+

@@ -1,0 +1,145 @@
+"""The whole path with real processes: `ddptrain train --nproc 2` (gloo), then eval and predict."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import timm
+from PIL import Image
+
+from ddptrain.data.transforms import eval_transform, normalize
+
+from ..conftest import json_lines, read_metrics, run_cli, save_odd_modes, write_synthetic
+
+METRIC_KEYS = {"epoch", "train_loss", "val_loss", "val_top1", "val_top5", "val_samples", "lr",
+               "images_per_sec", "epoch_time_s", "data_wait_frac"}
+EPOCHS = 6
+
+
+def _write_corrupt(folder: Path) -> list:
+    good = next(folder.glob("*.jpg")).read_bytes()
+    files = {"truncated.jpg": good[: len(good) // 3], "zero_bytes.png": b"", "text_named.jpg": b"hello"}
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    return list(files)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    """train/ and val/ layout: 3 classes; odd image modes and corrupt files in train; 7 readable
+    validation images (not a multiple of 2 ranks) plus one corrupt one."""
+    root = tmp_path_factory.mktemp("e2e")
+    write_synthetic(root / "train", classes=3, per_class=12)
+    save_odd_modes(root / "train" / "disc", "odd")
+    _write_corrupt(root / "train" / "ring")
+    write_synthetic(root / "val", classes=3, per_class=3, start=100)
+    for name in ("ring", "star"):
+        sorted((root / "val" / name).glob("*.jpg"))[0].unlink()
+    disc = sorted((root / "val" / "disc").glob("*.jpg"))[0]
+    Image.open(disc).convert("L").save(root / "val" / "disc" / "gray.png")
+    disc.unlink()
+    (root / "val" / "star" / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(dataset, tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("run") / "r"
+    run_cli(["train", "--data", dataset, "--out", run_dir, "--model", "timm:test_resnet", "--img-size", 32,
+             "--batch-size", 4, "--epochs", EPOCHS, "--optimizer", "adamw", "--lr", 2e-3, "--weight-decay", 0.0,
+             "--nproc", 2, "--workers", 1, "--log-every", 2, "--seed", 1])
+    return run_dir
+
+
+def test_two_ranks_write_a_complete_run_dir(trained):
+    for name in ("config.yaml", "class_indices.json", "metrics.jsonl", "train.log", "splits/train.txt",
+                 "splits/val.txt", "checkpoints/last.pt", "checkpoints/best.pt"):
+        assert (trained / name).is_file(), name
+    assert list((trained / "tb").glob("events.out.tfevents.*"))
+    assert json.loads((trained / "class_indices.json").read_text()) == {"0": "disc", "1": "ring", "2": "star"}
+
+
+def test_every_metric_key_each_epoch_and_loss_falls(trained):
+    metrics = read_metrics(trained)
+    assert [m["epoch"] for m in metrics] == list(range(EPOCHS))
+    for record in metrics:
+        assert METRIC_KEYS <= set(record)
+        assert record["world_size"] == 2 and record["images_per_sec"] > 0
+        assert 0.0 <= record["data_wait_frac"] < 1.0
+    assert (metrics[-1]["train_loss"] + metrics[-2]["train_loss"]) / 2 < metrics[0]["train_loss"]
+
+
+def test_val_samples_is_the_true_count_on_two_ranks(trained):
+    assert {m["val_samples"] for m in read_metrics(trained)} == {7}
+
+
+def test_unreadable_images_are_skipped_counted_and_reported(trained):
+    metrics = read_metrics(trained)
+    assert all(m["skipped_images"] >= 1 for m in metrics)  # at least the corrupt validation file, every epoch
+    log = (trained / "train.log").read_text()
+    assert "unreadable images skipped" in log
+    stderr_names = ("truncated.jpg", "zero_bytes.png", "text_named.jpg", "broken.jpg")
+    assert sum(name in log for name in stderr_names) >= 1
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_eval_matches_the_training_run(trained, dataset, nproc):
+    out = run_cli(["eval", "--checkpoint", trained / "checkpoints" / "last.pt", "--data", dataset,
+                   "--nproc", nproc]).stdout
+    report = json_lines(out)
+    assert len(report) == 1, out  # only rank 0 prints
+    last = read_metrics(trained)[-1]
+    assert report[0]["samples"] == 7 and report[0]["skipped"] == 1
+    assert report[0]["top1"] == last["val_top1"] and report[0]["top5"] == last["val_top5"]
+    # same weights *and* BatchNorm statistics on every rank as in the saved checkpoint
+    assert report[0]["loss"] == pytest.approx(last["val_loss"], rel=1e-5)
+    assert sum(c["count"] for c in report[0]["per_class"].values()) == 7
+
+
+def test_checkpoint_loads_into_a_plain_model_and_predict_agrees(trained, dataset):
+    ckpt = trained / "checkpoints" / "last.pt"
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    assert not any(k.startswith(("module.", "_orig_mod.")) for k in state["model"])
+    model = timm.create_model("test_resnet", num_classes=3)  # plain model, no DDP
+    model.load_state_dict(state["model"])
+    model.eval()
+    images = sorted((dataset / "val").rglob("*.jpg"))[:4] + [dataset / "val" / "disc" / "gray.png"]
+    images = [p for p in images if p.name != "broken.jpg"]
+    transform = eval_transform(32)
+    with torch.no_grad():
+        batch = normalize(torch.stack([transform(Image.open(p).convert("RGB")) for p in images]))
+        expected = [state["class_names"][i] for i in model(batch).argmax(1).tolist()]
+    predicted = json_lines(run_cli(["predict", "--checkpoint", ckpt, *images, "--topk", 2]).stdout)
+    assert [p["path"] for p in predicted] == [str(p) for p in images]
+    assert [p["topk"][0]["class"] for p in predicted] == expected
+    assert all(len(p["topk"]) == 2 and 0 <= p["topk"][0]["prob"] <= 1 for p in predicted)
+
+
+def test_predict_reports_a_bad_path_and_keeps_going(trained, dataset):
+    ckpt = trained / "checkpoints" / "last.pt"
+    proc = run_cli(["predict", "--checkpoint", ckpt, dataset / "val" / "star", dataset / "missing.jpg"],
+                   check=False)
+    lines = json_lines(proc.stdout)
+    assert proc.returncode == 1
+    assert sum("topk" in line for line in lines) == 2
+    assert {line["path"].split("/")[-1] for line in lines if "error" in line} == {"broken.jpg", "missing.jpg"}
+
+
+def test_best_eval_json_is_the_best_epochs_exact_evaluation(trained):
+    best = json.loads((trained / "best_eval.json").read_text())
+    first_best = max(read_metrics(trained), key=lambda m: m["val_top1"])  # the epoch that wrote best.pt
+    assert best["epoch"] == first_best["epoch"] and best["top1"] == first_best["val_top1"]
+    assert best["class_names"] == ["disc", "ring", "star"] and best["samples"] == 7
+    confusion = best["confusion"]
+    assert sum(map(sum, confusion)) == 7  # every validation image once, over both ranks
+    assert sum(confusion[i][i] for i in range(3)) / 7 == pytest.approx(best["top1"])
+
+
+def test_report_cli_draws_the_run(trained, tmp_path):
+    out = tmp_path / "report"
+    assert run_cli(["report", trained, "--out", out]).stdout.strip() == str(out / "report.md")
+    for name in ("curves.png", "throughput.png", "epoch_time.png", "confusion.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert f"| {trained.name} | 2 | {EPOCHS} |" in (out / "report.md").read_text()

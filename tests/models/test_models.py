@@ -1,0 +1,68 @@
+import logging
+
+import pytest
+import torch
+import torchvision
+
+from ddptrain.errors import ConfigError, WeightsError
+from ddptrain.models import build_model, freeze_backbone, head_name, load_weights, strip_prefixes
+from ddptrain.train.state import read_model_weights
+
+
+def _load_file(model, path, head="fc"):
+    """--weights PATH: the file read as the trainer reads it, then fitted into the model."""
+    return load_weights(model, read_model_weights(path), head, str(path))
+
+
+def test_torchvision_and_timm_models_by_name():
+    tv = build_model("resnet18", 3)
+    assert head_name(tv, 3) == "fc" and tv.fc.out_features == 3
+    timm_model = build_model("timm:resnet10t", 4)
+    assert timm_model.eval()(torch.randn(1, 3, 32, 32)).shape == (1, 4)
+
+
+def test_unknown_names_suggest_the_closest():
+    with pytest.raises(ConfigError, match="resnet18"):
+        build_model("resnet19", 3)
+    with pytest.raises(ConfigError, match="unknown timm model"):
+        build_model("timm:no_such_net_at_all", 3)
+
+
+def test_prefixes_from_ddp_and_compile_are_stripped():
+    state = {"module._orig_mod.fc.weight": torch.zeros(1), "_orig_mod.module.conv.bias": torch.zeros(1)}
+    assert set(strip_prefixes(state)) == {"fc.weight", "conv.bias"}
+
+
+def test_head_of_another_size_is_reinitialised_and_named(tmp_path, caplog):
+    source = torchvision.models.resnet18(num_classes=10)
+    torch.save({f"module.{k}": v for k, v in source.state_dict().items()}, tmp_path / "w.pth")
+    model = build_model("resnet18", 3)
+    with caplog.at_level(logging.INFO, logger="ddptrain"):
+        reinit = _load_file(model, tmp_path / "w.pth")
+    assert reinit == ["fc.bias", "fc.weight"]
+    assert "re-initialised" in caplog.text
+    assert torch.equal(model.conv1.weight, source.conv1.weight)
+
+
+def test_backbone_mismatch_lists_the_keys(tmp_path):
+    torch.save(torchvision.models.resnet34(num_classes=3).state_dict(), tmp_path / "r34.pth")
+    with pytest.raises(WeightsError, match="unexpected: layer1.2"):
+        _load_file(build_model("resnet18", 3), tmp_path / "r34.pth")
+
+
+def test_missing_weights_file_is_an_error_not_a_fresh_start(tmp_path):
+    with pytest.raises(WeightsError, match="does not exist"):
+        _load_file(build_model("resnet18", 3), tmp_path / "missing.pth")
+
+
+def test_pickled_module_is_refused(tmp_path):
+    torch.save(torchvision.models.resnet18(num_classes=3), tmp_path / "whole_model.pth")
+    with pytest.raises(WeightsError, match="weights_only"):
+        _load_file(build_model("resnet18", 3), tmp_path / "whole_model.pth")
+
+
+def test_freeze_backbone_leaves_only_the_head_trainable():
+    model = build_model("resnet18", 3)
+    freeze_backbone(model, "fc")
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {"fc.weight", "fc.bias"}

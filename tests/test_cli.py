@@ -1,0 +1,119 @@
+"""The command line starts without torch and refuses bad input at once, before any worker starts.
+
+Each command here runs in a Python where importing torch (or torchvision, timm) raises: what passes
+there never loaded torch, so it cannot have started a worker either (the launcher needs torch).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import cli_env, write_synthetic
+
+BLOCKER = '''
+import sys
+
+class _NoTorch:
+    """Importing torch is an error in this interpreter."""
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "torchvision", "timm"):
+            raise ImportError(f"{name} is blocked: this command must not need torch")
+        return None
+
+sys.meta_path.insert(0, _NoTorch())
+'''
+
+
+@pytest.fixture(scope="module")
+def no_torch(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("no_torch")
+    (folder / "sitecustomize.py").write_text(BLOCKER)
+    return cli_env({"PYTHONPATH": str(folder)})
+
+
+def run(args, env) -> tuple:
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "ddptrain", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=60)
+    return proc, time.perf_counter() - started
+
+
+def test_the_blocker_really_blocks_torch(no_torch):
+    proc = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=no_torch)
+    assert proc.returncode != 0 and "is blocked" in proc.stderr
+
+
+def test_help_lint_and_make_dataset_run_without_torch(no_torch, tmp_path):
+    proc, _ = run(["--help"], no_torch)
+    assert proc.returncode == 0 and "train" in proc.stdout
+    proc, _ = run(["train", "--help"], no_torch)
+    assert proc.returncode == 0 and "--lr" in proc.stdout and "optimisation recipe" in proc.stdout
+    script = tmp_path / "x.py"
+    script.write_text("import torch\nmodel = torch.nn.DataParallel(net)\n")
+    proc, _ = run(["lint", script], no_torch)
+    assert proc.returncode == 1 and "DDP" in proc.stdout, proc.stderr[-2000:]  # a finding, found without torch
+    proc, _ = run(["make-dataset", "--out", tmp_path / "d", "--classes", 2, "--per-class", 2], no_torch)
+    assert proc.returncode == 0 and len(list((tmp_path / "d").rglob("*.jpg"))) == 4, proc.stderr[-2000:]
+
+
+def test_report_runs_without_torch(no_torch, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"epoch": 0, "train_loss": 1.0, "val_loss": 1.1, "val_top1": 0.5, '
+                                           '"val_top5": 1.0, "lr": 0.1, "images_per_sec": 10.0, '
+                                           '"epoch_time_s": 2.0, "world_size": 2}\n')
+    proc, _ = run(["report", run_dir], no_torch)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (run_dir / "report" / "report.md").is_file()
+
+
+def _one_line(proc) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_missing_data_folder_fails_at_once_with_one_line(no_torch, tmp_path):
+    proc, _ = run(["train", "--data", tmp_path / "nonexistent", "--nproc", 2, "--out", tmp_path / "run"], no_torch)
+    assert proc.returncode == 1
+    assert _one_line(proc) == f"ddptrain train: error: data folder {tmp_path / 'nonexistent'} does not exist or " \
+                              "is not a folder"
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_weights_file_fails_at_once_with_one_line(no_torch, tmp_path):
+    data = write_synthetic(tmp_path / "d", classes=2, per_class=2)
+    proc, _ = run(["train", "--data", data, "--nproc", 2, "--out", tmp_path / "run", "--weights",
+                   tmp_path / "nope.pth"], no_torch)
+    assert proc.returncode == 1
+    assert "weights file" in _one_line(proc) and "does not exist" in proc.stderr
+
+
+@pytest.mark.parametrize("yaml_text,message", [
+    ("lr: fast\n", "lr must be a number, not 'fast'"),
+    ("epochs: 2.5\n", "epochs must be a whole number, not 2.5"),
+    ("sync_bn: maybe\n", "sync_bn must be true or false, not 'maybe'"),
+    ("optimizer: lamb\n", "optimizer must be one of sgd, adamw, not 'lamb'"),
+    ("optim:\n  lrr: 0.1\n", "unknown option 'optim.lrr'"),
+])
+def test_wrong_yaml_value_fails_at_once_naming_the_key(no_torch, tmp_path, yaml_text, message):
+    (tmp_path / "c.yaml").write_text(yaml_text)
+    proc, _ = run(["train", "--config", tmp_path / "c.yaml", "--data", tmp_path, "--nproc", 2,
+                   "--out", tmp_path / "run"], no_torch)
+    assert proc.returncode == 2
+    line = _one_line(proc)
+    assert message in line and "c.yaml" in line
+
+
+def test_yaml_numbers_written_without_a_dot_are_numbers(tmp_path):
+    """PyYAML reads `lr: 1e-3` as the string '1e-3'; ddptrain converts it."""
+    from ddptrain.config import build_config
+
+    (tmp_path / "c.yaml").write_text("lr: 1e-3\nweight_decay: 5e-2\nnnodes: 1\n")
+    cfg = build_config({"data": "d"}, str(tmp_path / "c.yaml"))
+    assert cfg.optim.lr == 0.001 and cfg.optim.weight_decay == 0.05 and cfg.launch.nnodes == "1"
+

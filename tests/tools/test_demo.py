@@ -1,0 +1,13 @@
+"""`ddptrain demo` (what `make demo` runs): generate, train on 2 processes, evaluate, predict, report."""
+from ..conftest import run_cli
+
+
+def test_demo_runs_end_to_end_and_draws_the_report(tmp_path):
+    out = tmp_path / "run"
+    proc = run_cli(["demo", "--data", tmp_path / "data", "--out", out, "--epochs", 1, "--device", "cpu"])
+    assert "== ddptrain demo summary" in proc.stdout
+    assert "val top-1" in proc.stdout and "predictions:" in proc.stdout
+    assert not any(line.startswith("{") for line in proc.stdout.splitlines())  # a summary, not raw JSON
+    assert (out / "checkpoints" / "best.pt").is_file() and (out / "best_eval.json").is_file()
+    for name in ("report.md", "curves.png", "throughput.png", "epoch_time.png", "confusion.png"):
+        assert (out / "report" / name).is_file(), name

@@ -1,0 +1,114 @@
+"""`ddptrain export`: exported files predict and evaluate exactly like the checkpoint they came from."""
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ddptrain.runtime import dist
+from ddptrain.runtime.env import detect
+from ddptrain.config import Config
+from ddptrain.tools.export import ExportError, export
+from ddptrain.tools.inference import EvalOptions, run_eval, run_predict
+from ddptrain.tools.modelfile import ModelFileError, load_model, sidecar_path
+from ddptrain.models import build_model
+
+from ..conftest import write_synthetic
+
+CLASSES = ["disc", "ring", "star"]
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> Path:
+    return write_synthetic(tmp_path_factory.mktemp("images"), classes=3, per_class=3)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> Path:
+    """A checkpoint as the trainer writes it, with weights that make confident, distinct predictions."""
+    torch.manual_seed(0)
+    model = build_model("timm:test_resnet", len(CLASSES))
+    with torch.no_grad():
+        for module in model.modules():  # non-trivial BatchNorm statistics, so eval mode matters
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 1.5)
+        model.get_classifier().weight.mul_(20)
+    config = Config.from_flat({"data": "unused", "model": "timm:test_resnet", "img_size": 32}).to_flat()
+    path = tmp_path_factory.mktemp("run") / "best.pt"
+    torch.save({"model": model.state_dict(), "config": config, "class_names": CLASSES, "epoch": 4}, path)
+    return path
+
+
+def predictions(model_file: Path, images: Path) -> list:
+    out = io.StringIO()
+    assert run_predict(str(model_file), [str(images)], topk=3, device="cpu", batch_size=4, out=out) == 0
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def assert_same_predictions(got: list, want: list) -> None:
+    assert [p["path"] for p in got] == [p["path"] for p in want]
+    for a, b in zip(got, want):
+        assert [t["class"] for t in a["topk"]] == [t["class"] for t in b["topk"]], a["path"]
+        assert [t["prob"] for t in a["topk"]] == pytest.approx([t["prob"] for t in b["topk"]], abs=1e-5)
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "safetensors"])
+def test_exported_model_predicts_like_the_checkpoint(ckpt, images, fmt):
+    exported = export(ckpt, fmt)
+    assert exported.name == {"torchscript": "best.torchscript.pt", "safetensors": "best.safetensors"}[fmt]
+    meta = json.loads(sidecar_path(exported).read_text())
+    assert meta["class_names"] == CLASSES and meta["img_size"] == 32 and meta["epoch"] == 4
+    want = predictions(ckpt, images)
+    assert len(want) == 9 and len({p["topk"][0]["prob"] for p in want}) > 1  # outputs depend on the image
+    assert_same_predictions(predictions(exported, images), want)
+
+
+def test_exported_files_carry_their_class_names_inside(ckpt, tmp_path):
+    """Moved without its .json, an exported file still knows its classes and model."""
+    for fmt in ("torchscript", "safetensors"):
+        exported = export(ckpt, fmt, tmp_path / f"model-{fmt}")
+        if fmt == "safetensors":
+            exported = exported.rename(tmp_path / "model.safetensors")
+        else:
+            sidecar_path(exported).unlink()
+        loaded = load_model(exported, torch.device("cpu"))
+        assert loaded.class_names == CLASSES and loaded.config.data.img_size == 32
+
+
+def test_eval_of_an_exported_model_equals_eval_of_the_checkpoint(ckpt, images, capsys):
+    exported = export(ckpt, "torchscript", ckpt.parent / "m.torchscript.pt")
+    env = detect({})
+    reports = [run_eval(EvalOptions(checkpoint=str(path), data=str(images), split="all", batch_size=4, workers=0,
+                                    device="cpu"), env) for path in (ckpt, exported)]
+    assert reports[0]["samples"] == reports[1]["samples"] == 9
+    assert reports[1]["confusion"] == reports[0]["confusion"]
+    assert reports[1]["loss"] == pytest.approx(reports[0]["loss"], rel=1e-5)
+
+
+def test_onnx_without_the_package_says_what_to_install(ckpt, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # as if it were not installed
+    with pytest.raises(ExportError, match="pip install onnx"):
+        export(ckpt, "onnx", tmp_path / "m.onnx")
+
+
+def test_onnx_export_runs_like_the_checkpoint(ckpt, tmp_path):
+    pytest.importorskip("onnx", reason="the onnx package is not installed")
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+    exported = export(ckpt, "onnx", tmp_path / "m.onnx")
+    images = torch.randn(2, 3, 32, 32)
+    want = load_model(ckpt, torch.device("cpu")).model(images).detach().numpy()
+    got = ort.InferenceSession(str(exported)).run(None, {"images": images.numpy()})[0]
+    assert abs(got - want).max() < 1e-4
+    with pytest.raises(ModelFileError, match="onnxruntime"):
+        load_model(exported, torch.device("cpu"))
+
+
+def test_export_cli_writes_the_model_and_its_classes(ckpt, tmp_path):
+    from ddptrain.cli import main
+
+    assert main(["export", "--checkpoint", str(ckpt), "--format", "safetensors",
+                 "--out", str(tmp_path / "x.safetensors")]) == 0
+    assert json.loads((tmp_path / "x.safetensors.json").read_text())["class_names"] == CLASSES

@@ -1,0 +1,108 @@
+"""`ddptrain report`: figures that hold the run's numbers, valid PNGs, and a report.md that embeds them."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from ddptrain.config import Config
+from ddptrain.tools.report import ReportError, label_runs, load_run, plot_curves, write_report
+
+CLASSES = ["disc", "ring", "star"]
+
+
+def fake_run(folder: Path, world_size: int, sync_bn: bool, epochs: int = 3) -> Path:
+    """A run directory shaped exactly like the trainer's (metrics.jsonl, config.yaml, best_eval.json)."""
+    folder.mkdir(parents=True)
+    config = Config.from_flat({"data": "data/x", "out": str(folder), "sync_bn": sync_bn, "nproc": world_size}).to_flat()
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    lines = []
+    for epoch in range(epochs):
+        lines.append(json.dumps({
+            "epoch": epoch, "step": 10 * (epoch + 1), "train_loss": 1.5 / (epoch + 1) + 0.1 * sync_bn,
+            "val_loss": 1.6 / (epoch + 1), "val_top1": 0.4 + 0.2 * epoch, "val_top5": 0.9 + 0.05 * epoch,
+            "val_samples": 30, "lr": 0.05 * (1 - epoch / epochs), "images_per_sec": 100.0 * world_size + epoch,
+            "epoch_time_s": 12.0 / world_size + epoch, "data_wait_frac": 0.05 * (epoch + 1),
+            "data_wait_frac_max": 0.1 * (epoch + 1), "skipped_images": 0, "world_size": world_size}))
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    confusion = [[9, 1, 0], [2, 7, 1], [0, 0, 10]]
+    (folder / "best_eval.json").write_text(json.dumps({
+        "epoch": epochs - 1, "samples": 30, "top1": 26 / 30, "top5": 1.0, "loss": 0.4, "skipped": 0,
+        "class_names": CLASSES, "confusion": confusion, "checkpoint": "checkpoints/best.pt"}))
+    return folder
+
+
+def assert_plotted_png(path: Path) -> None:
+    """A valid PNG of a real figure: decodes, has a sensible size, and is not a blank canvas."""
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    with Image.open(path) as image:
+        image.verify()
+    with Image.open(path) as image:
+        pixels = np.asarray(image.convert("L"), dtype=np.float32)
+    assert pixels.shape[0] >= 300 and pixels.shape[1] >= 400, (path, pixels.shape)
+    assert (pixels < 200).mean() > 0.01, f"{path} is nearly empty"  # axes, lines, bars and text drawn
+
+
+def test_one_run_gives_every_figure_and_a_report(tmp_path):
+    run = fake_run(tmp_path / "demo", world_size=2, sync_bn=False)
+    report = write_report([run])
+    assert report == run / "report" / "report.md"
+    for name in ("curves.png", "throughput.png", "epoch_time.png", "confusion.png"):
+        assert_plotted_png(run / "report" / name)
+        assert f"]({name})" in report.read_text()
+    text = report.read_text()
+    assert "| demo | 2 | 3 | 0.8000 | 1.0000 |" in text  # run, ranks, epochs, final top-1, final top-5
+    assert "0.8000 (3)" in text  # best top-1 and its epoch
+
+
+def test_curves_carry_the_metrics_of_each_run(tmp_path):
+    runs = [load_run(fake_run(tmp_path / "a", 1, False)), load_run(fake_run(tmp_path / "b", 2, True))]
+    label_runs(runs)
+    assert [r.label for r in runs] == ["1 rank, sync-bn off", "2 ranks, sync-bn on"]
+    fig = plot_curves(runs)
+    loss_ax, acc_ax, lr_ax = fig.axes
+    lines = {line.get_label(): line for line in loss_ax.get_lines()}
+    assert set(lines) == {"1 rank, sync-bn off: train", "1 rank, sync-bn off: val",
+                          "2 ranks, sync-bn on: train", "2 ranks, sync-bn on: val"}
+    train_b = lines["2 ranks, sync-bn on: train"]
+    assert list(train_b.get_xdata()) == [1, 2, 3]
+    assert list(train_b.get_ydata()) == pytest.approx([1.6, 0.85, 0.6])
+    top1 = [line for line in acc_ax.get_lines() if line.get_label().endswith("top-1")]
+    assert [list(line.get_ydata()) for line in top1] == [pytest.approx([0.4, 0.6, 0.8])] * 2
+    assert [line.get_label() for line in lr_ax.get_lines()] == [r.label for r in runs]
+
+
+def test_two_runs_overlay_and_compare_epoch_time(tmp_path):
+    runs = [fake_run(tmp_path / "one", 1, False), fake_run(tmp_path / "two", 2, True)]
+    report = write_report(runs, tmp_path / "cmp")
+    names = sorted(p.name for p in (tmp_path / "cmp").glob("*.png"))
+    assert names == ["confusion-1-one.png", "confusion-2-two.png", "curves.png", "epoch_time.png",
+                     "throughput.png"]
+    for name in names:
+        assert_plotted_png(tmp_path / "cmp" / name)
+    text = report.read_text()
+    assert "## How the runs differ" in text and "| sync_bn | False | True |" in text and "| ranks | 1 | 2 |" in text
+    assert "| 1 rank, sync-bn off | 1 | 3 |" in text and "| 2 ranks, sync-bn on | 2 | 3 |" in text
+
+
+def test_a_run_without_best_eval_says_how_to_make_one(tmp_path):
+    run = fake_run(tmp_path / "old", 1, False)
+    (run / "best_eval.json").unlink()
+    text = write_report([run]).read_text()
+    assert not (run / "report" / "confusion.png").exists()
+    assert f"ddptrain eval --checkpoint {run}/checkpoints/best.pt" in text
+
+
+def test_a_folder_that_is_not_a_run_is_named(tmp_path):
+    with pytest.raises(ReportError, match="no metrics.jsonl"):
+        write_report([tmp_path])
+
+
+def test_a_damaged_metrics_line_is_named(tmp_path):
+    run = fake_run(tmp_path / "r", 1, False)
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"epoch": 3, "train_lo\n')  # a write cut short
+    with pytest.raises(ReportError, match=r"metrics.jsonl:4 is not a metrics line"):
+        write_report([run])

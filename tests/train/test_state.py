@@ -1,0 +1,83 @@
+"""The checkpoint format has one owner: TrainState writes the dict every ddptrain checkpoint holds and
+reads it back; no other module reads a checkpoint by its string keys."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import torch
+
+from ddptrain.train.state import FORMAT_VERSION, EpochPosition, PartialEpoch, TrainState
+
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ddptrain"
+STATE_MODULE = PACKAGE / "train" / "state.py"
+
+# The file format as `ddptrain train` has always written it (an epoch end, then a mid-epoch checkpoint).
+EPOCH_END_KEYS = ["format", "model", "optimizer", "scheduler", "scaler", "epoch", "step", "best_top1", "rng",
+                  "config", "class_names", "world_size", "metrics"]
+MID_EPOCH_KEYS = EPOCH_END_KEYS[:-1] + ["partial"]
+
+
+def _state(**extra) -> TrainState:
+    return TrainState(model={"w": torch.ones(2)}, optimizer={"state": {}, "param_groups": []}, scheduler={"lr": 1.0},
+                      epoch=2, step=30, best_top1=0.5, rng={"torch": torch.get_rng_state()},
+                      config={"model": "resnet18", "lr": 0.1}, class_names=["a", "b"], world_size=2, **extra)
+
+
+def test_epoch_end_and_mid_epoch_dicts_keep_the_file_format():
+    assert list(_state(metrics={"epoch": 2}).to_dict()) == EPOCH_END_KEYS
+    partial = PartialEpoch(3, EpochPosition(8, 4.0, 8.0, 1), [{"torch": torch.get_rng_state()}] * 2)
+    saved = _state(partial=partial).to_dict()
+    assert list(saved) == MID_EPOCH_KEYS and saved["format"] == FORMAT_VERSION
+    assert saved["partial"]["position"] == {"samples_done": 8, "loss_sum": 4.0, "loss_count": 8.0, "skipped": 1}
+
+
+def test_round_trip_through_a_weights_only_file(tmp_path):
+    partial = PartialEpoch(3, EpochPosition(8, 4.0, 8.0, 1), [{"torch": torch.get_rng_state()}])
+    torch.save(_state(partial=partial).to_dict(), tmp_path / "c.pt")
+    back = TrainState.from_dict(torch.load(tmp_path / "c.pt", weights_only=True), tmp_path / "c.pt")
+    assert (back.partial.epoch, back.partial.position) == (3, EpochPosition(8, 4.0, 8.0, 1))
+    assert torch.equal(back.partial.rng[0]["torch"], partial.rng[0]["torch"])
+    assert back.next_epoch() == 3 and back.resumes_mid_epoch
+    assert (back.epoch, back.step, back.best_top1, back.class_names, back.world_size) == (2, 30, 0.5, ["a", "b"], 2)
+    assert torch.equal(back.model["w"], torch.ones(2))
+    assert _state().next_epoch() == 3 and not _state().resumes_mid_epoch  # epoch end: the next one
+
+
+def test_a_checkpoint_of_an_older_layout_loads_with_defaults():
+    old = {"model": {"w": torch.zeros(1)}, "optimizer": {}, "epoch": 0, "step": 4}  # no format, rng, world_size
+    state = TrainState.from_dict(old, "old.pt")
+    assert (state.epoch, state.step, state.world_size, state.best_top1, state.partial) == (0, 4, 1, -1.0, None)
+
+
+def _string_keys(tree: ast.AST, reads_only: bool = False):
+    """String constants used as keys: d["k"], d.get("k") and, unless `reads_only`, {"k": ...}."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            yield node.slice.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args and isinstance(node.args[0], ast.Constant):
+            yield node.args[0].value
+        elif isinstance(node, ast.Dict) and not reads_only:
+            yield from (k.value for k in node.keys if isinstance(k, ast.Constant))
+
+
+def test_checkpoint_keys_are_written_as_strings_in_one_module_only():
+    """Keys that only a checkpoint has appear as strings in train/state.py alone; and the modules that load
+    or write checkpoints read none of the checkpoint's keys by string (they use TrainState's fields)."""
+    only_in_checkpoints = {"scheduler", "scaler", "best_top1", "rng", "partial", "position", "samples_done",
+                           "loss_sum", "loss_count"}
+    all_keys = set(MID_EPOCH_KEYS) | set(EPOCH_END_KEYS) | only_in_checkpoints
+    checkpoint_users = {"train/trainer.py", "train/checkpointer.py", "tools/modelfile.py", "api.py"}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == STATE_MODULE:
+            continue
+        name = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text())
+        found += [f"{name}: '{key}'" for key in sorted(set(_string_keys(tree)) & only_in_checkpoints)]
+        if name in checkpoint_users:
+            found += [f"{name} reads '{key}'" for key in sorted(set(_string_keys(tree, reads_only=True)) & all_keys)]
+    assert found == []
+    reader = 'state["optimizer"]; state.get("rng"); out = {"scaler": None}'  # the scan sees every way of using a key
+    assert set(_string_keys(ast.parse(reader))) == {"optimizer", "rng", "scaler"}

@@ -1,0 +1,31 @@
+"""The Trainer in one process (world size 1, the same code path as N)."""
+from ddptrain.runtime import dist
+from ddptrain.runtime.env import DistEnv
+from ddptrain.config import build_config
+from ddptrain.logs import setup_logging
+from ddptrain.train.trainer import Trainer
+
+
+def test_trainer_advances_the_sampler_epoch_and_records_each_epoch(tiny_shapes, tmp_path):
+    cfg = build_config({"data": str(tiny_shapes), "out": str(tmp_path / "run"), "model": "timm:test_resnet",
+                        "img_size": 32, "batch_size": 8, "epochs": 3, "workers": 0, "val_split": 0.25})
+    setup_logging(0, 1)
+    rt = dist.setup(DistEnv(), "cpu", 60)
+    try:
+        trainer = Trainer(cfg, rt)
+        seen_epochs = []
+        original_iter = trainer.train_loader.sampler.__class__.__iter__
+
+        def recording_iter(sampler):
+            seen_epochs.append(sampler.epoch)
+            return original_iter(sampler)
+
+        trainer.train_loader.sampler.__class__.__iter__ = recording_iter
+        try:
+            trainer.fit()
+        finally:
+            trainer.train_loader.sampler.__class__.__iter__ = original_iter
+    finally:
+        dist.cleanup()
+    assert seen_epochs == [0, 1, 2]  # set_epoch before every epoch: a new shuffle each time
+    assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()

@@ -1,0 +1,70 @@
+"""Files from elsewhere: nothing is ever unpickled into running code; safetensors are accepted."""
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from ddptrain.errors import CheckpointError, WeightsError
+from ddptrain.models import build_model, load_weights
+from ddptrain.train import checkpointer
+from ddptrain.train.state import read_model_weights
+
+from ..conftest import run_cli
+
+
+SMALL = ["--model", "resnet18", "--img-size", 32, "--batch-size", 4, "--workers", 0]
+
+
+class _Payload:
+    """Unpickling this would create a file: proof that code from the file ran."""
+
+    def __init__(self, marker: pathlib.Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (self.marker,))
+
+
+def _crafted(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    marker = tmp_path / "payload-ran"
+    path = tmp_path / "crafted.pt"
+    torch.save({"model": {"fc.weight": torch.zeros(1)}, "extra": _Payload(marker)}, path)
+    return path, marker
+
+
+def test_crafted_weights_and_checkpoints_are_refused_without_running_code(tmp_path):
+    path, marker = _crafted(tmp_path)
+    with pytest.raises(WeightsError, match="weights_only"):
+        read_model_weights(path)
+    with pytest.raises(CheckpointError, match="cannot read checkpoint"):
+        checkpointer.load(path)
+    assert not marker.exists()
+
+
+def test_crafted_checkpoint_is_refused_by_the_cli(tmp_path, tiny_shapes):
+    path, marker = _crafted(tmp_path)
+    proc = run_cli(["eval", "--checkpoint", path, "--data", tiny_shapes], check=False)
+    assert proc.returncode != 0 and "cannot read checkpoint" in proc.stderr
+    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *SMALL, "--resume", path],
+                   check=False)
+    assert proc.returncode != 0 and "cannot read checkpoint" in proc.stderr
+    assert not marker.exists()
+
+
+def test_safetensors_weights_load(tmp_path):
+    source = build_model("resnet18", 3)
+    save_file({f"module.{k}": v.contiguous() for k, v in source.state_dict().items()}, str(tmp_path / "w.safetensors"))
+    model = build_model("resnet18", 3)
+    path = tmp_path / "w.safetensors"
+    assert load_weights(model, read_model_weights(path), "fc", str(path)) == []
+    assert torch.equal(model.layer1[0].conv1.weight, source.layer1[0].conv1.weight)
+
+
+def test_missing_weights_file_stops_the_cli(tmp_path, tiny_shapes):
+    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *SMALL,
+                    "--weights", tmp_path / "nope.pth"], check=False)
+    assert proc.returncode != 0 and "does not exist" in proc.stderr and "from scratch" in proc.stderr
+    assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()
