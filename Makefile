@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The torch build this project is tested with here; pyproject.toml itself accepts a range.
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test venv clean
+.PHONY: demo test test-fast check venv clean
 
 venv: $(VENV)/.installed
 
@@ -24,6 +24,16 @@ PYTEST_WORKERS ?= 2
 
 test: venv
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+
+# The unit tests only (no multi-process runs): well under a minute.
+test-fast: venv
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow"
+
+# Lint, formatting and types: what keeps the code base readable.
+check: venv
+	$(VENV)/bin/ruff check src tests examples benchmarks
+	$(VENV)/bin/ruff format --check src tests examples benchmarks
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf runs data/demo .pytest_cache

@@ -4,6 +4,7 @@ Run it with torchrun:  python -m torch.distributed.run --nproc-per-node 2 benchm
 It prints one JSON line per epoch on rank 0 with the steady-state images/s summed over ranks
 (the same definition ddptrain writes to metrics.jsonl).
 """
+
 import argparse
 import json
 import os
@@ -54,16 +55,30 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
 
-    transform = transforms.Compose([
-        transforms.RandomResizedCrop(args.img_size), transforms.RandomHorizontalFlip(), transforms.ToTensor(),
-        transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    transform = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(args.img_size),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+        ]
+    )
     dataset = FolderDataset(args.data, transform)
     sampler = DistributedSampler(dataset, shuffle=True, seed=42, drop_last=True)
-    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                        pin_memory=use_cuda, drop_last=True, persistent_workers=args.workers > 0)
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        sampler=sampler,
+        num_workers=args.workers,
+        pin_memory=use_cuda,
+        drop_last=True,
+        persistent_workers=args.workers > 0,
+    )
     num_classes = len({label for _, label in dataset.samples})
-    model = DDP(torchvision.models.get_model(args.model, num_classes=num_classes).to(device),
-                device_ids=[local_rank] if use_cuda else None)
+    model = DDP(
+        torchvision.models.get_model(args.model, num_classes=num_classes).to(device),
+        device_ids=[local_rank] if use_cuda else None,
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -87,8 +102,10 @@ def main():
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - steady_start
         if rank == 0:
-            print(json.dumps({"epoch": epoch, "images_per_sec": steady_images * world / elapsed,
-                              "loss": loss.item()}), flush=True)
+            print(
+                json.dumps({"epoch": epoch, "images_per_sec": steady_images * world / elapsed, "loss": loss.item()}),
+                flush=True,
+            )
     dist.destroy_process_group()
 
 

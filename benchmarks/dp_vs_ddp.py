@@ -7,6 +7,7 @@ fp32. The global batch is the same for both: DataParallel splits it inside one p
 of N processes batch/N. This file is the only place in the project where nn.DataParallel appears:
 it is here to be measured against.
 """
+
 import argparse
 import json
 import os
@@ -49,8 +50,9 @@ def ddp_worker(args) -> None:
     dist.init_process_group("nccl")
     world = dist.get_world_size()
     device = torch.device("cuda", local_rank)
-    model = torch.nn.parallel.DistributedDataParallel(torchvision.models.get_model(args.model).to(device),
-                                                      device_ids=[local_rank])
+    model = torch.nn.parallel.DistributedDataParallel(
+        torchvision.models.get_model(args.model).to(device), device_ids=[local_rank]
+    )
     ips = _train(model, args.batch_size // world, args.steps, device) * world
     memory = [None] * world
     dist.all_gather_object(memory, torch.cuda.max_memory_allocated(device) / 2**20)
@@ -76,9 +78,26 @@ def main() -> int:
         print(f"skipped: needs at least 2 GPUs ({gpus} visible)")
         return 0
     rows = [data_parallel(args)]
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={gpus}", "--standalone",
-                          __file__, "--ddp-worker", "--model", args.model, "--batch-size", str(args.batch_size),
-                          "--steps", str(args.steps)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc-per-node={gpus}",
+            "--standalone",
+            __file__,
+            "--ddp-worker",
+            "--model",
+            args.model,
+            "--batch-size",
+            str(args.batch_size),
+            "--steps",
+            str(args.steps),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     result = {"model": args.model, "global_batch": args.batch_size, "gpus": gpus, "rows": rows}
     if args.out:

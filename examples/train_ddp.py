@@ -9,6 +9,7 @@ moves there and is wrapped in DDP (identical start, gradients averaged); each ra
 shard, reshuffled every epoch; every validation image is counted exactly once, summed over ranks;
 only rank 0 prints and writes the (unwrapped) weights.
 """
+
 import argparse
 
 import torch
@@ -29,11 +30,13 @@ def main():
     args = parser.parse_args()
 
     device = ddptrain.setup()  # ddptrain
-    transform = transforms.Compose([
-        transforms.Resize((args.img_size, args.img_size)),
-        transforms.ToTensor(),
-        transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-    ])
+    transform = transforms.Compose(
+        [
+            transforms.Resize((args.img_size, args.img_size)),
+            transforms.ToTensor(),
+            transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        ]
+    )
     train_set = datasets.ImageFolder(f"{args.data}/train", transform)
     val_set = datasets.ImageFolder(f"{args.data}/val", transform)
     train_loader = ddptrain.train_loader(train_set, batch_size=args.batch_size, num_workers=args.workers)  # ddptrain

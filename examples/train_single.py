@@ -5,6 +5,7 @@ examples/train_ddp.py is this script converted to DistributedDataParallel with d
 
     python examples/train_single.py --data DIR   # DIR/train/<class>/*.jpg and DIR/val/<class>/*.jpg
 """
+
 import argparse
 
 import torch
@@ -25,11 +26,13 @@ def main():
     args = parser.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    transform = transforms.Compose([
-        transforms.Resize((args.img_size, args.img_size)),
-        transforms.ToTensor(),
-        transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-    ])
+    transform = transforms.Compose(
+        [
+            transforms.Resize((args.img_size, args.img_size)),
+            transforms.ToTensor(),
+            transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        ]
+    )
     train_set = datasets.ImageFolder(f"{args.data}/train", transform)
     val_set = datasets.ImageFolder(f"{args.data}/val", transform)
     train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, num_workers=args.workers)

@@ -1,4 +1,5 @@
 """Shared helpers: tiny image folders made on the spot and a runner for the real `ddptrain` CLI."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,12 +19,40 @@ from ddptrain.data.synthetic import CLASS_ORDER, render_image
 
 CLI_TIMEOUT_S = 300
 # metrics.jsonl fields that measure time or memory: they differ between otherwise identical runs
-TIMING_KEYS = {"images_per_sec", "epoch_time_s", "data_wait_frac", "data_wait_frac_max", "time", "step_time_s",
-               "rank_work_s", "step_time_spread", "max_mem_mb", "gpu_util"}
+TIMING_KEYS = {
+    "images_per_sec",
+    "epoch_time_s",
+    "data_wait_frac",
+    "data_wait_frac_max",
+    "time",
+    "step_time_s",
+    "rank_work_s",
+    "step_time_spread",
+    "max_mem_mb",
+    "gpu_util",
+}
 FAULT_HOOK = Path(__file__).parent / "fault_hook"
 # The short 2-epoch run that resume, restart and preemption tests compare against, bit for bit.
-RESUME_FLAGS = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 4, "--epochs", 2, "--lr", 0.01,
-                "--workers", 1, "--val-split", 0.25, "--seed", 3, "--warmup-epochs", 0.5]
+RESUME_FLAGS = [
+    "--model",
+    "timm:test_resnet",
+    "--img-size",
+    32,
+    "--batch-size",
+    4,
+    "--epochs",
+    2,
+    "--lr",
+    0.01,
+    "--workers",
+    1,
+    "--val-split",
+    0.25,
+    "--seed",
+    3,
+    "--warmup-epochs",
+    0.5,
+]
 
 
 def write_synthetic(root: Path, classes: int, per_class: int, seed: int = 0, start: int = 0) -> Path:
@@ -46,16 +75,26 @@ def cli_env(extra: dict | None = None) -> dict:
 def fault_env(action: str, rank, step: int = 0) -> dict:
     """Environment for a run in which `rank` misbehaves at its `step`-th optimizer update
     (see tests/fault_hook/sitecustomize.py)."""
-    return {"PYTHONPATH": os.pathsep.join([str(FAULT_HOOK), os.environ.get("PYTHONPATH", "")]),
-            "FAULT_ACTION": action, "FAULT_RANK": str(rank), "FAULT_STEP": str(step)}
+    return {
+        "PYTHONPATH": os.pathsep.join([str(FAULT_HOOK), os.environ.get("PYTHONPATH", "")]),
+        "FAULT_ACTION": action,
+        "FAULT_RANK": str(rank),
+        "FAULT_STEP": str(step),
+    }
 
 
 @contextlib.contextmanager
 def started(cmd: Sequence, env: dict | None = None) -> Iterator[subprocess.Popen]:
     """A background `ddptrain` command in its own process group, killed with all its workers on exit,
     whatever the test's outcome."""
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env or cli_env(), start_new_session=True)
+    proc = subprocess.Popen(
+        [str(c) for c in cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env or cli_env(),
+        start_new_session=True,
+    )
     try:
         yield proc
     finally:
@@ -71,19 +110,23 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_cli(args: Sequence[str], timeout: int = CLI_TIMEOUT_S, check: bool = True,
-            env_extra: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    args: Sequence[str], timeout: int = CLI_TIMEOUT_S, check: bool = True, env_extra: dict | None = None
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "ddptrain", *map(str, args)]
-    popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=cli_env(env_extra), start_new_session=True)
+    popen = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env_extra), start_new_session=True
+    )
     try:
         stdout, stderr = popen.communicate(timeout=timeout)
     finally:
         _kill_group(popen)
     proc = subprocess.CompletedProcess(cmd, popen.returncode, stdout, stderr)
     if check and proc.returncode != 0:
-        raise AssertionError(f"ddptrain {' '.join(map(str, args))} exited {proc.returncode}\n"
-                             f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"ddptrain {' '.join(map(str, args))} exited {proc.returncode}\n"
+            f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
@@ -116,6 +159,13 @@ def save_odd_modes(folder: Path, stem: str) -> List[Path]:
             image.save(folder / name)
         out.append(folder / name)
     return out
+
+
+def pytest_collection_modifyitems(config, items):
+    """Everything under tests/e2e runs the real CLI on several processes: `make test-fast` leaves it out."""
+    for item in items:
+        if "e2e" in item.path.parts:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

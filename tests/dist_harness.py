@@ -3,6 +3,7 @@
 Each rank calls `fn(rt, *args)` with a live `ddptrain.runtime.dist.Runtime`; what it returns (tensors,
 numbers, lists, dicts) comes back to the test as a list indexed by rank.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -19,8 +20,15 @@ from ddptrain.runtime.launch import free_port
 
 def _entry(rank: int, fn: Callable, world_size: int, port: int, out_dir: str, args: tuple) -> None:
     torch.set_num_threads(1)
-    env = DistEnv(rank=rank, local_rank=rank, world_size=world_size, local_world_size=world_size,
-                       master_addr="127.0.0.1", master_port=port, launcher="test")
+    env = DistEnv(
+        rank=rank,
+        local_rank=rank,
+        world_size=world_size,
+        local_world_size=world_size,
+        master_addr="127.0.0.1",
+        master_port=port,
+        launcher="test",
+    )
     rt = dist.setup(env, "cpu", timeout_s=120)
     try:
         torch.save(fn(rt, *args), Path(out_dir) / f"rank{rank}.pt")
@@ -30,8 +38,13 @@ def _entry(rank: int, fn: Callable, world_size: int, port: int, out_dir: str, ar
 
 def run_ranks(fn: Callable, world_size: int, *args: Any) -> List[Any]:
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.start_processes(_entry, args=(fn, world_size, free_port(), out_dir, args), nprocs=world_size,
-                           start_method="spawn", join=True)
+        mp.start_processes(
+            _entry,
+            args=(fn, world_size, free_port(), out_dir, args),
+            nprocs=world_size,
+            start_method="spawn",
+            join=True,
+        )
         return [torch.load(Path(out_dir) / f"rank{r}.pt", weights_only=True) for r in range(world_size)]
 
 

@@ -1,4 +1,5 @@
 """The library API for users' own scripts: the converted example, run for real on 2 gloo ranks."""
+
 import ast
 import difflib
 import subprocess
@@ -26,21 +27,43 @@ def code_lines(path: Path) -> list:
 
 def test_the_converted_example_changes_at_most_ten_lines():
     single, converted = code_lines(EXAMPLES / "train_single.py"), code_lines(EXAMPLES / "train_ddp.py")
-    added = [line for line in difflib.unified_diff(single, converted, lineterm="", n=0)
-             if line.startswith("+") and not line.startswith("+++")]
+    added = [
+        line
+        for line in difflib.unified_diff(single, converted, lineterm="", n=0)
+        if line.startswith("+") and not line.startswith("+++")
+    ]
     assert 0 < len(added) <= 10, added
     assert all("ddptrain" in line or line[1:].strip().startswith("print(") for line in added), added
 
 
+@pytest.mark.slow
 def test_the_converted_example_trains_on_two_ranks(tmp_path):
     data = tmp_path / "data"
     write_synthetic(data / "train", classes=3, per_class=8)
     write_synthetic(data / "val", classes=3, per_class=2, start=100)
     write_synthetic(data / "val", classes=1, per_class=1, start=200)  # 7 images: the ranks get 4 and 3
     out = tmp_path / "model.pt"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           str(EXAMPLES / "train_ddp.py"), "--data", str(data), "--epochs", "2", "--img-size", "32",
-           "--batch-size", "4", "--workers", "1", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        str(EXAMPLES / "train_ddp.py"),
+        "--data",
+        str(data),
+        "--epochs",
+        "2",
+        "--img-size",
+        "32",
+        "--batch-size",
+        "4",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env=cli_env())
     assert proc.returncode == 0, proc.stderr[-4000:]
     epochs = [line for line in proc.stdout.splitlines() if line.startswith("epoch")]

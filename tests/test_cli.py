@@ -3,12 +3,12 @@
 Each command here runs in a Python where importing torch (or torchvision, timm) raises: what passes
 there never loaded torch, so it cannot have started a worker either (the launcher needs torch).
 """
+
 from __future__ import annotations
 
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -37,8 +37,9 @@ def no_torch(tmp_path_factory) -> dict:
 
 def run(args, env) -> tuple:
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ddptrain", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddptrain", *map(str, args)], capture_output=True, text=True, env=env, timeout=60
+    )
     return proc, time.perf_counter() - started
 
 
@@ -63,9 +64,11 @@ def test_help_lint_and_make_dataset_run_without_torch(no_torch, tmp_path):
 def test_report_runs_without_torch(no_torch, tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "metrics.jsonl").write_text('{"epoch": 0, "train_loss": 1.0, "val_loss": 1.1, "val_top1": 0.5, '
-                                           '"val_top5": 1.0, "lr": 0.1, "images_per_sec": 10.0, '
-                                           '"epoch_time_s": 2.0, "world_size": 2}\n')
+    (run_dir / "metrics.jsonl").write_text(
+        '{"epoch": 0, "train_loss": 1.0, "val_loss": 1.1, "val_top1": 0.5, '
+        '"val_top5": 1.0, "lr": 0.1, "images_per_sec": 10.0, '
+        '"epoch_time_s": 2.0, "world_size": 2}\n'
+    )
     proc, _ = run(["report", run_dir], no_torch)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (run_dir / "report" / "report.md").is_file()
@@ -80,30 +83,38 @@ def _one_line(proc) -> str:
 def test_missing_data_folder_fails_at_once_with_one_line(no_torch, tmp_path):
     proc, _ = run(["train", "--data", tmp_path / "nonexistent", "--nproc", 2, "--out", tmp_path / "run"], no_torch)
     assert proc.returncode == 1
-    assert _one_line(proc) == f"ddptrain train: error: data folder {tmp_path / 'nonexistent'} does not exist or " \
-                              "is not a folder"
+    assert (
+        _one_line(proc) == f"ddptrain train: error: data folder {tmp_path / 'nonexistent'} does not exist or "
+        "is not a folder"
+    )
     assert not (tmp_path / "run").exists()
 
 
 def test_missing_weights_file_fails_at_once_with_one_line(no_torch, tmp_path):
     data = write_synthetic(tmp_path / "d", classes=2, per_class=2)
-    proc, _ = run(["train", "--data", data, "--nproc", 2, "--out", tmp_path / "run", "--weights",
-                   tmp_path / "nope.pth"], no_torch)
+    proc, _ = run(
+        ["train", "--data", data, "--nproc", 2, "--out", tmp_path / "run", "--weights", tmp_path / "nope.pth"], no_torch
+    )
     assert proc.returncode == 1
     assert "weights file" in _one_line(proc) and "does not exist" in proc.stderr
 
 
-@pytest.mark.parametrize("yaml_text,message", [
-    ("lr: fast\n", "lr must be a number, not 'fast'"),
-    ("epochs: 2.5\n", "epochs must be a whole number, not 2.5"),
-    ("sync_bn: maybe\n", "sync_bn must be true or false, not 'maybe'"),
-    ("optimizer: lamb\n", "optimizer must be one of sgd, adamw, not 'lamb'"),
-    ("optim:\n  lrr: 0.1\n", "unknown option 'optim.lrr'"),
-])
+@pytest.mark.parametrize(
+    "yaml_text,message",
+    [
+        ("lr: fast\n", "lr must be a number, not 'fast'"),
+        ("epochs: 2.5\n", "epochs must be a whole number, not 2.5"),
+        ("sync_bn: maybe\n", "sync_bn must be true or false, not 'maybe'"),
+        ("optimizer: lamb\n", "optimizer must be one of sgd, adamw, not 'lamb'"),
+        ("optim:\n  lrr: 0.1\n", "unknown option 'optim.lrr'"),
+    ],
+)
 def test_wrong_yaml_value_fails_at_once_naming_the_key(no_torch, tmp_path, yaml_text, message):
     (tmp_path / "c.yaml").write_text(yaml_text)
-    proc, _ = run(["train", "--config", tmp_path / "c.yaml", "--data", tmp_path, "--nproc", 2,
-                   "--out", tmp_path / "run"], no_torch)
+    proc, _ = run(
+        ["train", "--config", tmp_path / "c.yaml", "--data", tmp_path, "--nproc", 2, "--out", tmp_path / "run"],
+        no_torch,
+    )
     assert proc.returncode == 2
     line = _one_line(proc)
     assert message in line and "c.yaml" in line
@@ -116,4 +127,3 @@ def test_yaml_numbers_written_without_a_dot_are_numbers(tmp_path):
     (tmp_path / "c.yaml").write_text("lr: 1e-3\nweight_decay: 5e-2\nnnodes: 1\n")
     cfg = build_config({"data": "d"}, str(tmp_path / "c.yaml"))
     assert cfg.optim.lr == 0.001 and cfg.optim.weight_decay == 0.05 and cfg.launch.nnodes == "1"
-

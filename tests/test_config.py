@@ -15,8 +15,13 @@ def _parse(argv):
 def test_flags_override_yaml_which_overrides_defaults(tmp_path):
     (tmp_path / "c.yaml").write_text("data: /d\nepochs: 3\nlr: 0.5\n")
     cfg = build_config(_parse(["--lr", "0.1", "--sync-bn"]), str(tmp_path / "c.yaml"))
-    assert (cfg.data.path, cfg.optim.epochs, cfg.optim.lr, cfg.model.sync_bn, cfg.optim.batch_size) == \
-        ("/d", 3, 0.1, True, 32)
+    assert (cfg.data.path, cfg.optim.epochs, cfg.optim.lr, cfg.model.sync_bn, cfg.optim.batch_size) == (
+        "/d",
+        3,
+        0.1,
+        True,
+        32,
+    )
 
 
 def test_boolean_flags_are_real_booleans():
@@ -63,8 +68,9 @@ def test_example_configs_are_valid():
 
 def test_nested_yaml_is_the_same_config_as_flat(tmp_path):
     (tmp_path / "flat.yaml").write_text("data: /d\nlr: 0.2\nepochs: 4\nnproc: 2\nout: runs/x\n")
-    (tmp_path / "nested.yaml").write_text("data:\n  path: /d\noptim:\n  lr: 0.2\n  epochs: 4\nlaunch:\n  nproc: 2\n"
-                                          "run:\n  out: runs/x\n")
+    (tmp_path / "nested.yaml").write_text(
+        "data:\n  path: /d\noptim:\n  lr: 0.2\n  epochs: 4\nlaunch:\n  nproc: 2\nrun:\n  out: runs/x\n"
+    )
     flat, nested = (build_config({}, str(tmp_path / name)) for name in ("flat.yaml", "nested.yaml"))
     assert flat == nested and nested.optim.lr == 0.2 and nested.launch.nproc == 2
 

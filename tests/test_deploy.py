@@ -1,6 +1,7 @@
 """deploy/ templates: the Kubernetes manifests parse and carry what ddptrain needs; the SLURM script,
 run against stand-in `srun`/`scontrol`/`ddptrain` commands, builds a ddptrain command line that
 ddptrain itself accepts, and requeues the job exactly when ddptrain exits 75 (preempted)."""
+
 import os
 import shlex
 import subprocess
@@ -66,11 +67,21 @@ def test_sbatch_script_builds_a_valid_command_and_requeues_only_when_preempted(t
     for name, body in stubs.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "DATA": "/shared/data", "OUT": "/shared/runs/a",
-           "SLURM_JOB_NODELIST": "gpu-[a-b]", "SLURM_JOB_ID": "4242", "SLURM_NNODES": "2", "SLURM_NODEID": "1",
-           "SLURM_JOB_NAME": "ddptrain", "SLURM_GPUS_ON_NODE": "4"}
-    proc = subprocess.run(["bash", str(DEPLOY / "slurm" / "train.sbatch"), "--epochs", "3"], env=env,
-                          capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "DATA": "/shared/data",
+        "OUT": "/shared/runs/a",
+        "SLURM_JOB_NODELIST": "gpu-[a-b]",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_NNODES": "2",
+        "SLURM_NODEID": "1",
+        "SLURM_JOB_NAME": "ddptrain",
+        "SLURM_GPUS_ON_NODE": "4",
+    }
+    proc = subprocess.run(
+        ["bash", str(DEPLOY / "slurm" / "train.sbatch"), "--epochs", "3"], env=env, capture_output=True, text=True
+    )
     assert proc.returncode == ddptrain_rc, proc.stderr
     argv = (tmp_path / "argv.txt").read_text().split("\n")[:-1]
     assert argv[0] == "train"

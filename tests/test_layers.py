@@ -1,5 +1,6 @@
 """The package's layers, read from its own source: no module imports one of a higher layer, and the
 imports form no cycle (function-level imports included: they are cycles waiting for a refactor)."""
+
 from __future__ import annotations
 
 import ast
@@ -13,12 +14,21 @@ PACKAGE = SRC / "ddptrain"
 
 # Lower numbers are lower layers. A module may import its own layer or lower ones.
 LAYERS = {
-    "ddptrain.errors": 0, "ddptrain.util": 0, "ddptrain.version": 0, "ddptrain.logs": 0, "ddptrain.config": 0,
+    "ddptrain.errors": 0,
+    "ddptrain.util": 0,
+    "ddptrain.version": 0,
+    "ddptrain.logs": 0,
+    "ddptrain.config": 0,
     "ddptrain.runtime": 1,
-    "ddptrain.data": 2, "ddptrain.models": 2,
+    "ddptrain.data": 2,
+    "ddptrain.models": 2,
     "ddptrain.train": 3,
-    "ddptrain.tools": 4, "ddptrain.api": 4, "ddptrain.checks": 4,
-    "ddptrain.cli": 5, "ddptrain.__main__": 5, "ddptrain": 5,
+    "ddptrain.tools": 4,
+    "ddptrain.api": 4,
+    "ddptrain.checks": 4,
+    "ddptrain.cli": 5,
+    "ddptrain.__main__": 5,
+    "ddptrain": 5,
 }
 
 
@@ -48,7 +58,7 @@ def imports_of(module: str, path: Path, known: Set[str]) -> Set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 target = ".".join(base + ([node.module] if node.module else []))
             elif node.module and node.module.split(".")[0] == "ddptrain":
                 target = node.module
@@ -72,15 +82,23 @@ def test_every_module_has_a_layer(graph):
 
 
 def test_no_module_imports_a_higher_layer(graph):
-    violations = [f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})"
-                  for module, targets in graph.items() for target in sorted(targets)
-                  if layer_of(target) > layer_of(module)]
+    violations = [
+        f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})"
+        for module, targets in graph.items()
+        for target in sorted(targets)
+        if layer_of(target) > layer_of(module)
+    ]
     assert violations == []
 
 
 def test_runtime_imports_nothing_of_training_data_or_models(graph):
-    bad = [(m, t) for m, targets in graph.items() if m.startswith("ddptrain.runtime") for t in targets
-           if t.startswith(("ddptrain.train", "ddptrain.data", "ddptrain.models", "ddptrain.tools"))]
+    bad = [
+        (m, t)
+        for m, targets in graph.items()
+        if m.startswith("ddptrain.runtime")
+        for t in targets
+        if t.startswith(("ddptrain.train", "ddptrain.data", "ddptrain.models", "ddptrain.tools"))
+    ]
     assert bad == []
 
 
@@ -98,7 +116,7 @@ def _find_cycle(graph: Dict[str, Set[str]]) -> List[str] | None:
         path.append(node)
         for target in sorted(graph[node]):
             if state.get(target) == 1:
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state:
                 found = visit(target)
                 if found:

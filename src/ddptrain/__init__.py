@@ -7,8 +7,21 @@ is importable from here — `ddptrain.setup()`, `prepare_model`, `train_loader`,
 
 from .version import __version__
 
-API = ("setup", "cleanup", "rank", "world_size", "is_main", "prepare_model", "unwrap", "train_loader",
-       "eval_loader", "reduce_sum", "save_checkpoint", "load_checkpoint", "EpochLoader")
+API = (
+    "setup",
+    "cleanup",
+    "rank",
+    "world_size",
+    "is_main",
+    "prepare_model",
+    "unwrap",
+    "train_loader",
+    "eval_loader",
+    "reduce_sum",
+    "save_checkpoint",
+    "load_checkpoint",
+    "EpochLoader",
+)
 __all__ = ["__version__", *API]
 
 

@@ -11,10 +11,11 @@
 
 Start the script with `torchrun --nproc-per-node N script.py ...` (or plain `python` for one process).
 """
+
 from __future__ import annotations
 
 import atexit
-from typing import Any, Dict, Iterator, Optional, Union
+from typing import Any, Dict, Iterator, Optional, Sized, Union, cast
 
 import torch
 from torch import nn
@@ -23,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset
 from .data import loaders
 from .data.samplers import IndexSampler
 from .errors import DdptrainError
-from .models import place_model, wrap_ddp
+from .models import compile_model, place_model, wrap_ddp
 from .models import unwrap as _unwrap
 from .runtime import dist
 from .runtime.env import detect
@@ -70,15 +71,20 @@ def is_main() -> bool:
     return rank() == 0
 
 
-def prepare_model(model: nn.Module, sync_bn: bool = False, channels_last: bool = False,
-                  compile: bool = False, grad_compress: str = "off") -> nn.Module:
+def prepare_model(
+    model: nn.Module,
+    sync_bn: bool = False,
+    channels_last: bool = False,
+    compile: bool = False,
+    grad_compress: str = "off",
+) -> nn.Module:
     """Move the model to this rank's device (SyncBatchNorm first when asked and world size > 1),
     optionally torch.compile it, and wrap it in DistributedDataParallel, which makes every rank
     start from rank 0's weights and averages gradients during backward()."""
     rt = runtime()
     model = place_model(model, rt.device, rt.world_size, sync_bn, channels_last)
     if compile:
-        model = torch.compile(model)
+        model = compile_model(model)
     return wrap_ddp(model, rt.device, grad_compress)
 
 
@@ -97,7 +103,7 @@ class EpochLoader:
 
     @property
     def sampler(self) -> IndexSampler:
-        return self.loader.sampler
+        return cast(IndexSampler, self.loader.sampler)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -111,15 +117,17 @@ class EpochLoader:
         return len(self.loader)
 
 
-def train_loader(dataset: Dataset, batch_size: int, seed: int = 0, num_workers: int = 2,
-                 **loader_kwargs: Any) -> EpochLoader:
+def train_loader(
+    dataset: Dataset, batch_size: int, seed: int = 0, num_workers: int = 2, **loader_kwargs: Any
+) -> EpochLoader:
     """Training batches of `batch_size` per rank: each rank a disjoint shard of a fresh shuffle per
     epoch, the uneven tail dropped (no rank waits on another's extra batch). Worker random seeds
     differ by rank, so random augmentations do too."""
     rt = runtime()
-    sampler = IndexSampler(len(dataset), rt.rank, rt.world_size, seed)
-    settings = loaders.LoaderSettings(batch_size, num_workers, pin_memory=rt.device.type == "cuda",
-                                      normalize_in_workers=False)
+    sampler = IndexSampler(len(cast(Sized, dataset)), rt.rank, rt.world_size, seed)
+    settings = loaders.LoaderSettings(
+        batch_size, num_workers, pin_memory=rt.device.type == "cuda", normalize_in_workers=False
+    )
     return EpochLoader(loaders.train_loader(dataset, sampler, settings, seed, rt.rank, **loader_kwargs))
 
 
@@ -128,8 +136,9 @@ def eval_loader(dataset: Dataset, batch_size: int, num_workers: int = 2, **loade
     reduced with `reduce_sum` are exact. Ranks may get different batch counts: reduce once after
     the loop, never per batch."""
     rt = runtime()
-    settings = loaders.LoaderSettings(batch_size, num_workers, pin_memory=rt.device.type == "cuda",
-                                      normalize_in_workers=False)
+    settings = loaders.LoaderSettings(
+        batch_size, num_workers, pin_memory=rt.device.type == "cuda", normalize_in_workers=False
+    )
     return loaders.eval_loader(dataset, rt.rank, rt.world_size, settings, persistent=False, **loader_kwargs)
 
 
@@ -146,8 +155,9 @@ def reduce_sum(*values: Number):
     return out[0] if len(out) == 1 else out
 
 
-def save_checkpoint(path: str, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
-                    **extra: Any) -> None:
+def save_checkpoint(
+    path: str, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, **extra: Any
+) -> None:
     """Rank 0 writes {model (unwrapped: loads into a plain model), optimizer, **extra} atomically;
     every rank waits until the file is complete. Call it on every rank."""
     rt = runtime()

@@ -1,22 +1,25 @@
 """What `ddptrain train` can check on this node before any process starts — in milliseconds, without
 torch: the data folder, the weights and resume files, the run directory, the network interface.
 Each failure is one line that says what to do, instead of the same error from every worker."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from .config import Config
-from .errors import CheckpointError, ConfigError, DataError, WeightsError
+from .errors import CheckpointError, ConfigError, missing_data_folder, missing_weights_file
 
 
 def check_before_start(cfg: Config) -> None:
-    check_data_folder(Path(cfg.data.path or ""))
+    check_data_folder(Path(cfg.data.folder()))
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     if cfg.run.resume and cfg.run.resume != "auto" and not Path(cfg.run.resume).is_file():
-        raise CheckpointError(f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
-                              "fresh when nothing is there yet)")
+        raise CheckpointError(
+            f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
+            "fresh when nothing is there yet)"
+        )
     if cfg.launch.node_rank == 0:
         ensure_writable(Path(cfg.run.out))
     if cfg.launch.uses_launcher:
@@ -27,13 +30,12 @@ def check_before_start(cfg: Config) -> None:
 
 def check_data_folder(root: Path) -> None:
     if not root.is_dir():
-        raise DataError(f"data folder {root} does not exist or is not a folder")
+        raise missing_data_folder(root)
 
 
 def check_weights_file(path: Path) -> None:
     if not path.is_file():
-        raise WeightsError(f"weights file {path} does not exist; refusing to train from scratch silently "
-                           "(drop --weights to start from random initialisation)")
+        raise missing_weights_file(path)
 
 
 def ensure_writable(folder: Path) -> None:

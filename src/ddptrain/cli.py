@@ -5,16 +5,15 @@ workers parse the same command line and do the work. Nothing here imports torch:
 `report` and `make-dataset` start in a fraction of a second, and `train` checks its inputs before
 anything heavy is loaded or any process is started.
 """
+
 from __future__ import annotations
 
 import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import List, Optional
 
-from .version import __version__
 from .config import Config, LaunchConfig, add_config_flags, build_config
 from .errors import DdptrainError
 from .logs import setup_logging
@@ -22,14 +21,16 @@ from .runtime.env import detect, inside_worker
 from .runtime.explain import explain
 from .runtime.preempt import Preempted
 from .runtime.startup import StartupClock, mark_command_start
+from .version import __version__
 
 log = logging.getLogger("ddptrain")
 
 
 def _add_legacy_local_rank(parser: argparse.ArgumentParser) -> None:
     # torch.distributed.launch without --use-env passes --local-rank=N (older: --local_rank).
-    parser.add_argument("--local-rank", "--local_rank", dest="local_rank", type=int, default=None,
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--local-rank", "--local_rank", dest="local_rank", type=int, default=None, help=argparse.SUPPRESS
+    )
 
 
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ddptrain", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"ddptrain {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_training_commands(sub)
+    _add_model_file_commands(sub)
+    _add_tool_commands(sub)
+    return parser
 
+
+def _add_training_commands(sub) -> None:
     train = sub.add_parser("train", help="train a classifier on 1..N processes")
     train.add_argument("--config", default=None, help="YAML file of options; flags override it")
     _add_verbose(train)
@@ -50,8 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="exact metrics of a checkpoint on a data folder (prints JSON)")
     ev.add_argument("--checkpoint", required=True, help="a checkpoint, or an exported .safetensors/TorchScript file")
     ev.add_argument("--data", required=True)
-    ev.add_argument("--split", choices=["val", "all"], default="val",
-                    help="val: the training run's validation split (default); all: every image in --data")
+    ev.add_argument(
+        "--split",
+        choices=["val", "all"],
+        default="val",
+        help="val: the training run's validation split (default); all: every image in --data",
+    )
     ev.add_argument("--batch-size", type=int, default=64)
     ev.add_argument("--workers", type=int, default=None)
     ev.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -61,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verbose(ev)
     _add_legacy_local_rank(ev)
 
+
+def _add_model_file_commands(sub) -> None:
     pr = sub.add_parser("predict", help="top-k classes for image files or folders (one JSON per image)")
     pr.add_argument("--checkpoint", required=True, help="a checkpoint, or an exported .safetensors/TorchScript file")
     pr.add_argument("paths", nargs="+", metavar="PATH")
@@ -68,14 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--batch-size", type=int, default=32)
     pr.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
 
-    ex = sub.add_parser("export", help="write a checkpoint's model as safetensors, TorchScript or ONNX "
-                                       "(class names beside it)")
+    ex = sub.add_parser(
+        "export", help="write a checkpoint's model as safetensors, TorchScript or ONNX (class names beside it)"
+    )
     ex.add_argument("--checkpoint", required=True)
-    ex.add_argument("--format", required=True, choices=["safetensors", "torchscript", "onnx"],
-                    help="onnx needs the onnx package installed")
-    ex.add_argument("--out", default=None,
-                    help="output file (default: next to the checkpoint, e.g. best.safetensors)")
+    ex.add_argument(
+        "--format",
+        required=True,
+        choices=["safetensors", "torchscript", "onnx"],
+        help="onnx needs the onnx package installed",
+    )
+    ex.add_argument("--out", default=None, help="output file (default: next to the checkpoint, e.g. best.safetensors)")
 
+
+def _add_tool_commands(sub) -> None:
     mk = sub.add_parser("make-dataset", help="write the embedded demo dataset (deterministic JPEGs)")
     mk.add_argument("--out", required=True)
     mk.add_argument("--classes", type=int, default=5)
@@ -83,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     mk.add_argument("--seed", type=int, default=0)
 
     doc = sub.add_parser("doctor", help="check this machine and run a real N-process collective test")
-    doc.add_argument("--nproc", type=int, default=None,
-                     help="processes for the smoke test (default: the visible GPUs, or 2 on CPU)")
+    doc.add_argument(
+        "--nproc", type=int, default=None, help="processes for the smoke test (default: the visible GPUs, or 2 on CPU)"
+    )
     doc.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     doc.add_argument("--master-port", type=int, default=29500, help="the port to check is free (default 29500)")
     doc.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
@@ -101,17 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="figures (PNG) and report.md from one or more run directories")
     rep.add_argument("runs", nargs="+", metavar="RUN_DIR", help="--out folders of training runs; several are overlaid")
-    rep.add_argument("--out", default=None,
-                     help="output folder (default: RUN_DIR/report for one run, ./report for several)")
+    rep.add_argument(
+        "--out", default=None, help="output folder (default: RUN_DIR/report for one run, ./report for several)"
+    )
 
-    demo = sub.add_parser("demo", help="make the demo data, train on 2 CPU processes (or all GPUs), "
-                                       "evaluate, predict")
+    demo = sub.add_parser("demo", help="make the demo data, train on 2 CPU processes (or all GPUs), evaluate, predict")
     demo.add_argument("--data", default="data/demo")
     demo.add_argument("--out", default="runs/demo")
     demo.add_argument("--epochs", type=int, default=None)
     demo.add_argument("--nproc", type=int, default=None)
     demo.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    return parser
 
 
 def train_config(args: argparse.Namespace) -> Config:
@@ -152,9 +171,19 @@ def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
 
     env = detect(os.environ, args.local_rank)
     setup_logging(env.rank, env.world_size)
-    run_eval(EvalOptions(checkpoint=args.checkpoint, data=args.data, split=args.split,
-                         batch_size=args.batch_size, workers=args.workers, device=args.device,
-                         amp=args.amp, dist_timeout=args.dist_timeout), env)
+    run_eval(
+        EvalOptions(
+            checkpoint=args.checkpoint,
+            data=args.data,
+            split=args.split,
+            batch_size=args.batch_size,
+            workers=args.workers,
+            device=args.device,
+            amp=args.amp,
+            dist_timeout=args.dist_timeout,
+        ),
+        env,
+    )
     return 0
 
 
@@ -233,9 +262,18 @@ def cmd_demo(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
     return run_demo(args.data, args.out, args.epochs, args.nproc, args.device)
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "predict": cmd_predict, "export": cmd_export,
-            "report": cmd_report, "make-dataset": cmd_make_dataset, "lint": cmd_lint, "doctor": cmd_doctor,
-            "bench": cmd_bench, "demo": cmd_demo}
+COMMANDS = {
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "predict": cmd_predict,
+    "export": cmd_export,
+    "report": cmd_report,
+    "make-dataset": cmd_make_dataset,
+    "lint": cmd_lint,
+    "doctor": cmd_doctor,
+    "bench": cmd_bench,
+    "demo": cmd_demo,
+}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -285,5 +323,5 @@ def _run(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
     if inside_worker():
         from torch.distributed.elastic.multiprocessing.errors import record
 
-        command = record(command)
+        return int(record(command)(args, argv, clock) or 0)
     return command(args, argv, clock)

@@ -12,6 +12,7 @@ Values are converted to the declared type or refused with a `ConfigError` naming
 reads `lr: 1e-3` as a string), and `validate` checks what involves several fields — all before any
 process starts. The standard library and PyYAML only: the command line starts without torch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,34 +33,53 @@ TABLE = "table"  # in the differences table only: paths, logging, fault toleranc
 HIDDEN = "hidden"  # plumbing (where a run was written, how its processes met): never a difference worth a row
 
 
-def opt(default: Any, help: str, *, flag: Optional[str] = None, choices: Optional[List[str]] = None,
-        node_local: bool = False, report: str = LEGEND) -> Any:
-    return field(default=default, metadata={"help": help, "flag": flag, "choices": choices,
-                                            "node_local": node_local, "report": report})
+def opt(
+    default: Any,
+    help: str,
+    *,
+    flag: Optional[str] = None,
+    choices: Optional[List[str]] = None,
+    node_local: bool = False,
+    report: str = LEGEND,
+) -> Any:
+    return field(
+        default=default,
+        metadata={"help": help, "flag": flag, "choices": choices, "node_local": node_local, "report": report},
+    )
 
 
 @dataclass
 class DataConfig:
-    path: Optional[str] = opt(None, "folder of class sub-folders (or with train/ and val/ inside)", flag="data",
-                              node_local=True, report=TABLE)
+    path: Optional[str] = opt(
+        None, "folder of class sub-folders (or with train/ and val/ inside)", flag="data", node_local=True, report=TABLE
+    )
     val_split: float = opt(0.2, "fraction of each class held out for validation")
     img_size: int = opt(224, "training and evaluation image size in pixels")
     min_crop_scale: float = opt(0.08, "smallest RandomResizedCrop area fraction")
-    workers: Optional[int] = opt(None, "DataLoader workers per process (default: CPUs per process, at most 8)",
-                                 report=TABLE)
+    workers: Optional[int] = opt(
+        None, "DataLoader workers per process (default: CPUs per process, at most 8)", report=TABLE
+    )
+
+    def folder(self) -> str:
+        """--data, which `Config.validate` requires."""
+        if self.path is None:
+            raise ConfigError("--data is required: a folder of class sub-folders")
+        return self.path
 
 
 @dataclass
 class ModelConfig:
     name: str = opt("resnet18", "torchvision model name, or timm:NAME for a timm model", flag="model")
-    weights: Optional[str] = opt(None, "local state dict or checkpoint to start from (never downloaded)",
-                                 node_local=True)
+    weights: Optional[str] = opt(
+        None, "local state dict or checkpoint to start from (never downloaded)", node_local=True
+    )
     freeze_backbone: bool = opt(False, "train only the classifier head")
     sync_bn: bool = opt(False, "convert BatchNorm to SyncBatchNorm when more than one process")
     channels_last: bool = opt(False, "use channels_last memory format")
     compile: bool = opt(False, "torch.compile the model (before the DDP wrap)")
-    grad_compress: str = opt("off", "cast gradients for the all-reduce (halves the bytes on the wire)",
-                             choices=["off", "bf16", "fp16"])
+    grad_compress: str = opt(
+        "off", "cast gradients for the all-reduce (halves the bytes on the wire)", choices=["off", "bf16", "fp16"]
+    )
 
 
 @dataclass
@@ -73,8 +93,9 @@ class OptimConfig:
     warmup_epochs: float = opt(1.0, "linear warmup length in epochs, then cosine decay per step")
     min_lr_ratio: float = opt(0.01, "final learning rate as a fraction of --lr")
     label_smoothing: float = opt(0.0, "label smoothing for the cross-entropy loss")
-    amp: str = opt("auto", "mixed precision: auto = bf16 on capable CUDA, off on CPU",
-                   choices=["auto", "bf16", "fp16", "off"])
+    amp: str = opt(
+        "auto", "mixed precision: auto = bf16 on capable CUDA, off on CPU", choices=["auto", "bf16", "fp16", "off"]
+    )
     clip_grad: Optional[float] = opt(None, "clip the global gradient norm to this value")
     grad_accum: int = opt(1, "micro-batches per optimizer step")
     seed: int = opt(42, "seed for the split, the shuffling and the augmentations")
@@ -83,14 +104,21 @@ class OptimConfig:
 @dataclass
 class RunConfig:
     out: str = opt("runs/exp", "run directory: checkpoints, logs, metrics", node_local=True, report=HIDDEN)
-    resume: Optional[str] = opt(None, "'auto' (last.pt in the run dir when present) or a checkpoint path",
-                                node_local=True, report=HIDDEN)
-    stop_after_epochs: Optional[int] = opt(None, "train at most this many epochs in this invocation, then exit "
-                                                 "(resume later)", report=TABLE)
-    log_every: int = opt(10, "steps between loss reductions, progress updates and TensorBoard points; also how "
-                             "often the ranks check for a stop signal (SIGTERM/SIGUSR1)", report=TABLE)
-    save_every_steps: int = opt(0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch "
-                                   "ends)", report=TABLE)
+    resume: Optional[str] = opt(
+        None, "'auto' (last.pt in the run dir when present) or a checkpoint path", node_local=True, report=HIDDEN
+    )
+    stop_after_epochs: Optional[int] = opt(
+        None, "train at most this many epochs in this invocation, then exit (resume later)", report=TABLE
+    )
+    log_every: int = opt(
+        10,
+        "steps between loss reductions, progress updates and TensorBoard points; also how "
+        "often the ranks check for a stop signal (SIGTERM/SIGUSR1)",
+        report=TABLE,
+    )
+    save_every_steps: int = opt(
+        0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch ends)", report=TABLE
+    )
     keep_last: int = opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted", report=TABLE)
 
 
@@ -102,22 +130,32 @@ class LaunchConfig:
     node_rank: int = opt(0, "rank of this node (static rendezvous)", node_local=True, report=HIDDEN)
     master_addr: Optional[str] = opt(None, "address of node 0 (default 127.0.0.1 on one node)", report=HIDDEN)
     master_port: Optional[int] = opt(None, "port of node 0 (default: a free port on one node)", report=HIDDEN)
-    rdzv_endpoint: Optional[str] = opt(None, "HOST:PORT of an elastic (c10d) rendezvous, the same on every node; "
-                                             "replaces --master-addr/--node-rank", report=TABLE)
+    rdzv_endpoint: Optional[str] = opt(
+        None,
+        "HOST:PORT of an elastic (c10d) rendezvous, the same on every node; replaces --master-addr/--node-rank",
+        report=TABLE,
+    )
     rdzv_id: str = opt("ddptrain", "job id shared by every node of an elastic job", report=HIDDEN)
-    rdzv_timeout: float = opt(300.0, "seconds to wait for every node to join (and for the master to answer)",
-                              report=TABLE)
-    iface: Optional[str] = opt(None, "network interface for gloo/NCCL traffic between nodes (e.g. eth1)",
-                               node_local=True, report=TABLE)
+    rdzv_timeout: float = opt(
+        300.0, "seconds to wait for every node to join (and for the master to answer)", report=TABLE
+    )
+    iface: Optional[str] = opt(
+        None, "network interface for gloo/NCCL traffic between nodes (e.g. eth1)", node_local=True, report=TABLE
+    )
     max_restarts: int = opt(0, "restart all workers this many times when one fails", report=TABLE)
-    dist_timeout: float = opt(600.0, "seconds a collective may wait once training runs (start-up allows at least "
-                                     "30 min); a stalled rank then fails the job, named", report=TABLE)
+    dist_timeout: float = opt(
+        600.0,
+        "seconds a collective may wait once training runs (start-up allows at least "
+        "30 min); a stalled rank then fails the job, named",
+        report=TABLE,
+    )
 
     @property
     def uses_launcher(self) -> bool:
         """True when this invocation must start worker processes through torchrun."""
-        return ((self.nproc or 1) > 1 or self.node_range()[1] > 1 or self.max_restarts > 0
-                or self.rdzv_endpoint is not None)
+        return (
+            (self.nproc or 1) > 1 or self.node_range()[1] > 1 or self.max_restarts > 0 or self.rdzv_endpoint is not None
+        )
 
     @property
     def single_node(self) -> bool:
@@ -135,15 +173,20 @@ class LaunchConfig:
         return nodes
 
 
-SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "run": RunConfig,
-            "launch": LaunchConfig}
-SECTION_TITLES = {"data": "data", "model": "model", "optim": "optimisation recipe",
-                  "run": "run directory and checkpoints", "launch": "processes, nodes and devices"}
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "run": RunConfig, "launch": LaunchConfig}
+SECTION_TITLES = {
+    "data": "data",
+    "model": "model",
+    "optim": "optimisation recipe",
+    "run": "run directory and checkpoints",
+    "launch": "processes, nodes and devices",
+}
 
 
 @dataclass(frozen=True)
 class Option:
     """One option as the user sees it (flat name, flag) and where it lives in `Config`."""
+
     flat: str
     section: str
     attr: str
@@ -160,7 +203,7 @@ class Option:
         return "--" + self.flat.replace("_", "-")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def options() -> Dict[str, Option]:
     """Every option by flat name, in declaration order (the order of `config.yaml` and `--help`)."""
     found: Dict[str, Option] = {}
@@ -170,9 +213,18 @@ def options() -> Dict[str, Option]:
             base, optional = _unwrap_optional(hints[f.name])
             meta = f.metadata
             flat = meta["flag"] or f.name
-            found[flat] = Option(flat, section, f.name, base, optional, f.default, meta["help"],
-                                 tuple(meta["choices"]) if meta["choices"] else None, meta["node_local"],
-                                 meta["report"])
+            found[flat] = Option(
+                flat,
+                section,
+                f.name,
+                base,
+                optional,
+                f.default,
+                meta["help"],
+                tuple(meta["choices"]) if meta["choices"] else None,
+                meta["node_local"],
+                meta["report"],
+            )
     return found
 
 
@@ -193,7 +245,7 @@ class Config:
 
     # ---- the flat form: flags, config.yaml, the `config` entry of checkpoints ----------------------
     @classmethod
-    def from_flat(cls, values: Mapping[str, Any], source: str = "the options", strict: bool = True) -> "Config":
+    def from_flat(cls, values: Mapping[str, Any], source: str = "the options", strict: bool = True) -> Config:
         """A Config from flat keys (`lr`, `data`). Unknown keys are errors when `strict`; otherwise (a file
         written by another ddptrain version) they are left out. Values are converted to their type."""
         known = options()
@@ -209,7 +261,7 @@ class Config:
     def to_flat(self) -> Dict[str, Any]:
         return {flat: getattr(getattr(self, o.section), o.attr) for flat, o in options().items()}
 
-    def replace(self, **flat_values: Any) -> "Config":
+    def replace(self, **flat_values: Any) -> Config:
         """A copy with some options changed, by flat name: `cfg.replace(resume="auto")`."""
         return Config.from_flat({**self.to_flat(), **flat_values})
 
@@ -218,7 +270,7 @@ class Config:
         return {flat: value for flat, value in self.to_flat().items() if not options()[flat].node_local}
 
     # ---- checks that involve several fields -----------------------------------------------------
-    def validate(self) -> "Config":
+    def validate(self) -> Config:
         data, optim, run, launch = self.data, self.optim, self.run, self.launch
         nodes = launch.node_range()
         checks = [
@@ -233,10 +285,14 @@ class Config:
             (optim.lr > 0, "--lr must be positive"),
             (optim.clip_grad is None or optim.clip_grad > 0, "--clip-grad must be positive"),
             (launch.nproc is None or launch.nproc >= 1, "--nproc must be at least 1"),
-            (launch.rdzv_endpoint is not None or nodes[0] == nodes[1],
-             "--nnodes MIN:MAX (elastic) needs --rdzv-endpoint HOST:PORT"),
-            (launch.rdzv_endpoint is not None or 0 <= launch.node_rank < nodes[1],
-             "--node-rank must be in [0, --nnodes)"),
+            (
+                launch.rdzv_endpoint is not None or nodes[0] == nodes[1],
+                "--nnodes MIN:MAX (elastic) needs --rdzv-endpoint HOST:PORT",
+            ),
+            (
+                launch.rdzv_endpoint is not None or 0 <= launch.node_rank < nodes[1],
+                "--node-rank must be in [0, --nnodes)",
+            ),
             (launch.rdzv_endpoint is None or _is_host_port(launch.rdzv_endpoint), "--rdzv-endpoint must be HOST:PORT"),
             (launch.rdzv_timeout > 0, "--rdzv-timeout must be positive"),
             (launch.dist_timeout > 0, "--dist-timeout must be positive"),
@@ -353,8 +409,9 @@ def _flatten(data: Mapping, source: str) -> Dict[str, Any]:
     flat: Dict[str, Any] = {}
     for raw_key, value in data.items():
         key = str(raw_key).replace("-", "_")
-        entries = _section_entries(key, value, source) if key in SECTIONS and isinstance(value, dict) \
-            else [(key, value)]
+        entries = (
+            _section_entries(key, value, source) if key in SECTIONS and isinstance(value, dict) else [(key, value)]
+        )
         for flat_key, entry in entries:
             if flat_key in flat:
                 raise ConfigError(f"option '{flat_key}' is given twice in {source} (flat and nested)")
@@ -400,4 +457,3 @@ def report_role(flat_key: str) -> str:
     """LEGEND, TABLE or HIDDEN for a key of a saved config (unknown keys: LEGEND)."""
     option = options().get(flat_key)
     return option.report if option is not None else LEGEND
-

@@ -5,6 +5,7 @@ line adds "rank N:" when the job has several processes. An error that every rank
 way at the same point (`every_rank = True`, e.g. a data set too small for one step) is printed by
 rank 0 only, so the user reads it once.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -53,3 +54,15 @@ class RanksDisagreeError(DdptrainError):
 
 class PeerFailureError(DdptrainError):
     pass
+
+
+# Errors raised in two places: before any process starts (ddptrain.checks) and in the worker that reads the file.
+def missing_weights_file(path) -> WeightsError:
+    return WeightsError(
+        f"weights file {path} does not exist; refusing to train from scratch silently "
+        "(drop --weights to start from random initialisation)"
+    )
+
+
+def missing_data_folder(root) -> DataError:
+    return DataError(f"data folder {root} does not exist or is not a folder")

@@ -1,5 +1,6 @@
 """Console logging that knows its rank: rank 0 speaks at INFO, the others only warn, prefixed with their rank,
 so a problem on rank 3 is never lost and never drowned. The standard library only (no torch)."""
+
 from __future__ import annotations
 
 import logging

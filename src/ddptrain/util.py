@@ -1,4 +1,5 @@
 """Small helpers that several commands share; the standard library only (no torch)."""
+
 from __future__ import annotations
 
 import json

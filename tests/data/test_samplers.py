@@ -30,8 +30,7 @@ def test_epoch_sampler_matches_torch_distributed_sampler():
     from torch.utils.data import DistributedSampler
 
     for rank in range(3):
-        reference = DistributedSampler(list(range(20)), num_replicas=3, rank=rank, shuffle=True, seed=5,
-                                       drop_last=True)
+        reference = DistributedSampler(list(range(20)), num_replicas=3, rank=rank, shuffle=True, seed=5, drop_last=True)
         reference.set_epoch(4)
         assert _shard(rank, 3, 4, length=20) == list(reference)
 
@@ -42,8 +41,8 @@ def test_resuming_mid_epoch_neither_repeats_nor_skips():
     consumed = steps_done * batch * world
     rest = [_shard(r, world, 7, start=consumed) for r in range(world)]
     for rank in range(world):  # same world size: exactly the uninterrupted remainder of each shard
-        assert rest[rank] == full[rank][steps_done * batch:]
-    seen = [i for shard in full for i in shard[:steps_done * batch]]
+        assert rest[rank] == full[rank][steps_done * batch :]
+    seen = [i for shard in full for i in shard[: steps_done * batch]]
     on_three = [i for r in range(3) for i in _shard(r, 3, 7, start=consumed)]  # another world size
     assert not set(seen) & set(on_three)
     assert len(set(seen) | set(on_three)) == 21 - (21 - consumed) % 3

@@ -6,8 +6,9 @@ from ddptrain.data.synthetic import dataset_is_complete, make_dataset
 
 
 def _digest(root):
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*.jpg"))}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*.jpg"))
+    }
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):

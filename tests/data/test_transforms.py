@@ -1,5 +1,6 @@
 """The uint8 pipeline (crop, resize, flip in 8 bits; normalise whole batches on the device) keeps the
 plain pipeline's semantics: the same crops and flips for the same random draws, the same values."""
+
 import pytest
 import torch
 from PIL import Image

@@ -1,4 +1,5 @@
 """Bad data and bad configuration: a clear message, or a counted skip and a run that completes."""
+
 from __future__ import annotations
 
 import os
@@ -12,14 +13,28 @@ import pytest
 
 from ..conftest import read_metrics, run_cli, write_synthetic
 
-TINY = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--epochs", 1, "--workers", 0,
-        "--val-split", 0.25]
+TINY = [
+    "--model",
+    "timm:test_resnet",
+    "--img-size",
+    32,
+    "--batch-size",
+    2,
+    "--epochs",
+    1,
+    "--workers",
+    0,
+    "--val-split",
+    0.25,
+]
 
 
 def _png_claiming(width: int, height: int) -> bytes:
     """A tiny PNG whose header claims a huge image: the decompression-bomb guard must stop it."""
+
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0")) + chunk(b"IEND", b"")
 
@@ -57,8 +72,9 @@ def test_class_with_too_few_images_for_validation_is_named(tmp_path):
     assert "no validation image for class(es) star" in proc.stderr
 
 
-@pytest.mark.parametrize("layout,message", [("single", "at least two"), ("empty", "has no images"),
-                                            ("none", "no class sub-folders")])
+@pytest.mark.parametrize(
+    "layout,message", [("single", "at least two"), ("empty", "has no images"), ("none", "no class sub-folders")]
+)
 def test_unusable_folders_are_clear_errors(tmp_path, layout, message):
     root = tmp_path / "d"
     root.mkdir()
@@ -73,12 +89,28 @@ def test_unusable_folders_are_clear_errors(tmp_path, layout, message):
 def test_resume_with_another_model_or_a_new_class_lists_the_differences(tmp_path):
     root = write_synthetic(tmp_path / "d", classes=2, per_class=6)
     run_cli(["train", "--data", root, "--out", tmp_path / "run", *TINY])
-    proc = run_cli(["train", "--data", root, "--out", tmp_path / "run", *TINY, "--model", "resnet18",
-                    "--epochs", 2, "--resume", "auto"], check=False)
+    proc = run_cli(
+        [
+            "train",
+            "--data",
+            root,
+            "--out",
+            tmp_path / "run",
+            *TINY,
+            "--model",
+            "resnet18",
+            "--epochs",
+            2,
+            "--resume",
+            "auto",
+        ],
+        check=False,
+    )
     assert proc.returncode != 0 and "model timm:test_resnet vs --model resnet18" in proc.stderr
     write_synthetic(root, classes=3, per_class=6)  # a new class folder appears
-    proc = run_cli(["train", "--data", root, "--out", tmp_path / "run", *TINY, "--epochs", 2, "--resume", "auto"],
-                   check=False)
+    proc = run_cli(
+        ["train", "--data", root, "--out", tmp_path / "run", *TINY, "--epochs", 2, "--resume", "auto"], check=False
+    )
     assert proc.returncode != 0 and "cannot resume" in proc.stderr and "'star'" in proc.stderr
 
 
@@ -87,8 +119,22 @@ TORCHRUN_LOG_LINE = re.compile(r"^[IWE]\d{4} .*torch/distributed/", re.MULTILINE
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_batch_larger_than_a_rank_shard(tmp_path, tiny_shapes, verbose):
-    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--batch-size", 64,
-                    "--nproc", 2, *(["--verbose"] if verbose else [])], check=False)
+    proc = run_cli(
+        [
+            "train",
+            "--data",
+            tiny_shapes,
+            "--out",
+            tmp_path / "run",
+            *TINY,
+            "--batch-size",
+            64,
+            "--nproc",
+            2,
+            *(["--verbose"] if verbose else []),
+        ],
+        check=False,
+    )
     assert proc.returncode != 0 and "less than one optimizer step of --batch-size 64" in proc.stderr
     # every rank found the same problem: it is said once, then the launcher's one-line summary
     assert proc.stderr.count("less than one optimizer step") == 1, proc.stderr
@@ -101,8 +147,10 @@ def test_busy_master_port_is_named(tmp_path, tiny_shapes):
         holder.bind(("", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--nproc", 2,
-                        "--master-port", port], check=False)
+        proc = run_cli(
+            ["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--nproc", 2, "--master-port", port],
+            check=False,
+        )
     assert proc.returncode == 2 and f"--master-port {port} is already in use" in proc.stderr
 
 
@@ -117,9 +165,31 @@ def test_unreachable_master_fails_after_the_rendezvous_timeout_with_an_explanati
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--nproc", 1, "--nnodes", 2,
-                    "--node-rank", 1, "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-timeout", 3],
-                   check=False, timeout=90)
+    proc = run_cli(
+        [
+            "train",
+            "--data",
+            tiny_shapes,
+            "--out",
+            tmp_path / "run",
+            *TINY,
+            "--nproc",
+            1,
+            "--nnodes",
+            2,
+            "--node-rank",
+            1,
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            port,
+            "--rdzv-timeout",
+            3,
+        ],
+        check=False,
+        timeout=90,
+    )
     assert proc.returncode != 0
-    assert "the launcher failed on node 1" in proc.stderr and "init timeout: The processes did not all meet" \
-        in proc.stderr, proc.stderr[-2000:]
+    assert (
+        "the launcher failed on node 1" in proc.stderr and "init timeout: The processes did not all meet" in proc.stderr
+    ), proc.stderr[-2000:]

@@ -1,5 +1,6 @@
 """Two separately started agents (--nnodes 2) rendezvous on localhost and train as one job; only
 global rank 0 touches the run dir and draws a progress bar."""
+
 from __future__ import annotations
 
 import os
@@ -15,10 +16,24 @@ from ddptrain.runtime.launch import free_port
 from ..conftest import CLI_TIMEOUT_S, cli_env, read_metrics, started
 from .test_twohost_e2e import REASON as TWO_HOSTS_REASON
 
-TRAIN = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--epochs", 2, "--workers", 0,
-         "--val-split", 0.25, "--seed", 5]
+TRAIN = [
+    "--model",
+    "timm:test_resnet",
+    "--img-size",
+    32,
+    "--batch-size",
+    2,
+    "--epochs",
+    2,
+    "--workers",
+    0,
+    "--val-split",
+    0.25,
+    "--seed",
+    5,
+]
 
-AUDIT_HOOK = '''
+AUDIT_HOOK = """
 import os, sys
 _root = os.environ.get("AUDIT_ROOT")
 _log = os.environ.get("AUDIT_LOG")
@@ -50,13 +65,31 @@ def _hook(event, args):
 
 
 sys.addaudithook(_hook)
-'''
+"""
 
 
 def _agent_cmd(data: Path, run_dir: Path, node_rank: int, nproc: int, port: int) -> list:
-    return [sys.executable, "-m", "ddptrain", "train", "--data", data, "--out", run_dir, *TRAIN,
-            "--nnodes", 2, "--node-rank", node_rank, "--nproc", nproc, "--master-addr", "127.0.0.1",
-            "--master-port", port]
+    return [
+        sys.executable,
+        "-m",
+        "ddptrain",
+        "train",
+        "--data",
+        data,
+        "--out",
+        run_dir,
+        *TRAIN,
+        "--nnodes",
+        2,
+        "--node-rank",
+        node_rank,
+        "--nproc",
+        nproc,
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        port,
+    ]
 
 
 @pytest.mark.skipif(TWO_HOSTS_REASON is None, reason="test_twohost_e2e runs two agents across two network hosts")
@@ -64,8 +97,10 @@ def _agent_cmd(data: Path, run_dir: Path, node_rank: int, nproc: int, port: int)
 def test_two_agents_train_as_one_job(tiny_shapes, tmp_path, nproc):
     """Two agents on loopback, where network namespaces are unavailable."""
     run_dir, port = tmp_path / "run", free_port()
-    with started(_agent_cmd(tiny_shapes, run_dir, 0, nproc, port)) as node0, \
-            started(_agent_cmd(tiny_shapes, run_dir, 1, nproc, port)) as node1:
+    with (
+        started(_agent_cmd(tiny_shapes, run_dir, 0, nproc, port)) as node0,
+        started(_agent_cmd(tiny_shapes, run_dir, 1, nproc, port)) as node1,
+    ):
         agents = [node0, node1]
         outputs = [agent.communicate(timeout=CLI_TIMEOUT_S)[0] for agent in agents]
     assert [a.returncode for a in agents] == [0, 0], "\n".join(o[-3000:] for o in outputs)
@@ -84,8 +119,9 @@ def _run_in_terminal(cmd: list, env: dict) -> str:
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([str(c) for c in cmd], stdin=slave, stdout=slave, stderr=slave, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(c) for c in cmd], stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+    )
     os.close(slave)
     chunks = []
     try:
@@ -112,10 +148,16 @@ def test_only_rank_zero_writes_files_and_draws_the_progress_bar(tiny_shapes, tmp
     hook_dir, run_dir, log = tmp_path / "hook", tmp_path / "run", tmp_path / "writes.tsv"
     hook_dir.mkdir()
     (hook_dir / "sitecustomize.py").write_text(AUDIT_HOOK)
-    env = cli_env({"PYTHONPATH": os.pathsep.join([str(hook_dir), os.environ.get("PYTHONPATH", "")]),
-                "AUDIT_ROOT": str(run_dir), "AUDIT_LOG": str(log)})
-    console = _run_in_terminal([sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", run_dir,
-                                *TRAIN, "--nproc", 2], env)
+    env = cli_env(
+        {
+            "PYTHONPATH": os.pathsep.join([str(hook_dir), os.environ.get("PYTHONPATH", "")]),
+            "AUDIT_ROOT": str(run_dir),
+            "AUDIT_LOG": str(log),
+        }
+    )
+    console = _run_in_terminal(
+        [sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", run_dir, *TRAIN, "--nproc", 2], env
+    )
     writers = {line.split("\t")[0] for line in log.read_text().splitlines()}
     assert writers == {"0"}, log.read_text()[:2000]
     written = {Path(line.split("\t")[2]).name for line in log.read_text().splitlines()}

@@ -1,13 +1,22 @@
 """Preemption: SIGTERM or SIGUSR1 to the launcher -> every rank stops at the same step, rank 0 saves, the
 job exits 75, and `--resume auto` continues from that exact point. The rendezvous listens on loopback only."""
+
 from __future__ import annotations
 
 import sys
 import time
 from pathlib import Path
 
-from ..conftest import (RESUME_FLAGS, assert_same_weights, cli_env, fault_env, load_checkpoint, read_metrics,
-                       run_cli, started)
+from ..conftest import (
+    RESUME_FLAGS,
+    assert_same_weights,
+    cli_env,
+    fault_env,
+    load_checkpoint,
+    read_metrics,
+    run_cli,
+    started,
+)
 
 EXIT_PREEMPTED = 75
 
@@ -35,7 +44,7 @@ def _listening_addresses(pids) -> list:
 def _address(hex_address: str) -> str:
     host, port = hex_address.split(":")
     if len(host) == 8:
-        host = ".".join(str(int(host[i:i + 2], 16)) for i in (6, 4, 2, 0))
+        host = ".".join(str(int(host[i : i + 2], 16)) for i in (6, 4, 2, 0))
     return f"{host}:{int(port, 16)}"
 
 
@@ -55,8 +64,21 @@ def test_sigterm_saves_mid_epoch_and_resume_ends_where_an_uninterrupted_run_does
     # rank 0 signals the launcher during its 4th step (the first of epoch 2, 3 steps per epoch);
     # --log-every 1: the ranks agree at that step's end and stop there.
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS,
-           "--nproc", 2, "--log-every", 1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ddptrain",
+        "train",
+        "--data",
+        tiny_shapes,
+        "--out",
+        run_dir,
+        *RESUME_FLAGS,
+        "--nproc",
+        2,
+        "--log-every",
+        1,
+    ]
     with started(cmd, cli_env(fault_env("signal:SIGTERM", rank=0, step=4))) as launcher:
         deadline = time.monotonic() + 120
         listening = []
@@ -71,8 +93,9 @@ def test_sigterm_saves_mid_epoch_and_resume_ends_where_an_uninterrupted_run_does
     assert saved["partial"]["epoch"] == 1 and saved["step"] == 4
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0]
 
-    resumed = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2,
-                       "--resume", "auto"])
+    resumed = run_cli(
+        ["train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2, "--resume", "auto"]
+    )
     assert "continuing at epoch 2/2 after 8 of its samples (step 4" in resumed.stderr
     assert_same_weights(run_dir, straight)
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1]
@@ -80,8 +103,11 @@ def test_sigterm_saves_mid_epoch_and_resume_ends_where_an_uninterrupted_run_does
 
 def test_sigusr1_stops_every_rank_and_one_process_finishes_the_epoch(tiny_shapes, tmp_path):
     run_dir = tmp_path / "run"
-    proc = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2,
-                    "--log-every", 1], check=False, env_extra=fault_env("signal:SIGUSR1", rank=1, step=2))
+    proc = run_cli(
+        ["train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2, "--log-every", 1],
+        check=False,
+        env_extra=fault_env("signal:SIGUSR1", rank=1, step=2),
+    )
     assert proc.returncode == EXIT_PREEMPTED, proc.stderr[-4000:]
     assert proc.stderr.count("stopped on SIGUSR1") == 1  # one message, from rank 0
     assert "epoch 1 after 16 of its samples (step 2)" in proc.stderr

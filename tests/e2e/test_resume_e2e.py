@@ -1,4 +1,5 @@
 """Resume: an interrupted run continues at the next epoch and ends exactly where an uninterrupted one does."""
+
 import shutil
 
 import pytest
@@ -59,8 +60,10 @@ def test_resume_on_two_processes_from_a_single_process_run(tiny_shapes, straight
 
 
 def test_resume_from_a_missing_file_is_an_error(tiny_shapes, tmp_path):
-    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "r", *COMMON,
-                    "--resume", tmp_path / "nope.pt"], check=False)
+    proc = run_cli(
+        ["train", "--data", tiny_shapes, "--out", tmp_path / "r", *COMMON, "--resume", tmp_path / "nope.pt"],
+        check=False,
+    )
     assert proc.returncode != 0 and "no such checkpoint" in proc.stderr
 
 
@@ -71,4 +74,5 @@ def test_the_saved_config_reproduces_the_run(straight, tmp_path):
     assert_same_weights(run_dir, straight)
     assert _without_timings(read_metrics(run_dir)) == _without_timings(read_metrics(straight))
     assert (run_dir / "config.yaml").read_text() == (straight / "config.yaml").read_text().replace(
-        str(straight), str(run_dir))
+        str(straight), str(run_dir)
+    )

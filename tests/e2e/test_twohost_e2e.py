@@ -3,6 +3,7 @@ ddptrain agent in each, rendezvous and gloo traffic over the veth (`--iface`). T
 mid-epoch and the other fails with an error naming the lost rank. Needs root and `ip netns`
 (iproute2); skipped with the reason otherwise. Everything stays inside the namespaces, which are
 removed (with every process in them) even when a test fails."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,24 @@ import pytest
 
 from ..conftest import CLI_TIMEOUT_S, read_metrics, started
 
-TRAIN = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--workers", 0, "--val-split", 0.25,
-         "--seed", 5, "--nproc", 1, "--nnodes", 2]
+TRAIN = [
+    "--model",
+    "timm:test_resnet",
+    "--img-size",
+    32,
+    "--batch-size",
+    2,
+    "--workers",
+    0,
+    "--val-split",
+    0.25,
+    "--seed",
+    5,
+    "--nproc",
+    1,
+    "--nnodes",
+    2,
+]
 
 
 def _unavailable() -> Optional[str]:
@@ -85,16 +102,35 @@ def two_hosts() -> Iterator[List[Host]]:
 
 
 def _agent(host: Host, node_rank: int, master: Host, port: int, data, run_dir, *extra) -> List:
-    return host.command(sys.executable, "-m", "ddptrain", "train", "--data", data, "--out", run_dir, *TRAIN,
-                        "--node-rank", node_rank, "--master-addr", master.address, "--master-port", port,
-                        "--iface", host.iface, *extra)
+    return host.command(
+        sys.executable,
+        "-m",
+        "ddptrain",
+        "train",
+        "--data",
+        data,
+        "--out",
+        run_dir,
+        *TRAIN,
+        "--node-rank",
+        node_rank,
+        "--master-addr",
+        master.address,
+        "--master-port",
+        port,
+        "--iface",
+        host.iface,
+        *extra,
+    )
 
 
 def test_two_hosts_train_as_one_job_over_the_veth(tiny_shapes, tmp_path):
     run_dir = tmp_path / "run"
     with two_hosts() as (a, b):
-        with started(_agent(a, 0, a, 29511, tiny_shapes, run_dir, "--epochs", 2)) as node0, \
-                started(_agent(b, 1, a, 29511, tiny_shapes, run_dir, "--epochs", 2)) as node1:
+        with (
+            started(_agent(a, 0, a, 29511, tiny_shapes, run_dir, "--epochs", 2)) as node0,
+            started(_agent(b, 1, a, 29511, tiny_shapes, run_dir, "--epochs", 2)) as node1,
+        ):
             outputs = [agent.communicate(timeout=CLI_TIMEOUT_S)[0] for agent in (node0, node1)]
         assert [node0.returncode, node1.returncode] == [0, 0], "\n".join(o[-3000:] for o in outputs)
     metrics = read_metrics(run_dir)
@@ -107,8 +143,10 @@ def test_a_host_lost_mid_run_fails_the_other_with_the_rank_named(tiny_shapes, tm
     (documented in docs/multinode.md; elastic --nnodes MIN:MAX is the way to carry on)."""
     run_dir = tmp_path / "run"
     with two_hosts() as (a, b):
-        with started(_agent(a, 0, a, 29512, tiny_shapes, run_dir, "--epochs", 6)) as node0, \
-                started(_agent(b, 1, a, 29512, tiny_shapes, run_dir, "--epochs", 6)) as node1:
+        with (
+            started(_agent(a, 0, a, 29512, tiny_shapes, run_dir, "--epochs", 6)) as node0,
+            started(_agent(b, 1, a, 29512, tiny_shapes, run_dir, "--epochs", 6)) as node1,
+        ):
             deadline = time.monotonic() + CLI_TIMEOUT_S
             metrics = run_dir / "metrics.jsonl"
             while not (metrics.is_file() and metrics.read_text().strip()):

@@ -8,11 +8,15 @@ torchrun runs clean):
   slow_forward:SECONDS                every forward pass of the model
   slow_data:SECONDS                   every image read (in the DataLoader's processes too)
 """
+
 import os
 
 _rank = os.environ.get("RANK", "0")
-if (os.environ.get("FAULT_ACTION") and os.environ.get("FAULT_RANK", "0") in (_rank, "all")
-        and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"):
+if (
+    os.environ.get("FAULT_ACTION")
+    and os.environ.get("FAULT_RANK", "0") in (_rank, "all")
+    and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+):
     import signal
     import time
 

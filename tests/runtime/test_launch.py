@@ -16,10 +16,19 @@ def test_single_node_gets_loopback_and_a_free_port():
 
 
 def test_multi_node_passes_through_and_needs_a_master():
-    args = parse_torchrun_argv(torchrun_argv(LaunchConfig(nproc=4, nnodes="2", node_rank=1, master_addr="node0", master_port=29400,
-                                                         max_restarts=3), ["train"]))
-    assert (args.nnodes, args.node_rank, args.master_addr, args.master_port, args.max_restarts) == \
-        ("2", 1, "node0", 29400, 3)
+    args = parse_torchrun_argv(
+        torchrun_argv(
+            LaunchConfig(nproc=4, nnodes="2", node_rank=1, master_addr="node0", master_port=29400, max_restarts=3),
+            ["train"],
+        )
+    )
+    assert (args.nnodes, args.node_rank, args.master_addr, args.master_port, args.max_restarts) == (
+        "2",
+        1,
+        "node0",
+        29400,
+        3,
+    )
     with pytest.raises(ConfigError, match="--master-addr"):
         torchrun_argv(LaunchConfig(nproc=1, nnodes="2"), ["train"])
 
@@ -32,23 +41,34 @@ def test_more_processes_than_gpus_is_refused_before_start():
 
 
 def test_elastic_job_uses_the_c10d_rendezvous():
-    args = parse_torchrun_argv(torchrun_argv(LaunchConfig(nproc=2, nnodes="1:3", rdzv_endpoint="head:29400",
-                                                          rdzv_id="exp7", rdzv_timeout=90), ["train"]))
+    args = parse_torchrun_argv(
+        torchrun_argv(
+            LaunchConfig(nproc=2, nnodes="1:3", rdzv_endpoint="head:29400", rdzv_id="exp7", rdzv_timeout=90), ["train"]
+        )
+    )
     assert (args.nnodes, args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id) == ("1:3", "c10d", "head:29400", "exp7")
     assert args.rdzv_conf == "join_timeout=90"
 
 
 def test_node_counts_and_endpoints_are_checked_before_anything_starts():
-    for values, message in [({"nnodes": "2:1"}, "1 <= MIN <= MAX"), ({"nnodes": "x"}, "number of nodes"),
-                            ({"nnodes": "1:4"}, "needs --rdzv-endpoint"),
-                            ({"nnodes": "2", "node_rank": 2}, "--node-rank must be in"),
-                            ({"nnodes": "1:2", "rdzv_endpoint": "nohost"}, "HOST:PORT")]:
+    for values, message in [
+        ({"nnodes": "2:1"}, "1 <= MIN <= MAX"),
+        ({"nnodes": "x"}, "number of nodes"),
+        ({"nnodes": "1:4"}, "needs --rdzv-endpoint"),
+        ({"nnodes": "2", "node_rank": 2}, "--node-rank must be in"),
+        ({"nnodes": "1:2", "rdzv_endpoint": "nohost"}, "HOST:PORT"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             Config.from_flat({"data": "d", **values}).validate()
-    assert Config.from_flat({"data": "d", "nnodes": "1:4", "rdzv_endpoint": "head:29400"}).validate().launch.uses_launcher
+    assert (
+        Config.from_flat({"data": "d", "nnodes": "1:4", "rdzv_endpoint": "head:29400"}).validate().launch.uses_launcher
+    )
 
 
 def test_iface_must_exist_and_sets_both_backends():
-    assert network_environment(LaunchConfig(nproc=2, nnodes="2", iface="lo")) == {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+    assert network_environment(LaunchConfig(nproc=2, nnodes="2", iface="lo")) == {
+        "GLOO_SOCKET_IFNAME": "lo",
+        "NCCL_SOCKET_IFNAME": "lo",
+    }
     with pytest.raises(ConfigError, match="--iface nosuch0: no such network interface"):
         network_environment(LaunchConfig(nproc=2, nnodes="2", iface="nosuch0"))

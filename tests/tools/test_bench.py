@@ -1,12 +1,16 @@
 """`ddptrain bench`: the input benchmark's JSON contract and saved chart; dp-vs-ddp says why it is skipped."""
+
 import argparse
 import json
+
+import pytest
 
 from ddptrain.tools.bench import add_arguments, run_bench
 
 from ..conftest import run_cli
 
 
+@pytest.mark.slow
 def test_input_bench_prints_the_contract_json_and_saves_a_chart(tmp_path):
     proc = run_cli(["bench", "input", "--count", 8, "--rounds", 1, "--json", "--out", tmp_path])
     result = json.loads(proc.stdout)

@@ -1,7 +1,11 @@
 """`ddptrain demo` (what `make demo` runs): generate, train on 2 processes, evaluate, predict, report."""
+
+import pytest
+
 from ..conftest import run_cli
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_and_draws_the_report(tmp_path):
     out = tmp_path / "run"
     proc = run_cli(["demo", "--data", tmp_path / "data", "--out", out, "--epochs", 1, "--device", "cpu"])

@@ -1,23 +1,36 @@
 """`ddptrain doctor`: a real 2-process collective test on this machine, and the fix printed for what is broken."""
+
 import json
 import os
 import socket
+
+import pytest
 
 from ddptrain.tools import doctor
 
 from ..conftest import run_cli
 
 
+@pytest.mark.slow
 def test_doctor_passes_here_with_report_and_bandwidth_table():
     proc = run_cli(["doctor", "--nproc", 2, "--device", "cpu"])
     out = proc.stdout
-    for name in ("torch", "/dev/shm", "open files limit", "loopback IPv4", "2-process smoke test",
-                 "all_reduce sum", "all_gather", "barrier"):
+    for name in (
+        "torch",
+        "/dev/shm",
+        "open files limit",
+        "loopback IPv4",
+        "2-process smoke test",
+        "all_reduce sum",
+        "all_gather",
+        "barrier",
+    ):
         assert name in out, name
     assert "| size | latency (us) | algbw (GB/s) | busbw (GB/s) |" in out
     assert "| 16 MiB |" in out and "all checks passed" in out and "FAIL" not in out
 
 
+@pytest.mark.slow
 def test_busy_port_fails_the_doctor_and_prints_the_fix():
     with socket.socket() as holder:
         holder.bind(("", 0))

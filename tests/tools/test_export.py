@@ -1,4 +1,5 @@
 """`ddptrain export`: exported files predict and evaluate exactly like the checkpoint they came from."""
+
 import io
 import json
 import sys
@@ -7,13 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from ddptrain.runtime import dist
-from ddptrain.runtime.env import detect
 from ddptrain.config import Config
+from ddptrain.models import build_model
+from ddptrain.runtime.env import detect
 from ddptrain.tools.export import ExportError, export
 from ddptrain.tools.inference import EvalOptions, run_eval, run_predict
 from ddptrain.tools.modelfile import ModelFileError, load_model, sidecar_path
-from ddptrain.models import build_model
 
 from ..conftest import write_synthetic
 
@@ -81,8 +81,12 @@ def test_exported_files_carry_their_class_names_inside(ckpt, tmp_path):
 def test_eval_of_an_exported_model_equals_eval_of_the_checkpoint(ckpt, images, capsys):
     exported = export(ckpt, "torchscript", ckpt.parent / "m.torchscript.pt")
     env = detect({})
-    reports = [run_eval(EvalOptions(checkpoint=str(path), data=str(images), split="all", batch_size=4, workers=0,
-                                    device="cpu"), env) for path in (ckpt, exported)]
+    reports = [
+        run_eval(
+            EvalOptions(checkpoint=str(path), data=str(images), split="all", batch_size=4, workers=0, device="cpu"), env
+        )
+        for path in (ckpt, exported)
+    ]
     assert reports[0]["samples"] == reports[1]["samples"] == 9
     assert reports[1]["confusion"] == reports[0]["confusion"]
     assert reports[1]["loss"] == pytest.approx(reports[0]["loss"], rel=1e-5)
@@ -109,6 +113,8 @@ def test_onnx_export_runs_like_the_checkpoint(ckpt, tmp_path):
 def test_export_cli_writes_the_model_and_its_classes(ckpt, tmp_path):
     from ddptrain.cli import main
 
-    assert main(["export", "--checkpoint", str(ckpt), "--format", "safetensors",
-                 "--out", str(tmp_path / "x.safetensors")]) == 0
+    assert (
+        main(["export", "--checkpoint", str(ckpt), "--format", "safetensors", "--out", str(tmp_path / "x.safetensors")])
+        == 0
+    )
     assert json.loads((tmp_path / "x.safetensors.json").read_text())["class_names"] == CLASSES

@@ -1,4 +1,5 @@
 """`ddptrain lint`: every rule fires on the mistake and stays quiet on the corrected script."""
+
 import json
 import re
 import textwrap
@@ -21,87 +22,103 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 # rule -> (a script with the mistake, the same script corrected)
 CASES = {
-    "DDP001": ("model = nn.DataParallel(net)",
-               "model = DDP(net.to(device), device_ids=[local_rank])"),
-    "DDP002": ("""
+    "DDP001": ("model = nn.DataParallel(net)", "model = DDP(net.to(device), device_ids=[local_rank])"),
+    "DDP002": (
+        """
         sampler = DistributedSampler(ds)
         loader = DataLoader(ds, sampler=sampler, drop_last=True)
         for epoch in range(10):
             for batch in loader:
                 step(batch)
-        """, """
+        """,
+        """
         sampler = DistributedSampler(ds)
         loader = DataLoader(ds, sampler=sampler, drop_last=True)
         for epoch in range(10):
             sampler.set_epoch(epoch)
             for batch in loader:
                 step(batch)
-        """),
-    "DDP003": ("loader = DataLoader(ds, sampler=sampler, shuffle=True)",
-               "loader = DataLoader(ds, sampler=sampler)"),
-    "DDP004": ("""
+        """,
+    ),
+    "DDP003": ("loader = DataLoader(ds, sampler=sampler, shuffle=True)", "loader = DataLoader(ds, sampler=sampler)"),
+    "DDP004": (
+        """
         sampler = DistributedSampler(ds, shuffle=True)
         loader = DataLoader(ds, sampler=sampler)
         for epoch in range(3):
             sampler.set_epoch(epoch)
-        """, """
+        """,
+        """
         sampler = DistributedSampler(ds, shuffle=True)
         loader = DataLoader(ds, sampler=sampler, drop_last=True)
         val = DataLoader(vs, sampler=DistributedSampler(vs, shuffle=False))
         for epoch in range(3):
             sampler.set_epoch(epoch)
-        """),
-    "DDP005": ('dist.init_process_group("nccl")',
-               'torch.cuda.set_device(local_rank)\ndist.init_process_group("nccl")'),
-    "DDP006": ("""
+        """,
+    ),
+    "DDP005": ('dist.init_process_group("nccl")', 'torch.cuda.set_device(local_rank)\ndist.init_process_group("nccl")'),
+    "DDP006": (
+        """
         dist.init_process_group("gloo")
         model = DDP(net, device_ids=[0])
         x = x.to("cuda:0")
-        """, """
+        """,
+        """
         dist.init_process_group("gloo")
         model = DDP(net, device_ids=[local_rank])
         x = x.to(f"cuda:{local_rank}")
-        """),
-    "DDP007": ("""
+        """,
+    ),
+    "DDP007": (
+        """
         model = DDP(net)
         torch.save(model.state_dict(), "m.pt")
-        """, """
+        """,
+        """
         model = DDP(net)
         torch.save({"model": model.module.state_dict()}, "m.pt")
-        """),
-    "DDP008": ('state = torch.load("m.pt")',
-               'state = torch.load("m.pt", map_location="cpu", weights_only=True)'),
-    "DDP009": ("""
+        """,
+    ),
+    "DDP008": ('state = torch.load("m.pt")', 'state = torch.load("m.pt", map_location="cpu", weights_only=True)'),
+    "DDP009": (
+        """
         def step(loss):
             scaler.scale(loss).backward()
             nn.utils.clip_grad_norm_(params, 1.0)
             scaler.unscale_(optimizer)
             scaler.step(optimizer)
-        """, """
+        """,
+        """
         def step(loss):
             scaler.scale(loss).backward()
             scaler.unscale_(optimizer)
             nn.utils.clip_grad_norm_(params, 1.0)
             scaler.step(optimizer)
-        """),
-    "DDP010": ("""
+        """,
+    ),
+    "DDP010": (
+        """
         if dist.get_rank() == 0:
             dist.all_reduce(total)
             print(total)
-        """, """
+        """,
+        """
         dist.all_reduce(total)
         if dist.get_rank() == 0:
             print(total)
-        """),
-    "DDP011": ('os.environ["MASTER_PORT"] = "12355"',
-               'port = os.environ["MASTER_PORT"]'),
-    "DDP012": ("""
+        """,
+    ),
+    "DDP011": ('os.environ["MASTER_PORT"] = "12355"', 'port = os.environ["MASTER_PORT"]'),
+    "DDP012": (
+        """
         limit = 1.0 * math.sqrt(dist.get_world_size())
         nn.utils.clip_grad_norm_(model.parameters(), max_norm=limit)
-        """, """
+        """,
+        """
         limit = 1.0
         nn.utils.clip_grad_norm_(model.parameters(), max_norm=limit)
-        """),
+        """,
+    ),
 }
 
 

@@ -1,4 +1,5 @@
 """`ddptrain report`: figures that hold the run's numbers, valid PNGs, and a report.md that embeds them."""
+
 import json
 from pathlib import Path
 
@@ -20,17 +21,43 @@ def fake_run(folder: Path, world_size: int, sync_bn: bool, epochs: int = 3) -> P
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     lines = []
     for epoch in range(epochs):
-        lines.append(json.dumps({
-            "epoch": epoch, "step": 10 * (epoch + 1), "train_loss": 1.5 / (epoch + 1) + 0.1 * sync_bn,
-            "val_loss": 1.6 / (epoch + 1), "val_top1": 0.4 + 0.2 * epoch, "val_top5": 0.9 + 0.05 * epoch,
-            "val_samples": 30, "lr": 0.05 * (1 - epoch / epochs), "images_per_sec": 100.0 * world_size + epoch,
-            "epoch_time_s": 12.0 / world_size + epoch, "data_wait_frac": 0.05 * (epoch + 1),
-            "data_wait_frac_max": 0.1 * (epoch + 1), "skipped_images": 0, "world_size": world_size}))
+        lines.append(
+            json.dumps(
+                {
+                    "epoch": epoch,
+                    "step": 10 * (epoch + 1),
+                    "train_loss": 1.5 / (epoch + 1) + 0.1 * sync_bn,
+                    "val_loss": 1.6 / (epoch + 1),
+                    "val_top1": 0.4 + 0.2 * epoch,
+                    "val_top5": 0.9 + 0.05 * epoch,
+                    "val_samples": 30,
+                    "lr": 0.05 * (1 - epoch / epochs),
+                    "images_per_sec": 100.0 * world_size + epoch,
+                    "epoch_time_s": 12.0 / world_size + epoch,
+                    "data_wait_frac": 0.05 * (epoch + 1),
+                    "data_wait_frac_max": 0.1 * (epoch + 1),
+                    "skipped_images": 0,
+                    "world_size": world_size,
+                }
+            )
+        )
     (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     confusion = [[9, 1, 0], [2, 7, 1], [0, 0, 10]]
-    (folder / "best_eval.json").write_text(json.dumps({
-        "epoch": epochs - 1, "samples": 30, "top1": 26 / 30, "top5": 1.0, "loss": 0.4, "skipped": 0,
-        "class_names": CLASSES, "confusion": confusion, "checkpoint": "checkpoints/best.pt"}))
+    (folder / "best_eval.json").write_text(
+        json.dumps(
+            {
+                "epoch": epochs - 1,
+                "samples": 30,
+                "top1": 26 / 30,
+                "top5": 1.0,
+                "loss": 0.4,
+                "skipped": 0,
+                "class_names": CLASSES,
+                "confusion": confusion,
+                "checkpoint": "checkpoints/best.pt",
+            }
+        )
+    )
     return folder
 
 
@@ -64,8 +91,12 @@ def test_curves_carry_the_metrics_of_each_run(tmp_path):
     fig = plot_curves(runs)
     loss_ax, acc_ax, lr_ax = fig.axes
     lines = {line.get_label(): line for line in loss_ax.get_lines()}
-    assert set(lines) == {"1 rank, sync-bn off: train", "1 rank, sync-bn off: val",
-                          "2 ranks, sync-bn on: train", "2 ranks, sync-bn on: val"}
+    assert set(lines) == {
+        "1 rank, sync-bn off: train",
+        "1 rank, sync-bn off: val",
+        "2 ranks, sync-bn on: train",
+        "2 ranks, sync-bn on: val",
+    }
     train_b = lines["2 ranks, sync-bn on: train"]
     assert list(train_b.get_xdata()) == [1, 2, 3]
     assert list(train_b.get_ydata()) == pytest.approx([1.6, 0.85, 0.6])
@@ -78,8 +109,7 @@ def test_two_runs_overlay_and_compare_epoch_time(tmp_path):
     runs = [fake_run(tmp_path / "one", 1, False), fake_run(tmp_path / "two", 2, True)]
     report = write_report(runs, tmp_path / "cmp")
     names = sorted(p.name for p in (tmp_path / "cmp").glob("*.png"))
-    assert names == ["confusion-1-one.png", "confusion-2-two.png", "curves.png", "epoch_time.png",
-                     "throughput.png"]
+    assert names == ["confusion-1-one.png", "confusion-2-two.png", "curves.png", "epoch_time.png", "throughput.png"]
     for name in names:
         assert_plotted_png(tmp_path / "cmp" / name)
     text = report.read_text()

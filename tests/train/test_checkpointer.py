@@ -18,8 +18,11 @@ def test_failed_write_leaves_previous_checkpoint_intact(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(checkpoint.torch, "save", exploding_save)
-    with pytest.raises(CheckpointError, match=r"cannot write checkpoint .*last\.pt: No space left on device; "
-                                              r"the previous last\.pt is intact"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"cannot write checkpoint .*last\.pt: No space left on device; "
+        r"the previous last\.pt is intact",
+    ):
         checkpoint.save_atomic({"model": {"w": torch.zeros(2)}}, path)
     monkeypatch.undo()
     assert torch.equal(checkpoint.load(path).model["w"], torch.ones(2))

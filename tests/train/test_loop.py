@@ -86,11 +86,19 @@ def _two_steps(rt, compiled: bool) -> dict:
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
     ddp = wrap_ddp(torch.compile(net, backend="eager") if compiled else net, rt.device)  # compiled, then wrapped
-    batches = [Batch(torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8), torch.tensor([0, 1, 0, 1]), ())
-               for _ in range(2)]
-    train_one_epoch(ddp, batches, build_optimizer(ddp, "sgd", 0.1, 0.9, 0.0, rt.device), LrSchedule(0.1, 1, 0, 1),
-                    resolve_precision("off", rt.device), StepSettings(1, None, 1, False, 0.0), rt,
-                    EpochPlan(epoch=0, global_step=0))
+    batches = [
+        Batch(torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8), torch.tensor([0, 1, 0, 1]), ()) for _ in range(2)
+    ]
+    train_one_epoch(
+        ddp,
+        batches,
+        build_optimizer(ddp, "sgd", 0.1, 0.9, 0.0, rt.device),
+        LrSchedule(0.1, 1, 0, 1),
+        resolve_precision("off", rt.device),
+        StepSettings(1, None, 1, False, 0.0),
+        rt,
+        EpochPlan(epoch=0, global_step=0),
+    )
     return {k: v.detach().clone() for k, v in unwrap(ddp).state_dict().items()}
 
 

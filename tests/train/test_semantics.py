@@ -1,25 +1,26 @@
 """N ranks train exactly like one process on the global batch — through ddptrain's own engine,
 samplers and model wrapping, on real gloo processes."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 from torch import nn
-
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from ddptrain.models import unwrap
 from ddptrain.data.datasets import Batch, ImageDataset, Item
 from ddptrain.data.loaders import LoaderSettings, eval_loader, train_loader
 from ddptrain.data.samplers import EpochSampler
 from ddptrain.data.transforms import train_transform
-from ddptrain.models import place_model, wrap_ddp
+from ddptrain.models import place_model, unwrap, wrap_ddp
 from ddptrain.train.evaluate import evaluate
 from ddptrain.train.loop import EpochPlan, StepSettings, train_one_epoch
 from ddptrain.train.optim import LrSchedule, build_optimizer
 from ddptrain.train.precision import resolve_precision
 
 from ..dist_harness import run_ranks, run_single
+
+pytestmark = pytest.mark.slow  # every test here starts real gloo processes
 
 PER_RANK_BATCH = 4
 STEPS = 3
@@ -52,8 +53,7 @@ if _fp16_on_cpu_reason() is None:
 def _net(batch_norm: bool = False) -> nn.Module:
     torch.manual_seed(0)
     norm = [nn.BatchNorm2d(6)] if batch_norm else []
-    return nn.Sequential(nn.Conv2d(3, 6, 3), *norm, nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
-                         nn.Linear(24, 3))
+    return nn.Sequential(nn.Conv2d(3, 6, 3), *norm, nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(24, 3))
 
 
 def _global_data(samples: int):
@@ -70,7 +70,7 @@ def _rank_batches(rank: int, world: int, grad_accum: int):
     for k in range(STEPS):
         for m in range(grad_accum):
             start = ((k * grad_accum + m) * world + rank) * size
-            batches.append(Batch(images[start:start + size], labels[start:start + size], ()))
+            batches.append(Batch(images[start : start + size], labels[start : start + size], ()))
     return batches
 
 
@@ -80,25 +80,40 @@ def _train(rt, grad_accum: int, clip, amp: str, sync_bn: bool, reference: bool, 
     if compress == "off":
         model.register_comm_hook(None, lambda state, bucket: (all_reduces.append(1), allreduce_hook(None, bucket))[1])
     optimizer = build_optimizer(model, "sgd", 0.5, 0.9, 0.01, rt.device)
-    settings = StepSettings(grad_accum=1 if reference else grad_accum, clip_grad=clip, log_every=1,
-                            channels_last=False, label_smoothing=0.0)
+    settings = StepSettings(
+        grad_accum=1 if reference else grad_accum, clip_grad=clip, log_every=1, channels_last=False, label_smoothing=0.0
+    )
     if reference and grad_accum > 1:  # one process, one batch per step holding every micro-batch
         batches = _rank_batches(0, 1, grad_accum)
-        batches = [Batch(torch.cat([b.images for b in batches[i:i + grad_accum]]),
-                         torch.cat([b.labels for b in batches[i:i + grad_accum]]), ())
-                   for i in range(0, len(batches), grad_accum)]
+        batches = [
+            Batch(
+                torch.cat([b.images for b in batches[i : i + grad_accum]]),
+                torch.cat([b.labels for b in batches[i : i + grad_accum]]),
+                (),
+            )
+            for i in range(0, len(batches), grad_accum)
+        ]
     else:
         batches = _rank_batches(rt.rank, rt.world_size, grad_accum)
-    train_one_epoch(model, batches, optimizer, LrSchedule(0.5, 1, 0.0, 1.0), resolve_precision(amp, rt.device),
-                    settings, rt, EpochPlan(epoch=0, global_step=0))
+    train_one_epoch(
+        model,
+        batches,
+        optimizer,
+        LrSchedule(0.5, 1, 0.0, 1.0),
+        resolve_precision(amp, rt.device),
+        settings,
+        rt,
+        EpochPlan(epoch=0, global_step=0),
+    )
     state = {k: v.detach().clone() for k, v in unwrap(model).state_dict().items()}
     return {"state": state, "all_reduces": len(all_reduces)}
 
 
 def _all_scenarios(rt, reference: bool = False):
-    return {name: _train(rt, *spec, reference=reference,
-                         compress="off" if reference else COMPRESSED.get(name, "off"))
-            for name, spec in SCENARIOS.items()}
+    return {
+        name: _train(rt, *spec, reference=reference, compress="off" if reference else COMPRESSED.get(name, "off"))
+        for name, spec in SCENARIOS.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +129,7 @@ def test_two_ranks_equal_one_process_on_the_global_batch(equivalence, scenario):
     tolerance = {"fp16": 2e-3, "bf16_compress": 1e-2}.get(scenario, 1e-5)
     for name, value in single[scenario]["state"].items():
         assert torch.equal(ranks[0][scenario]["state"][name], ranks[1][scenario]["state"][name])  # ranks agree
-        torch.testing.assert_close(ranks[0][scenario]["state"][name], value, rtol=tolerance, atol=tolerance,
-                                   msg=name)
+        torch.testing.assert_close(ranks[0][scenario]["state"][name], value, rtol=tolerance, atol=tolerance, msg=name)
     initial = _net(SCENARIOS[scenario][3]).state_dict()
     moved = any(not torch.equal(value, initial[name]) for name, value in single[scenario]["state"].items())
     assert moved  # the steps did something
@@ -137,6 +151,7 @@ def test_clipping_binds_in_the_clip_scenario():
 
 
 # ---- sharding and augmentation draws -------------------------------------------------------------
+
 
 class _IndexDataset(torch.utils.data.Dataset):
     def __len__(self):
@@ -198,6 +213,7 @@ def test_ranks_never_draw_the_same_augmentation(shards):
 
 # ---- exact evaluation ----------------------------------------------------------------------------
 
+
 class _TensorDataset(torch.utils.data.Dataset):
     def __init__(self, count: int):
         gen = torch.Generator().manual_seed(count)
@@ -216,12 +232,18 @@ def _evaluate(rt, counts):
     results = {}
     for count in counts:
         settings = _settings(2, workers=0)
-        loader = eval_loader(_TensorDataset(count), rt.rank, rt.world_size, settings,
-                             collate_fn=settings.image_collate())
+        loader = eval_loader(
+            _TensorDataset(count), rt.rank, rt.world_size, settings, collate_fn=settings.image_collate()
+        )
         result = evaluate(model, loader, resolve_precision("off", rt.device), 3, rt)
-        results[count] = {"samples": result.samples, "top1": result.top1, "top5": result.top5,
-                          "loss": result.loss, "per_class": result.per_class_count + result.per_class_correct,
-                          "local": len(loader.sampler)}
+        results[count] = {
+            "samples": result.samples,
+            "top1": result.top1,
+            "top5": result.top5,
+            "loss": result.loss,
+            "per_class": result.per_class_count + result.per_class_correct,
+            "local": len(loader.sampler),
+        }
     return results
 
 
@@ -242,6 +264,7 @@ def test_evaluation_counts_every_sample_once_and_matches_one_process(world, coun
 
 # ---- SyncBatchNorm -------------------------------------------------------------------------------
 
+
 def _bn_stats(rt):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, momentum=1.0))
@@ -249,7 +272,7 @@ def _bn_stats(rt):
     images, _ = _global_data(WORLD * PER_RANK_BATCH)
     share = len(images) // rt.world_size
     model.train()
-    model(images[rt.rank * share:(rt.rank + 1) * share])
+    model(images[rt.rank * share : (rt.rank + 1) * share])
     bn = unwrap(model)[1]
     return {"type": type(bn).__name__, "mean": bn.running_mean.clone(), "var": bn.running_var.clone()}
 

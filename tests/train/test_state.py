@@ -1,5 +1,6 @@
 """The checkpoint format has one owner: TrainState writes the dict every ddptrain checkpoint holds and
 reads it back; no other module reads a checkpoint by its string keys."""
+
 from __future__ import annotations
 
 import ast
@@ -13,15 +14,38 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ddptrain"
 STATE_MODULE = PACKAGE / "train" / "state.py"
 
 # The file format as `ddptrain train` has always written it (an epoch end, then a mid-epoch checkpoint).
-EPOCH_END_KEYS = ["format", "model", "optimizer", "scheduler", "scaler", "epoch", "step", "best_top1", "rng",
-                  "config", "class_names", "world_size", "metrics"]
+EPOCH_END_KEYS = [
+    "format",
+    "model",
+    "optimizer",
+    "scheduler",
+    "scaler",
+    "epoch",
+    "step",
+    "best_top1",
+    "rng",
+    "config",
+    "class_names",
+    "world_size",
+    "metrics",
+]
 MID_EPOCH_KEYS = EPOCH_END_KEYS[:-1] + ["partial"]
 
 
 def _state(**extra) -> TrainState:
-    return TrainState(model={"w": torch.ones(2)}, optimizer={"state": {}, "param_groups": []}, scheduler={"lr": 1.0},
-                      epoch=2, step=30, best_top1=0.5, rng={"torch": torch.get_rng_state()},
-                      config={"model": "resnet18", "lr": 0.1}, class_names=["a", "b"], world_size=2, **extra)
+    return TrainState(
+        model={"w": torch.ones(2)},
+        optimizer={"state": {}, "param_groups": []},
+        scheduler={"lr": 1.0},
+        epoch=2,
+        step=30,
+        best_top1=0.5,
+        rng={"torch": torch.get_rng_state()},
+        config={"model": "resnet18", "lr": 0.1},
+        class_names=["a", "b"],
+        world_size=2,
+        **extra,
+    )
 
 
 def test_epoch_end_and_mid_epoch_dicts_keep_the_file_format():
@@ -55,8 +79,13 @@ def _string_keys(tree: ast.AST, reads_only: bool = False):
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             yield node.slice.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                and node.args and isinstance(node.args[0], ast.Constant):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
             yield node.args[0].value
         elif isinstance(node, ast.Dict) and not reads_only:
             yield from (k.value for k in node.keys if isinstance(k, ast.Constant))
@@ -65,8 +94,17 @@ def _string_keys(tree: ast.AST, reads_only: bool = False):
 def test_checkpoint_keys_are_written_as_strings_in_one_module_only():
     """Keys that only a checkpoint has appear as strings in train/state.py alone; and the modules that load
     or write checkpoints read none of the checkpoint's keys by string (they use TrainState's fields)."""
-    only_in_checkpoints = {"scheduler", "scaler", "best_top1", "rng", "partial", "position", "samples_done",
-                           "loss_sum", "loss_count"}
+    only_in_checkpoints = {
+        "scheduler",
+        "scaler",
+        "best_top1",
+        "rng",
+        "partial",
+        "position",
+        "samples_done",
+        "loss_sum",
+        "loss_count",
+    }
     all_keys = set(MID_EPOCH_KEYS) | set(EPOCH_END_KEYS) | only_in_checkpoints
     checkpoint_users = {"train/trainer.py", "train/checkpointer.py", "tools/modelfile.py", "api.py"}
     found = []

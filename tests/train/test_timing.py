@@ -2,8 +2,18 @@ from ddptrain.train.timing import AdviceOnce, RankTiming, advice, summarize
 
 
 def _rank(rank, forward_s=1.0, wait_s=0.0, load_s=0.0, workers=2, mem=100.0, total=None, util=None):
-    return RankTiming(rank=rank, steps=10, elapsed_s=10.0, data_wait_s=wait_s, forward_s=forward_s, load_s=load_s,
-                      workers=workers, max_mem_mb=mem, mem_total_mb=total, gpu_util=util)
+    return RankTiming(
+        rank=rank,
+        steps=10,
+        elapsed_s=10.0,
+        data_wait_s=wait_s,
+        forward_s=forward_s,
+        load_s=load_s,
+        workers=workers,
+        max_mem_mb=mem,
+        mem_total_mb=total,
+        gpu_util=util,
+    )
 
 
 def test_summary_fields():

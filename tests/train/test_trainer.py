@@ -1,14 +1,28 @@
 """The Trainer in one process (world size 1, the same code path as N)."""
-from ddptrain.runtime import dist
-from ddptrain.runtime.env import DistEnv
+
+import pytest
+
 from ddptrain.config import build_config
 from ddptrain.logs import setup_logging
+from ddptrain.runtime import dist
+from ddptrain.runtime.env import DistEnv
 from ddptrain.train.trainer import Trainer
 
 
+@pytest.mark.slow
 def test_trainer_advances_the_sampler_epoch_and_records_each_epoch(tiny_shapes, tmp_path):
-    cfg = build_config({"data": str(tiny_shapes), "out": str(tmp_path / "run"), "model": "timm:test_resnet",
-                        "img_size": 32, "batch_size": 8, "epochs": 3, "workers": 0, "val_split": 0.25})
+    cfg = build_config(
+        {
+            "data": str(tiny_shapes),
+            "out": str(tmp_path / "run"),
+            "model": "timm:test_resnet",
+            "img_size": 32,
+            "batch_size": 8,
+            "epochs": 3,
+            "workers": 0,
+            "val_split": 0.25,
+        }
+    )
     setup_logging(0, 1)
     rt = dist.setup(DistEnv(), "cpu", 60)
     try:

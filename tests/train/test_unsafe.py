@@ -1,4 +1,5 @@
 """Files from elsewhere: nothing is ever unpickled into running code; safetensors are accepted."""
+
 from __future__ import annotations
 
 import pathlib
@@ -13,7 +14,6 @@ from ddptrain.train import checkpointer
 from ddptrain.train.state import read_model_weights
 
 from ..conftest import run_cli
-
 
 SMALL = ["--model", "resnet18", "--img-size", 32, "--batch-size", 4, "--workers", 0]
 
@@ -44,12 +44,12 @@ def test_crafted_weights_and_checkpoints_are_refused_without_running_code(tmp_pa
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_crafted_checkpoint_is_refused_by_the_cli(tmp_path, tiny_shapes):
     path, marker = _crafted(tmp_path)
     proc = run_cli(["eval", "--checkpoint", path, "--data", tiny_shapes], check=False)
     assert proc.returncode != 0 and "cannot read checkpoint" in proc.stderr
-    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *SMALL, "--resume", path],
-                   check=False)
+    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *SMALL, "--resume", path], check=False)
     assert proc.returncode != 0 and "cannot read checkpoint" in proc.stderr
     assert not marker.exists()
 
@@ -64,7 +64,9 @@ def test_safetensors_weights_load(tmp_path):
 
 
 def test_missing_weights_file_stops_the_cli(tmp_path, tiny_shapes):
-    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *SMALL,
-                    "--weights", tmp_path / "nope.pth"], check=False)
+    proc = run_cli(
+        ["train", "--data", tiny_shapes, "--out", tmp_path / "run", *SMALL, "--weights", tmp_path / "nope.pth"],
+        check=False,
+    )
     assert proc.returncode != 0 and "does not exist" in proc.stderr and "from scratch" in proc.stderr
     assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()

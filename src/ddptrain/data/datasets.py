@@ -1,4 +1,5 @@
 """Map-style dataset over (path, label) samples that never lets one bad file stop training."""
+
 from __future__ import annotations
 
 import logging
@@ -42,8 +43,14 @@ class ImageDataset(Dataset):
     failure travels with the batch to be counted and reported.
     """
 
-    def __init__(self, samples: Sequence[Sample], transform: Callable, decode_min_side: Optional[int],
-                 seed: int = 0, substitute: bool = False):
+    def __init__(
+        self,
+        samples: Sequence[Sample],
+        transform: Callable,
+        decode_min_side: Optional[int],
+        seed: int = 0,
+        substitute: bool = False,
+    ):
         self.samples: List[Sample] = list(samples)
         self.transform = transform
         self.decode_min_side = decode_min_side
@@ -68,8 +75,10 @@ class ImageDataset(Dataset):
             tensor = self._transform(image, epoch, index)
             return Item(tensor, label, tuple(failures), time.perf_counter() - started)
         if self.substitute:
-            raise RuntimeError(f"{MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
-                               "check the data folder (ddptrain skips single bad files, not a broken dataset)")
+            raise RuntimeError(
+                f"{MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
+                "check the data folder (ddptrain skips single bad files, not a broken dataset)"
+            )
         return Item(None, self.samples[index][1], tuple(failures), time.perf_counter() - started)
 
     def _transform(self, image, epoch: int, index: int) -> torch.Tensor:
@@ -105,15 +114,15 @@ def collate(items: Sequence[Item], normalized: bool = False) -> Batch:
     Batches stay uint8 for a GPU, which normalises them itself (Batch.to_device); `normalized`
     does it here instead, in the loader worker, when the model runs on the CPU: the worker then
     works in parallel with the training step rather than adding to it."""
-    kept = [item for item in items if item.image is not None]
+    kept = [(item.image, item.label) for item in items if item.image is not None]
     failures = tuple(f for item in items for f in item.failures)
     load_s = sum(item.load_s for item in items)
     if not kept:
         return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures, load_s)
-    images = torch.stack([item.image for item in kept])
+    images = torch.stack([image for image, _ in kept])
     if normalized:
         images = normalize(images)
-    labels = torch.tensor([item.label for item in kept], dtype=torch.long)
+    labels = torch.tensor([label for _, label in kept], dtype=torch.long)
     return Batch(images, labels, failures, load_s)
 
 

@@ -3,6 +3,7 @@
 Every rank computes the same result on its own from sorted relative paths and the seed, so no
 file list has to be broadcast and two machines agree without talking.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..errors import DataError
+from ..errors import DataError, missing_data_folder
 from .images import is_image_file
 
 Sample = Tuple[str, int]  # (absolute path, class index)
@@ -27,8 +28,10 @@ class Split:
 
 
 def list_class_images(class_dir: Path) -> List[Path]:
-    return sorted((p for p in class_dir.rglob("*") if p.is_file() and is_image_file(p)),
-                  key=lambda p: p.relative_to(class_dir).as_posix())
+    return sorted(
+        (p for p in class_dir.rglob("*") if p.is_file() and is_image_file(p)),
+        key=lambda p: p.relative_to(class_dir).as_posix(),
+    )
 
 
 def class_folders(root: Path) -> List[str]:
@@ -38,7 +41,7 @@ def class_folders(root: Path) -> List[str]:
 def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[List[str], Dict[str, List[Path]]]:
     """Classes are the sorted sub-folders of `root` (or the given list); return their image paths."""
     if not root.is_dir():
-        raise DataError(f"data folder {root} does not exist or is not a folder")
+        raise missing_data_folder(root)
     found = class_folders(root)
     if not found:
         raise DataError(f"{root} has no class sub-folders; expected {root}/<class name>/<images>")
@@ -50,8 +53,9 @@ def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[L
     return classes, images
 
 
-def stratified_split(images: Dict[str, List[Path]], classes: Sequence[str], val_split: float,
-                     seed: int) -> Tuple[List[Sample], List[Sample]]:
+def stratified_split(
+    images: Dict[str, List[Path]], classes: Sequence[str], val_split: float, seed: int
+) -> Tuple[List[Sample], List[Sample]]:
     """Hold out round(n * val_split) images of every class (at least one when val_split > 0 and n > 1)."""
     train: List[Sample] = []
     val: List[Sample] = []

@@ -1,4 +1,5 @@
 """Open any image file as 8-bit RGB, or fail with an error that names the file."""
+
 from __future__ import annotations
 
 import io
@@ -28,6 +29,7 @@ def describe_unreadable(error: BaseException) -> str:
         return str(error)
     return f"{type(error).__name__}: {error}"
 
+
 _HIGH_BIT_MODES = {"I;16", "I;16B", "I;16L", "I;16N", "I", "F"}
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 
@@ -55,7 +57,7 @@ def open_rgb(path: Union[str, Path, BinaryIO], min_side: Optional[int] = None) -
         return to_rgb(img)
 
 
-def load_rgb(path: Union[str, Path], min_side: Optional[int] = None) -> Union[Image.Image, "torch.Tensor"]:
+def load_rgb(path: Union[str, Path], min_side: Optional[int] = None) -> Union[Image.Image, torch.Tensor]:
     """Decode `path` to RGB, the fastest correct way: a colour or grayscale JPEG that reduced decoding
     would not shrink goes straight to a uint8 CHW tensor through libjpeg-turbo (torchvision.io),
     skipping PIL's four-bytes-per-pixel copy and the conversion after it; every other file (PNG,
@@ -67,8 +69,10 @@ def load_rgb(path: Union[str, Path], min_side: Optional[int] = None) -> Union[Im
     if header is not None:
         width, height, components = header
         if width * height > 2 * (Image.MAX_IMAGE_PIXELS or float("inf")):
-            raise Image.DecompressionBombError(f"{width}x{height} pixels: over twice PIL's limit of "
-                                               f"{Image.MAX_IMAGE_PIXELS}, could be a decompression bomb")
+            raise Image.DecompressionBombError(
+                f"{width}x{height} pixels: over twice PIL's limit of "
+                f"{Image.MAX_IMAGE_PIXELS}, could be a decompression bomb"
+            )
         if components in (1, 3) and not _draft_shrinks((width, height), min_side):
             try:
                 return _decode_jpeg(data)
@@ -98,15 +102,15 @@ def _jpeg_header(data: bytes) -> Optional[tuple]:
         if marker in _SOF_MARKERS:
             if at + 10 > len(data):
                 return None
-            height = int.from_bytes(data[at + 5:at + 7], "big")
-            width = int.from_bytes(data[at + 7:at + 9], "big")
+            height = int.from_bytes(data[at + 5 : at + 7], "big")
+            width = int.from_bytes(data[at + 7 : at + 9], "big")
             return width, height, data[at + 9]
-        at += 2 + int.from_bytes(data[at + 2:at + 4], "big")
+        at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
     return None
 
 
 def _draft_shrinks(size, min_side: Optional[int]) -> bool:
-    return bool(min_side) and min(size) >= 2 * min_side
+    return min_side is not None and min_side > 0 and min(size) >= 2 * min_side
 
 
 def _torchvision_jpeg_decoder():
@@ -116,7 +120,7 @@ def _torchvision_jpeg_decoder():
     except ImportError:
         return None
 
-    def decode(data: bytes) -> "torch.Tensor":
+    def decode(data: bytes) -> torch.Tensor:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torchvision >= 0.24 announces a future move of its decoders
             return decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB)
@@ -147,7 +151,7 @@ def _to_uint8(values: np.ndarray, mode: str) -> np.ndarray:
     hi = float(values.max(initial=0))
     if mode.startswith("I;16") or (mode == "I" and 255 < hi <= 65535):
         return (values / 257.0).round().astype(np.uint8)  # 16-bit range to 8-bit
-    if mode == "F" and 0.0 <= float(values.min(initial=0)) and hi <= 1.0:
+    if mode == "F" and float(values.min(initial=0)) >= 0.0 and hi <= 1.0:
         return (values * 255.0).round().astype(np.uint8)
     lo = float(values.min(initial=0))
     if lo >= 0 and hi <= 255:

@@ -1,11 +1,12 @@
 """Every DataLoader ddptrain makes is built here — for training, evaluation, `ddptrain eval` and the
 library API — so worker seeding, signal handling and the uint8-or-normalised choice exist once."""
+
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Sized, cast
 
 import numpy as np
 import torch
@@ -24,13 +25,14 @@ TRAIN_PREFETCH = 4  # batches per worker kept ready: covers a slow image or two 
 @dataclass(frozen=True)
 class LoaderSettings:
     """How batches reach this rank's device."""
+
     batch_size: int
     workers: int
     pin_memory: bool
     normalize_in_workers: bool  # CPU: the workers normalise, in parallel with the step; GPU: the device does
 
     @classmethod
-    def for_device(cls, device: torch.device, batch_size: int, workers: int) -> "LoaderSettings":
+    def for_device(cls, device: torch.device, batch_size: int, workers: int) -> LoaderSettings:
         on_cpu = device.type == "cpu"
         return cls(batch_size, workers, pin_memory=not on_cpu, normalize_in_workers=on_cpu)
 
@@ -54,38 +56,71 @@ def init_worker(worker_id: int) -> None:
     random.seed(seed)
 
 
-def train_loader(dataset: Dataset, sampler: Sampler, settings: LoaderSettings, seed: int, rank: int,
-                 **overrides: Any) -> DataLoader:
+def train_loader(
+    dataset: Dataset, sampler: Sampler, settings: LoaderSettings, seed: int, rank: int, **overrides: Any
+) -> DataLoader:
     """Equal, full batches on every rank (the uneven tail dropped); workers persist across epochs and
     their random seeds differ by rank."""
     generator = torch.Generator().manual_seed(seed * 1000 + rank)
-    kwargs = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=settings.workers,
-                  pin_memory=settings.pin_memory, drop_last=True, persistent_workers=settings.workers > 0,
-                  worker_init_fn=init_worker, generator=generator,
-                  prefetch_factor=TRAIN_PREFETCH if settings.workers > 0 else None)
+    kwargs: Dict[str, Any] = {
+        "batch_size": settings.batch_size,
+        "sampler": sampler,
+        "num_workers": settings.workers,
+        "pin_memory": settings.pin_memory,
+        "drop_last": True,
+        "persistent_workers": settings.workers > 0,
+        "worker_init_fn": init_worker,
+        "generator": generator,
+        "prefetch_factor": TRAIN_PREFETCH if settings.workers > 0 else None,
+    }
     return DataLoader(dataset, **{**kwargs, **overrides})
 
 
-def eval_loader(dataset: Dataset, rank: int, world_size: int, settings: LoaderSettings, persistent: bool = True,
-                **overrides: Any) -> DataLoader:
+def eval_loader(
+    dataset: Dataset, rank: int, world_size: int, settings: LoaderSettings, persistent: bool = True, **overrides: Any
+) -> DataLoader:
     """Each sample on exactly one rank (no padding): reduce sums once after the loop, never per batch."""
-    kwargs = dict(batch_size=settings.batch_size, sampler=ShardSampler(len(dataset), rank, world_size),
-                  num_workers=settings.workers, pin_memory=settings.pin_memory, drop_last=False,
-                  persistent_workers=persistent and settings.workers > 0, worker_init_fn=init_worker)
+    kwargs: Dict[str, Any] = {
+        "batch_size": settings.batch_size,
+        "sampler": ShardSampler(len(cast(Sized, dataset)), rank, world_size),
+        "num_workers": settings.workers,
+        "pin_memory": settings.pin_memory,
+        "drop_last": False,
+        "persistent_workers": persistent and settings.workers > 0,
+        "worker_init_fn": init_worker,
+    }
     return DataLoader(dataset, **{**kwargs, **overrides})
 
 
-def training_images(samples: Sequence[Sample], img_size: int, min_crop_scale: float, seed: int, rank: int,
-                    world_size: int, settings: LoaderSettings) -> DataLoader:
+def training_images(
+    samples: Sequence[Sample],
+    img_size: int,
+    min_crop_scale: float,
+    seed: int,
+    rank: int,
+    world_size: int,
+    settings: LoaderSettings,
+) -> DataLoader:
     """Random crops and flips, one draw per (seed, epoch, sample); an unreadable file is substituted."""
-    dataset = ImageDataset(samples, train_transform(img_size, min_crop_scale),
-                           train_decode_min_side(img_size, min_crop_scale), seed=seed, substitute=True)
+    dataset = ImageDataset(
+        samples,
+        train_transform(img_size, min_crop_scale),
+        train_decode_min_side(img_size, min_crop_scale),
+        seed=seed,
+        substitute=True,
+    )
     sampler = EpochSampler(len(dataset), rank, world_size, seed)
     return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate())
 
 
-def evaluation_images(samples: Sequence[Sample], img_size: int, rank: int, world_size: int,
-                      settings: LoaderSettings, persistent: bool = True) -> DataLoader:
+def evaluation_images(
+    samples: Sequence[Sample],
+    img_size: int,
+    rank: int,
+    world_size: int,
+    settings: LoaderSettings,
+    persistent: bool = True,
+) -> DataLoader:
     """Resize and centre crop; an unreadable file is left out (and reported)."""
     dataset = ImageDataset(samples, eval_transform(img_size), eval_decode_min_side(img_size))
     return eval_loader(dataset, rank, world_size, settings, persistent, collate_fn=settings.image_collate())

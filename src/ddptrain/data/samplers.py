@@ -1,4 +1,5 @@
 """Samplers: disjoint, reshuffled training shards that can resume mid-epoch, and exactly-once evaluation."""
+
 from __future__ import annotations
 
 from typing import Iterator, List, Tuple
@@ -31,9 +32,9 @@ class EpochSampler(Sampler):
         return (self.length - self.start) // self.world_size * self.world_size
 
     def __iter__(self) -> Iterator[Tuple[int, int]]:
-        remaining = self.permutation()[self.start:self.start + self._usable()]
+        remaining = self.permutation()[self.start : self.start + self._usable()]
         epoch = self.epoch
-        return ((index, epoch) for index in remaining[self.rank::self.world_size])
+        return ((index, epoch) for index in remaining[self.rank :: self.world_size])
 
     def __len__(self) -> int:
         return self._usable() // self.world_size

@@ -5,22 +5,23 @@ generator keyed by (seed, class, image)). Classes differ only by the shape's out
 size, position, rotation, background, clutter, blur, noise and JPEG quality vary within every
 class, so colour or position alone does not give the answer.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from io import BytesIO
 from pathlib import Path
-from concurrent.futures import ProcessPoolExecutor
 from typing import Dict, List, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 from tqdm import tqdm
 
-from ..runtime.env import available_cpus
 from ..errors import ConfigError
+from ..runtime.env import available_cpus
 
 MARKER = ".ddptrain-dataset.json"
 
@@ -61,7 +62,7 @@ CLASS_ORDER = ["disc", "ring", "star", "cross", "triangle", "square", "hexagon",
 def _smooth_noise(rng: np.random.Generator, size: Tuple[int, int], cells: int) -> np.ndarray:
     """Low-frequency colour texture: a small random grid upsampled bicubically."""
     grid = (rng.random((cells, cells, 3)) * 255).astype(np.uint8)
-    return np.asarray(Image.fromarray(grid).resize(size, Image.BICUBIC), dtype=np.float32)
+    return np.asarray(Image.fromarray(grid).resize(size, Image.Resampling.BICUBIC), dtype=np.float32)
 
 
 def _background(rng: np.random.Generator, size: Tuple[int, int]) -> Image.Image:
@@ -96,7 +97,7 @@ def _object_colour(rng: np.random.Generator, background_mean: np.ndarray) -> Tup
         colour = rng.integers(0, 256, 3)
         if np.abs(colour - background_mean).sum() > 200:
             break
-    return tuple(int(c) for c in colour)
+    return int(colour[0]), int(colour[1]), int(colour[2])
 
 
 def _shape_mask(rng: np.random.Generator, shape: str, size: Tuple[int, int]) -> Image.Image:
@@ -116,7 +117,7 @@ def _shape_mask(rng: np.random.Generator, shape: str, size: Tuple[int, int]) -> 
             x, y = x * radius, y * radius * stretch
             points.append(((cx + x * cos - y * sin) * supersample, (cy + x * sin + y * cos) * supersample))
         draw.polygon(points, fill=fill)
-    return mask.resize(size, Image.BILINEAR)  # anti-aliased edges
+    return mask.resize(size, Image.Resampling.BILINEAR)  # anti-aliased edges
 
 
 def render_image(seed: int, class_index: int, image_index: int, shape: str) -> bytes:
@@ -124,8 +125,9 @@ def render_image(seed: int, class_index: int, image_index: int, shape: str) -> b
     size = (int(rng.integers(240, 501)), int(rng.integers(240, 501)))
     image = _background(rng, size)
     colour = _object_colour(rng, np.asarray(image, dtype=np.float32).mean(axis=(0, 1)))
-    shading = Image.fromarray(np.clip(_smooth_noise(rng, size, 4) * 0.15 + np.array(colour) * 0.85, 0, 255)
-                              .astype(np.uint8))
+    shading = Image.fromarray(
+        np.clip(_smooth_noise(rng, size, 4) * 0.15 + np.array(colour) * 0.85, 0, 255).astype(np.uint8)
+    )
     image.paste(shading, (0, 0), _shape_mask(rng, shape, size))
     if rng.random() < 0.5:
         image = image.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.3, 1.0))))
@@ -137,8 +139,7 @@ def render_image(seed: int, class_index: int, image_index: int, shape: str) -> b
     return buffer.getvalue()
 
 
-def make_dataset(out: str | Path, classes: int = 5, per_class: int = 160, seed: int = 0,
-                 progress: bool = True) -> Path:
+def make_dataset(out: str | Path, classes: int = 5, per_class: int = 160, seed: int = 0, progress: bool = True) -> Path:
     """Write out/<class>/<class>_NNNN.jpg and a marker describing how it was made."""
     if not 2 <= classes <= len(CLASS_ORDER):
         raise ConfigError(f"--classes must be between 2 and {len(CLASS_ORDER)}")
@@ -148,13 +149,17 @@ def make_dataset(out: str | Path, classes: int = 5, per_class: int = 160, seed: 
     names = CLASS_ORDER[:classes]
     for name in names:
         (out / name).mkdir(parents=True, exist_ok=True)
-    jobs = [(seed, ci, i, name, str(out / name / f"{name}_{i:04d}.jpg"))
-            for ci, name in enumerate(names) for i in range(per_class)]
+    jobs = [
+        (seed, ci, i, name, str(out / name / f"{name}_{i:04d}.jpg"))
+        for ci, name in enumerate(names)
+        for i in range(per_class)
+    ]
     workers = min(available_cpus(), 8)
     with ProcessPoolExecutor(workers) if workers > 1 else _InProcess() as pool:
         done = pool.map(_write_one, jobs, chunksize=16)
-        for _ in tqdm(done, total=len(jobs), desc="make-dataset", unit="img",
-                      disable=not (progress and sys.stderr.isatty())):
+        for _ in tqdm(
+            done, total=len(jobs), desc="make-dataset", unit="img", disable=not (progress and sys.stderr.isatty())
+        ):
             pass
     (out / MARKER).write_text(json.dumps(dataset_spec(classes, per_class, seed)) + "\n")
     return out

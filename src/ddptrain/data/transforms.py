@@ -1,5 +1,6 @@
 """Train and evaluation transforms (torchvision, in uint8), normalisation of whole batches, and the
 decode size each transform needs."""
+
 from __future__ import annotations
 
 import math
@@ -18,19 +19,23 @@ def eval_resize_size(img_size: int) -> int:
 
 def train_transform(img_size: int, min_crop_scale: float) -> v2.Compose:
     """Crop, resize and flip in 8 bits; the result is a uint8 CHW tensor (see `normalize`)."""
-    return v2.Compose([
-        v2.RandomResizedCrop(img_size, scale=(min_crop_scale, 1.0), antialias=True),
-        v2.RandomHorizontalFlip(),
-        v2.ToImage(),
-    ])
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(img_size, scale=(min_crop_scale, 1.0), antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToImage(),
+        ]
+    )
 
 
 def eval_transform(img_size: int) -> v2.Compose:
-    return v2.Compose([
-        v2.Resize(eval_resize_size(img_size), antialias=True),
-        v2.CenterCrop(img_size),
-        v2.ToImage(),
-    ])
+    return v2.Compose(
+        [
+            v2.Resize(eval_resize_size(img_size), antialias=True),
+            v2.CenterCrop(img_size),
+            v2.ToImage(),
+        ]
+    )
 
 
 def normalize(images: torch.Tensor) -> torch.Tensor:

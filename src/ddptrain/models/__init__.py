@@ -1,7 +1,21 @@
 """Models: build by name (`build`), fit weights into them (`weights`), wrap for training and unwrap (`wrap`)."""
+
 from .build import TIMM_PREFIX, build_model, freeze_backbone, head_name
 from .weights import describe_mismatch, load_weights, strip_prefixes
-from .wrap import is_compiled, place_model, unwrap, wrap_ddp
+from .wrap import compile_model, is_compiled, place_model, unwrap, wrap_ddp
 
-__all__ = ["TIMM_PREFIX", "build_model", "freeze_backbone", "head_name", "describe_mismatch", "load_weights",
-           "strip_prefixes", "is_compiled", "place_model", "unwrap", "wrap_ddp"]
+__all__ = [
+    "TIMM_PREFIX",
+    "build_model",
+    "freeze_backbone",
+    "head_name",
+    "describe_mismatch",
+    "load_weights",
+    "strip_prefixes",
+    "compile_model",
+    "compile_model",
+    "is_compiled",
+    "place_model",
+    "unwrap",
+    "wrap_ddp",
+]

@@ -4,6 +4,7 @@ Naming rule: a bare name (`resnet18`) is a torchvision model; `timm:NAME` is a t
 Nothing here downloads: torchvision models are built with weights=None and timm models with
 pretrained=False; pretrained weights come from `--weights PATH` only.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -17,15 +18,14 @@ TIMM_PREFIX = "timm:"
 
 def build_model(name: str, num_classes: int) -> nn.Module:
     if name.startswith(TIMM_PREFIX):
-        return _build_timm(name[len(TIMM_PREFIX):], num_classes)
+        return _build_timm(name[len(TIMM_PREFIX) :], num_classes)
     import torchvision
 
     known = torchvision.models.list_models(module=torchvision.models)
     if name not in known:
         close = difflib.get_close_matches(name, known, n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown torchvision model '{name}'.{hint} "
-                          f"For a timm model write --model timm:{name}.")
+        raise ConfigError(f"unknown torchvision model '{name}'.{hint} For a timm model write --model timm:{name}.")
     return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
 
 

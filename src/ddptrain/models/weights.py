@@ -1,5 +1,6 @@
 """Fit a state dict into a model: wrapper prefixes stripped, a head that does not fit re-initialised,
 any other difference listed. (Reading the file is the checkpoint format's job: ddptrain.train.state.)"""
+
 from __future__ import annotations
 
 import logging
@@ -23,7 +24,7 @@ def strip_prefixes(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
             changed = False
             for prefix in STRIP_PREFIXES:
                 if key.startswith(prefix):
-                    key, changed = key[len(prefix):], True
+                    key, changed = key[len(prefix) :], True
         cleaned[key] = value
     return cleaned
 
@@ -37,25 +38,31 @@ def load_weights(model: nn.Module, state: Dict[str, torch.Tensor], head: str, so
     reinit_head = sorted(k for k in head_keys if k not in state or state[k].shape != own[k].shape)
     problems = describe_mismatch(state, own, head_keys)
     if problems:
-        raise WeightsError(f"weights in {source} do not fit the model ({problems}); "
-                           "check --model matches the architecture the weights were trained with")
+        raise WeightsError(
+            f"weights in {source} do not fit the model ({problems}); "
+            "check --model matches the architecture the weights were trained with"
+        )
     usable = {k: v for k, v in state.items() if k not in reinit_head}
     model.load_state_dict(usable, strict=False)
     if reinit_head:
-        log.info("weights %s: classifier head %s re-initialised (its shape does not fit %s)",
-                 source, ", ".join(reinit_head), tuple(own[reinit_head[0]].shape))
+        log.info(
+            "weights %s: classifier head %s re-initialised (its shape does not fit %s)",
+            source,
+            ", ".join(reinit_head),
+            tuple(own[reinit_head[0]].shape),
+        )
     return reinit_head
 
 
-def describe_mismatch(state: Dict[str, torch.Tensor], own: Dict[str, torch.Tensor],
-                      allowed: Iterable[str] = ()) -> str:
+def describe_mismatch(state: Dict[str, torch.Tensor], own: Dict[str, torch.Tensor], allowed: Iterable[str] = ()) -> str:
     """'' when `state` fits `own` (keys in `allowed` may differ); otherwise the offending keys by kind."""
     allowed = set(allowed)
     mismatched = sorted(k for k in state if k in own and k not in allowed and state[k].shape != own[k].shape)
     unexpected = sorted(k for k in state if k not in own)
     # Old checkpoints may lack BatchNorm's step counter; it carries no learned value.
-    missing = sorted(k for k in own if k not in state and k not in allowed
-                     and not k.endswith("num_batches_tracked"))
-    return "; ".join(f"{label}: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}"
-                     for label, keys in (("shape mismatch", mismatched), ("unexpected", unexpected),
-                                         ("missing", missing)) if keys)
+    missing = sorted(k for k in own if k not in state and k not in allowed and not k.endswith("num_batches_tracked"))
+    return "; ".join(
+        f"{label}: {', '.join(keys[:8])}{' ...' if len(keys) > 8 else ''}"
+        for label, keys in (("shape mismatch", mismatched), ("unexpected", unexpected), ("missing", missing))
+        if keys
+    )

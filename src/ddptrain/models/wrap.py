@@ -1,13 +1,17 @@
 """Put a model where it trains: synchronised BatchNorm, device, memory format, DistributedDataParallel —
 and take those wrappers off again (`unwrap`) for evaluation, saving and inference."""
+
 from __future__ import annotations
+
+from typing import cast
 
 import torch
 from torch import nn
 
 
-def place_model(model: nn.Module, device: torch.device, world_size: int, sync_bn: bool,
-                channels_last: bool) -> nn.Module:
+def place_model(
+    model: nn.Module, device: torch.device, world_size: int, sync_bn: bool, channels_last: bool
+) -> nn.Module:
     """Synchronised BatchNorm (only when there is more than one process), then device and memory format."""
     if sync_bn and world_size > 1:
         from ..runtime.syncbn import convert_sync_bn
@@ -37,13 +41,19 @@ def wrap_ddp(model: nn.Module, device: torch.device, grad_compress: str = "off")
     return ddp
 
 
+def compile_model(model: nn.Module) -> nn.Module:
+    """torch.compile, before the DDP wrap (DDP then sees the compiled module; `unwrap` takes it off again)."""
+    return cast(nn.Module, torch.compile(model))
+
+
 def unwrap(model: nn.Module) -> nn.Module:
     """The plain model inside DistributedDataParallel and/or torch.compile wrappers."""
     while True:
-        if hasattr(model, "module") and isinstance(model.module, nn.Module):
-            model = model.module
-        elif hasattr(model, "_orig_mod"):
-            model = model._orig_mod
+        wrapped, compiled = getattr(model, "module", None), getattr(model, "_orig_mod", None)
+        if isinstance(wrapped, nn.Module):
+            model = wrapped
+        elif isinstance(compiled, nn.Module):
+            model = compiled
         else:
             return model
 

@@ -4,6 +4,7 @@ collectives ddptrain uses.
 Every process runs the same code: a single process is simply world size 1 with a one-member process
 group, so there is no separate non-distributed branch to drift out of step.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -69,8 +70,11 @@ def setup(env: DistEnv, device_kind: str, timeout_s: float) -> Runtime:
     if kind == "cuda":
         # Must happen before anything touches CUDA, or every rank piles onto GPU 0.
         if env.local_rank >= torch.cuda.device_count():
-            raise ConfigError(f"local rank {env.local_rank} has no GPU ({torch.cuda.device_count()} visible); "
-                              "start fewer processes per node", rank=env.rank)
+            raise ConfigError(
+                f"local rank {env.local_rank} has no GPU ({torch.cuda.device_count()} visible); "
+                "start fewer processes per node",
+                rank=env.rank,
+            )
         torch.cuda.set_device(env.local_rank)
         torch.backends.cudnn.benchmark = True  # fixed input sizes: pick the fastest convolution kernels once
         device, backend = torch.device("cuda", env.local_rank), "nccl"
@@ -99,8 +103,13 @@ def _job_store(env: DistEnv, timeout: datetime.timedelta) -> dist.Store:
     form. Under torchrun the agent hosts the store; under SLURM or a plain launch, rank 0 does."""
     _export_master(env)
     agent_hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), env.world_size,
-                          is_master=env.rank == 0 and not agent_hosts_store, timeout=timeout)
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        env.world_size,
+        is_master=env.rank == 0 and not agent_hosts_store,
+        timeout=timeout,
+    )
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     return dist.PrefixStore(f"ddptrain/attempt{attempt}", store)
 
@@ -111,8 +120,9 @@ def _export_master(env: DistEnv) -> None:
     if env.master_port:
         os.environ.setdefault("MASTER_PORT", str(env.master_port))
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-        raise ConfigError("MASTER_ADDR/MASTER_PORT are not set; start with `ddptrain train --nproc N` or torchrun",
-                          rank=env.rank)
+        raise ConfigError(
+            "MASTER_ADDR/MASTER_PORT are not set; start with `ddptrain train --nproc N` or torchrun", rank=env.rank
+        )
 
 
 def cleanup() -> None:

@@ -1,5 +1,6 @@
 """Where this process sits in the job, read from the launcher's environment — without torch, so the
 command line can name a rank (and decide whether to launch) before anything heavy is imported."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,7 @@ class DistEnv:
 
 def inside_worker(environ: Mapping[str, str] = os.environ) -> bool:
     """True inside a process started by our launcher, by torchrun or by SLURM's srun."""
-    return environ.get(WORKER_ENV) == "1" or "LOCAL_RANK" in environ or (
-        "RANK" in environ and "WORLD_SIZE" in environ)
+    return environ.get(WORKER_ENV) == "1" or "LOCAL_RANK" in environ or ("RANK" in environ and "WORLD_SIZE" in environ)
 
 
 def restart_count(environ: Mapping[str, str] = os.environ) -> int:
@@ -40,9 +40,18 @@ def restart_count(environ: Mapping[str, str] = os.environ) -> int:
     return int(environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
 
 
-def _int(environ: Mapping[str, str], key: str, default: Optional[int] = None) -> Optional[int]:
+def _int(environ: Mapping[str, str], key: str, default: Optional[int] = None) -> int:
     value = environ.get(key)
-    return int(value) if value not in (None, "") else default
+    if value is None or value == "":
+        if default is None:
+            raise ConfigError(f"{key} is not set in the environment; start with torchrun, srun or ddptrain --nproc")
+        return default
+    return int(value)
+
+
+def _optional_int(environ: Mapping[str, str], key: str) -> Optional[int]:
+    value = environ.get(key)
+    return int(value) if value else None
 
 
 def detect(environ: Mapping[str, str] = os.environ, local_rank_arg: Optional[int] = None) -> DistEnv:
@@ -57,7 +66,7 @@ def detect(environ: Mapping[str, str] = os.environ, local_rank_arg: Optional[int
             world_size=world,
             local_world_size=_int(environ, "LOCAL_WORLD_SIZE", world),
             master_addr=environ.get("MASTER_ADDR"),
-            master_port=_int(environ, "MASTER_PORT"),
+            master_port=_optional_int(environ, "MASTER_PORT"),
             launcher=launcher,
         )
     if "SLURM_PROCID" in environ and _int(environ, "SLURM_NTASKS", 1) > 1:
@@ -70,8 +79,10 @@ def _detect_slurm(environ: Mapping[str, str]) -> DistEnv:
     nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
     master = environ.get("MASTER_ADDR") or (first_slurm_host(nodelist) if nodelist else None)
     if not master:
-        raise ConfigError("running under SLURM but neither MASTER_ADDR nor SLURM_JOB_NODELIST is set; "
-                          "export MASTER_ADDR to the first node's hostname")
+        raise ConfigError(
+            "running under SLURM but neither MASTER_ADDR nor SLURM_JOB_NODELIST is set; "
+            "export MASTER_ADDR to the first node's hostname"
+        )
     job_id = _int(environ, "SLURM_JOB_ID", 0)
     tasks_per_node = environ.get("SLURM_NTASKS_PER_NODE", "").split("(")[0]
     return DistEnv(

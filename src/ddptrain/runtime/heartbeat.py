@@ -4,6 +4,7 @@ Every rank records the optimizer step it is starting in the rendezvous store (a 
 one small write per step). When a collective times out or a peer's connection drops, the ranks
 still alive read those keys and report who fell behind, instead of a bare gloo/NCCL timeout.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,6 +29,8 @@ class Heartbeat:
 
     def progress(self) -> Dict[int, Optional[int]]:
         store = self.rt.store
+        if store is None:
+            return {}
         store.set_timeout(datetime.timedelta(seconds=5))
         steps: Dict[int, Optional[int]] = {}
         for rank in range(self.rt.world_size):
@@ -70,13 +73,17 @@ def describe(heartbeat: Heartbeat, error: BaseException, epoch: int) -> PeerFail
         progress = {}
     known = [p for p in progress.values() if p is not None]
     ahead = max(known) if known else None
-    behind = sorted(r for r, p in progress.items()
-                    if r != rt.rank and (p is None or (ahead is not None and p < ahead)))
-    who = (f"rank(s) {', '.join(map(str, behind))} stopped at {', '.join(_where(progress[r]) for r in behind)} "
-           f"while rank {rt.rank} reached {_where(progress.get(rt.rank))}"
-           if behind else "a peer rank did not join the collective")
+    behind = sorted(r for r, p in progress.items() if r != rt.rank and (p is None or (ahead is not None and p < ahead)))
+    who = (
+        f"rank(s) {', '.join(map(str, behind))} stopped at {', '.join(_where(progress[r]) for r in behind)} "
+        f"while rank {rt.rank} reached {_where(progress.get(rt.rank))}"
+        if behind
+        else "a peer rank did not join the collective"
+    )
     first_line = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
     return PeerFailureError(
         f"a collective failed in epoch {epoch + 1} ({first_line}): {who}. That rank is stalled "
         "(deadlock, slow storage, a debugger) or died — see its own output. If its steps legitimately take "
-        f"longer, raise --dist-timeout (now {rt.steady_timeout_s:g} s); resume with --resume auto.", rank=rt.rank)
+        f"longer, raise --dist-timeout (now {rt.steady_timeout_s:g} s); resume with --resume auto.",
+        rank=rt.rank,
+    )

@@ -4,6 +4,7 @@ The workers re-run the same `ddptrain` command line; `DDPTRAIN_WORKER=1` in thei
 them to do the work instead of launching again. What can be checked before any process starts
 (`check_nproc`, `network_environment`) is checked here, and torch is imported only when needed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,8 +37,10 @@ def bind_master_port(sock: socket.socket, host: str, port: int) -> None:
     try:
         sock.bind((host, port))
     except OSError as error:
-        raise ConfigError(f"--master-port {port} is already in use on this machine ({error.strerror}); "
-                          "choose another port, or omit --master-port to get a free one") from None
+        raise ConfigError(
+            f"--master-port {port} is already in use on this machine ({error.strerror}); "
+            "choose another port, or omit --master-port to get a free one"
+        ) from None
 
 
 def check_port_free(port: int) -> None:
@@ -53,8 +56,10 @@ def check_nproc(nproc: int, device_kind: str) -> None:
 
         visible = torch.cuda.device_count()
         if nproc > visible:
-            raise ConfigError(f"--nproc {nproc} needs {nproc} GPUs but {visible} are visible; "
-                              f"use --nproc {max(visible, 1)} or --device cpu")
+            raise ConfigError(
+                f"--nproc {nproc} needs {nproc} GPUs but {visible} are visible; "
+                f"use --nproc {max(visible, 1)} or --device cpu"
+            )
 
 
 def torchrun_argv(spec: LaunchConfig, worker_argv: Sequence[str]) -> List[str]:
@@ -63,16 +68,29 @@ def torchrun_argv(spec: LaunchConfig, worker_argv: Sequence[str]) -> List[str]:
     common = [f"--nproc-per-node={spec.nproc or 1}", f"--nnodes={spec.nnodes}", f"--max-restarts={spec.max_restarts}"]
     tail = ["--no-python", sys.executable, "-m", "ddptrain", *worker_argv]
     if spec.rdzv_endpoint:
-        return [*common, "--rdzv-backend=c10d", f"--rdzv-endpoint={spec.rdzv_endpoint}", f"--rdzv-id={spec.rdzv_id}",
-                f"--rdzv-conf=join_timeout={timeout}", *tail]
+        return [
+            *common,
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={spec.rdzv_endpoint}",
+            f"--rdzv-id={spec.rdzv_id}",
+            f"--rdzv-conf=join_timeout={timeout}",
+            *tail,
+        ]
     if not spec.single_node and not spec.master_addr:
         raise ConfigError("--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)")
     addr = spec.master_addr or LOOPBACK  # IPv4 loopback: avoids IPv6 'Address family not supported'
     if spec.master_port and spec.node_rank == 0 and not spec.single_node:
         check_port_free(spec.master_port)
     port = spec.master_port or (free_port(addr) if spec.single_node else 29500)
-    return [*common, f"--node-rank={spec.node_rank}", f"--master-addr={addr}", f"--master-port={port}",
-            "--rdzv-backend=static", f"--rdzv-conf=timeout={timeout}", *tail]
+    return [
+        *common,
+        f"--node-rank={spec.node_rank}",
+        f"--master-addr={addr}",
+        f"--master-port={port}",
+        "--rdzv-backend=static",
+        f"--rdzv-conf=timeout={timeout}",
+        *tail,
+    ]
 
 
 def network_environment(spec: LaunchConfig) -> dict:
@@ -83,8 +101,9 @@ def network_environment(spec: LaunchConfig) -> dict:
             socket.if_nametoindex(spec.iface)
         except OSError:
             names = ", ".join(name for _, name in socket.if_nameindex())
-            raise ConfigError(f"--iface {spec.iface}: no such network interface on this node (it has: {names})") \
-                from None
+            raise ConfigError(
+                f"--iface {spec.iface}: no such network interface on this node (it has: {names})"
+            ) from None
         return {"GLOO_SOCKET_IFNAME": spec.iface, "NCCL_SOCKET_IFNAME": spec.iface}
     if spec.single_node and "GLOO_SOCKET_IFNAME" not in os.environ:
         try:
@@ -101,8 +120,8 @@ def parse_torchrun_argv(argv: Sequence[str]):
     from torch.distributed import run as torchrun
 
     script_at = argv.index("--no-python") + 1
-    args = torchrun.get_args_parser().parse_args(list(argv[:script_at + 1]))
-    args.training_script_args = list(argv[script_at + 1:])
+    args = torchrun.get_args_parser().parse_args(list(argv[: script_at + 1]))
+    args.training_script_args = list(argv[script_at + 1 :])
     return args
 
 
@@ -130,8 +149,16 @@ class LoopbackRendezvous:
         from torch.distributed import TCPStore
 
         try:
-            store = TCPStore(LOOPBACK, self.port, 1, True, timedelta(seconds=60), wait_for_workers=False,
-                             multi_tenant=True, master_listen_fd=self.sock.fileno())
+            store = TCPStore(
+                LOOPBACK,
+                self.port,
+                1,
+                True,
+                timedelta(seconds=60),
+                wait_for_workers=False,
+                multi_tenant=True,
+                master_listen_fd=self.sock.fileno(),
+            )
         except (TypeError, RuntimeError):  # a torch without master_listen_fd: torchrun binds the port
             self.sock.close()
             return None
@@ -177,19 +204,23 @@ def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False
         mark_launch()
         torchrun.run(parse_torchrun_argv(argv))
     except SignalException as stopped:
-        raise Preempted(f"received {signal.Signals(stopped.sigval).name}: the workers were told to save a "
-                        "checkpoint and stop (their messages are above); continue with --resume auto") from None
+        raise Preempted(
+            f"received {signal.Signals(stopped.sigval).name}: the workers were told to save a "
+            "checkpoint and stop (their messages are above); continue with --resume auto"
+        ) from None
     except ChildFailedError as failure:
         if all(info.exitcode == EXIT_PREEMPTED for info in failure.failures.values()):
-            raise Preempted("the workers saved a checkpoint and stopped on a signal; continue with "
-                            "--resume auto") from None
+            raise Preempted(
+                "the workers saved a checkpoint and stopped on a signal; continue with --resume auto"
+            ) from None
         raise LaunchError(_describe_failure(failure)) from None
     except (RuntimeError, OSError) as error:  # the agent itself: rendezvous, store, port
         hint = explain(str(error))
         if hint is None:
             raise
-        raise LaunchError(f"the launcher failed on node {spec.node_rank}: {str(error).strip().splitlines()[0]}\n  "
-                          f"{hint}") from None
+        raise LaunchError(
+            f"the launcher failed on node {spec.node_rank}: {str(error).strip().splitlines()[0]}\n  {hint}"
+        ) from None
     finally:
         signal.signal(signal.SIGUSR1, previous_usr1)
         os.environ.pop(WORKER_ENV, None)
@@ -215,8 +246,11 @@ def _describe_failure(failure) -> str:
         if hint and hint not in explanations:
             explanations.append(hint)
             lines[-1] += f" [{hint.split(':')[0]}]"
-    text = ("worker processes failed: " + "; ".join(lines)
-            + ". The failing rank's error is printed above; fix it and rerun (add --resume auto to continue).")
+    text = (
+        "worker processes failed: "
+        + "; ".join(lines)
+        + ". The failing rank's error is printed above; fix it and rerun (add --resume auto to continue)."
+    )
     return text + "".join(f"\n  {hint}" for hint in explanations)
 
 

@@ -7,6 +7,7 @@ records it; the ranks agree at the next loss reduction (every --log-every steps,
 checkpoint step and each epoch's end), rank 0 writes a checkpoint, and every process exits with
 EXIT_PREEMPTED so schedulers and scripts can tell "stopped to be resumed" from a failure.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from ..errors import DdptrainError
 
@@ -39,9 +40,9 @@ class StopRequest:
         self.signum: Optional[int] = None
         self.stuck_after_s = stuck_after_s
         self.step_started_at: Optional[float] = None
-        self._previous: Dict[int, object] = {}
+        self._previous: Dict[int, Any] = {}
 
-    def install(self) -> "StopRequest":
+    def install(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
@@ -64,9 +65,11 @@ class StopRequest:
         if self.step_started_at is not None and self.stuck_after_s is not None:
             in_step = time.monotonic() - self.step_started_at
             if in_step > self.stuck_after_s:
-                sys.stderr.write(f"ddptrain: stuck in one step for {in_step:.0f} s (over --dist-timeout "
-                                 f"{self.stuck_after_s:g} s); exiting on {signal.Signals(signum).name} without "
-                                 "a checkpoint\n")
+                sys.stderr.write(
+                    f"ddptrain: stuck in one step for {in_step:.0f} s (over --dist-timeout "
+                    f"{self.stuck_after_s:g} s); exiting on {signal.Signals(signum).name} without "
+                    "a checkpoint\n"
+                )
                 sys.stderr.flush()
                 os._exit(128 + signum)
 

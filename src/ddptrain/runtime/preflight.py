@@ -5,6 +5,7 @@ version, other flags) would otherwise hang in their first all-reduce or silently
 things. One all_gather of a few facts turns that into an error naming the ranks and the field.
 The facts themselves are gathered by the caller (the trainer knows its data and model).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,11 @@ def digest(items: Iterable) -> str:
 
 
 def weights_checksum(model: nn.Module) -> str:
-    return digest(f"{name}:{value.double().sum().item():.6e}" for name, value in model.state_dict().items()
-                  if value.is_floating_point())
+    return digest(
+        f"{name}:{value.double().sum().item():.6e}"
+        for name, value in model.state_dict().items()
+        if value.is_floating_point()
+    )
 
 
 def disagreements(gathered: List[Dict[str, Any]]) -> List[str]:
@@ -51,6 +55,8 @@ def check_agreement(facts: Dict[str, Any], rank: int, world_size: int) -> None:
     dist.all_gather_object(gathered, facts)
     problems = disagreements(gathered)
     if problems:
-        raise RanksDisagreeError(f"ranks disagree before the first step: {'; '.join(problems)}. "
-                                 "Every node must see the same data, flags and library versions.", rank=rank)
-
+        raise RanksDisagreeError(
+            f"ranks disagree before the first step: {'; '.join(problems)}. "
+            "Every node must see the same data, flags and library versions.",
+            rank=rank,
+        )

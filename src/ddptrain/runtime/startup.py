@@ -6,6 +6,7 @@ phases on a `StartupClock` passed down explicitly. Rank 0 logs the breakdown onc
 `DDPTRAIN_STARTUP_REPORT` names a file, writes it there as JSON (`ddptrain bench startup` reads it).
 The standard library only.
 """
+
 from __future__ import annotations
 
 import json

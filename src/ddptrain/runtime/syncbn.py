@@ -5,6 +5,7 @@ torch's `nn.SyncBatchNorm` runs on GPUs only (DDP refuses it on CPU), so on CPU 
 all-reduce makes the global mean and variance, and the backward pass all-reduces the gradients of
 those sums. The result equals BatchNorm on the concatenated batch in one process.
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,7 +33,7 @@ class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
         total = differentiable_all_reduce(local)
         n = total[-1]
         mean = total[:channels] / n
-        var = total[channels:2 * channels] / n - mean ** 2
+        var = total[channels : 2 * channels] / n - mean**2
         self._update_running_stats(mean.detach(), var.detach(), n.item())
         shape = [1, channels] + [1] * (x.dim() - 2)
         y = (x - mean.view(shape).to(x.dtype)) * torch.rsqrt(var.view(shape).to(x.dtype) + self.eps)
@@ -42,20 +43,22 @@ class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
 
     @torch.no_grad()
     def _update_running_stats(self, mean: torch.Tensor, var: torch.Tensor, n: float) -> None:
-        if not self.track_running_stats:
+        running_mean, running_var, tracked = self.running_mean, self.running_var, self.num_batches_tracked
+        if not self.track_running_stats or running_mean is None or running_var is None or tracked is None:
             return
-        self.num_batches_tracked += 1
-        momentum = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+        tracked.add_(1)
+        momentum = self.momentum if self.momentum is not None else 1.0 / float(tracked)
         unbiased = var * (n / max(n - 1.0, 1.0))
-        self.running_mean.mul_(1 - momentum).add_(mean.to(self.running_mean.dtype), alpha=momentum)
-        self.running_var.mul_(1 - momentum).add_(unbiased.to(self.running_var.dtype), alpha=momentum)
+        running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
+        running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
 
 
 def convert_to_global_bn(module: nn.Module) -> nn.Module:
     """Replace every BatchNorm layer by a GlobalBatchNorm sharing its parameters and buffers."""
     if isinstance(module, nn.modules.batchnorm._BatchNorm) and not isinstance(module, GlobalBatchNorm):
-        converted = GlobalBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
-                                    module.track_running_stats)
+        converted = GlobalBatchNorm(
+            module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats
+        )
         if module.affine:
             converted.weight, converted.bias = module.weight, module.bias
         if module.track_running_stats:

@@ -1,4 +1,5 @@
 """`ddptrain demo`: the whole path on a fresh machine with no GPU and no network."""
+
 from __future__ import annotations
 
 import io
@@ -15,20 +16,27 @@ from ..runtime.launch import check_nproc, launch
 
 log = logging.getLogger("ddptrain")
 
-DEMO_DATA = {"classes": 5, "per_class": 200, "seed": 0}
+DEMO_CLASSES, DEMO_PER_CLASS, DEMO_SEED = 5, 200, 0
 # A short recipe that reaches high accuracy on the generated shapes on two CPU cores: timm's
 # tiny ResNet (0.37 M parameters) at 64 px, so a step is cheap and the gradient all-reduce small.
 DEMO_RECIPE = {
-    "model": "timm:test_resnet", "img-size": 64, "batch-size": 16, "optimizer": "adamw", "lr": 5e-3,
-    "weight-decay": 0.05, "warmup-epochs": 1, "min-crop-scale": 0.6, "label-smoothing": 0.1,
-    "val-split": 0.2, "seed": 0,
+    "model": "timm:test_resnet",
+    "img-size": 64,
+    "batch-size": 16,
+    "optimizer": "adamw",
+    "lr": 5e-3,
+    "weight-decay": 0.05,
+    "warmup-epochs": 1,
+    "min-crop-scale": 0.6,
+    "label-smoothing": 0.1,
+    "val-split": 0.2,
+    "seed": 0,
 }
 DEMO_EPOCHS = 30
 
 
 def demo_train_argv(data: str, out: str, epochs: int, device: str) -> List[str]:
-    argv = ["train", "--data", data, "--out", out, "--epochs", str(epochs), "--device", device,
-            "--resume", "auto"]
+    argv = ["train", "--data", data, "--out", out, "--epochs", str(epochs), "--device", device, "--resume", "auto"]
     for key, value in DEMO_RECIPE.items():
         argv += [f"--{key}", str(value)]
     return argv
@@ -36,9 +44,9 @@ def demo_train_argv(data: str, out: str, epochs: int, device: str) -> List[str]:
 
 def run_demo(data: str, out: str, epochs: Optional[int], nproc: Optional[int], device: str) -> int:
     started = time.perf_counter()
-    if not dataset_is_complete(data, **DEMO_DATA):
+    if not dataset_is_complete(data, DEMO_CLASSES, DEMO_PER_CLASS, DEMO_SEED):
         log.info("generating the demo dataset in %s", data)
-        make_dataset(data, **DEMO_DATA)
+        make_dataset(data, DEMO_CLASSES, DEMO_PER_CLASS, DEMO_SEED)
     import torch
 
     from ..runtime.dist import resolve_device_kind
@@ -79,14 +87,20 @@ def _predict_examples(best: Path, data: str, kind: str) -> List[dict]:
 
 
 def _print_summary(out: str, report: dict, predictions: List[dict], figures: Path, elapsed_s: float) -> None:
-    lines = ["", "== ddptrain demo summary",
-             f"run dir         {out}",
-             f"val top-1       {report['top1']:.4f} on {report['samples']} images (top-5 {report['top5']:.4f})",
-             f"total time      {elapsed_s:.0f} s", "predictions:"]
+    lines = [
+        "",
+        "== ddptrain demo summary",
+        f"run dir         {out}",
+        f"val top-1       {report['top1']:.4f} on {report['samples']} images (top-5 {report['top5']:.4f})",
+        f"total time      {elapsed_s:.0f} s",
+        "predictions:",
+    ]
     for item in predictions:
         best = item["topk"][0]
-        lines.append(f"  {Path(item['path']).parent.name + '/' + Path(item['path']).name:28s} -> "
-                     f"{best['class']} ({best['prob']:.2f})")
+        lines.append(
+            f"  {Path(item['path']).parent.name + '/' + Path(item['path']).name:28s} -> "
+            f"{best['class']} ({best['prob']:.2f})"
+        )
     lines.append(f"figures: {figures} (curves, throughput, epoch time, confusion matrix)")
     lines.append(f"see {out}/metrics.jsonl, {out}/train.log, TensorBoard: tensorboard --logdir {out}/tb")
     print("\n".join(lines), flush=True)

@@ -1,6 +1,7 @@
 """`ddptrain doctor`: what this machine has, and a real N-process collective test through the same
 runtime `train` uses. Every failed check says how to fix it; the exit code is 0 only when all pass.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,22 +64,44 @@ def _versions() -> List[Check]:
 def _cuda(device: str) -> List[Check]:
     if not torch.cuda.is_available():
         status = "fail" if device == "cuda" else "info"
-        return [Check("cuda", status, f"not available (torch built for CUDA {torch.version.cuda})",
-                      "install an NVIDIA driver matching this torch build, or run with --device cpu"
-                      if status == "fail" else "")]
+        return [
+            Check(
+                "cuda",
+                status,
+                f"not available (torch built for CUDA {torch.version.cuda})",
+                "install an NVIDIA driver matching this torch build, or run with --device cpu"
+                if status == "fail"
+                else "",
+            )
+        ]
     nccl = ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else "n/a"
-    checks = [Check("cuda", "ok", f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
-                                  f"NCCL {nccl}")]
+    checks = [Check("cuda", "ok", f"CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, NCCL {nccl}")]
     count = torch.cuda.device_count()
     for index in range(count):
         props = torch.cuda.get_device_properties(index)
-        checks.append(Check(f"gpu {index}", "info", f"{props.name}, {props.total_memory / 2**30:.0f} GiB, "
-                                                    f"compute capability {props.major}.{props.minor}"))
+        checks.append(
+            Check(
+                f"gpu {index}",
+                "info",
+                f"{props.name}, {props.total_memory / 2**30:.0f} GiB, compute capability {props.major}.{props.minor}",
+            )
+        )
     if count > 1:
-        missing = [f"{a}->{b}" for a in range(count) for b in range(count)
-                   if a != b and not torch.cuda.can_device_access_peer(a, b)]
-        checks.append(Check("gpu peer access", "info", "all pairs" if not missing else
-                            f"no direct access for {', '.join(missing)} (NCCL goes through host memory)"))
+        missing = [
+            f"{a}->{b}"
+            for a in range(count)
+            for b in range(count)
+            if a != b and not torch.cuda.can_device_access_peer(a, b)
+        ]
+        checks.append(
+            Check(
+                "gpu peer access",
+                "info",
+                "all pairs"
+                if not missing
+                else f"no direct access for {', '.join(missing)} (NCCL goes through host memory)",
+            )
+        )
     return checks
 
 
@@ -90,9 +113,13 @@ def _shm() -> Check:
     size = stats.f_blocks * stats.f_frsize
     detail = f"{size / 2**30:.1f} GiB"
     if size < MIN_SHM_BYTES:
-        return Check("/dev/shm", "fail", detail + " (DataLoader workers fail with 'bus error' or hang)",
-                     "give the container more shared memory: docker run --shm-size=8g (or --ipc=host); "
-                     "Kubernetes: mount an emptyDir with medium: Memory at /dev/shm; or use --workers 0")
+        return Check(
+            "/dev/shm",
+            "fail",
+            detail + " (DataLoader workers fail with 'bus error' or hang)",
+            "give the container more shared memory: docker run --shm-size=8g (or --ipc=host); "
+            "Kubernetes: mount an emptyDir with medium: Memory at /dev/shm; or use --workers 0",
+        )
     return Check("/dev/shm", "ok", detail)
 
 
@@ -100,8 +127,12 @@ def _open_files() -> Check:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     detail = f"soft {soft}, hard {hard}"
     if soft != resource.RLIM_INFINITY and soft < MIN_OPEN_FILES:
-        return Check("open files limit", "fail", detail + " ('Too many open files' with DataLoader workers)",
-                     f"raise it before starting: ulimit -n {max(MIN_OPEN_FILES, min(hard, 65536))}")
+        return Check(
+            "open files limit",
+            "fail",
+            detail + " ('Too many open files' with DataLoader workers)",
+            f"raise it before starting: ulimit -n {max(MIN_OPEN_FILES, min(hard, 65536))}",
+        )
     return Check("open files limit", "ok", detail)
 
 
@@ -122,13 +153,25 @@ def _network(port: int) -> List[Check]:
     if _loopback(socket.AF_INET, "127.0.0.1"):
         checks.append(Check("loopback IPv4", "ok", "127.0.0.1 accepts connections"))
     else:
-        checks.append(Check("loopback IPv4", "fail", "127.0.0.1 refuses connections",
-                            "bring up the loopback interface (ip link set lo up); ddptrain's single-node "
-                            "rendezvous uses 127.0.0.1"))
+        checks.append(
+            Check(
+                "loopback IPv4",
+                "fail",
+                "127.0.0.1 refuses connections",
+                "bring up the loopback interface (ip link set lo up); ddptrain's single-node rendezvous uses 127.0.0.1",
+            )
+        )
     ipv6 = _loopback(socket.AF_INET6, "::1")
-    checks.append(Check("loopback IPv6", "info", "::1 works" if ipv6 else
-                        "::1 unavailable: fine for ddptrain (IPv4 only); for torchrun by hand set "
-                        "MASTER_ADDR=127.0.0.1 to avoid 'Address family not supported'"))
+    checks.append(
+        Check(
+            "loopback IPv6",
+            "info",
+            "::1 works"
+            if ipv6
+            else "::1 unavailable: fine for ddptrain (IPv4 only); for torchrun by hand set "
+            "MASTER_ADDR=127.0.0.1 to avoid 'Address family not supported'",
+        )
+    )
     checks.append(_port(port))
     return checks
 
@@ -138,9 +181,13 @@ def _port(port: int) -> Check:
         try:
             sock.bind(("", port))
         except OSError as error:
-            return Check(f"port {port}", "fail", f"in use ({error.strerror})",
-                         f"another job or a leftover process holds it (see `ss -ltnp | grep {port}`); pass "
-                         f"--master-port with a free port, or omit it on one node: ddptrain picks a free one")
+            return Check(
+                f"port {port}",
+                "fail",
+                f"in use ({error.strerror})",
+                f"another job or a leftover process holds it (see `ss -ltnp | grep {port}`); pass "
+                f"--master-port with a free port, or omit it on one node: ddptrain picks a free one",
+            )
     return Check(f"port {port}", "ok", "free")
 
 
@@ -177,16 +224,28 @@ def smoke_test(rt: dist.Runtime) -> Dict:
     ranks = dist.gather_objects(rt.rank)
     dist.barrier()
     rows = []
-    for size in (CUDA_SIZES if rt.device.type == "cuda" else CPU_SIZES):
+    for size in CUDA_SIZES if rt.device.type == "cuda" else CPU_SIZES:
         tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=rt.device)
         iterations = 20 if size <= 1 << 20 else 5
         seconds = _timed_all_reduce(tensor, iterations, rt.device)
         algbw = size / seconds / 1e9
-        rows.append({"bytes": size, "latency_us": seconds * 1e6, "algbw_gbps": algbw,
-                     "busbw_gbps": algbw * 2 * (world - 1) / world if world > 1 else 0.0})
-    return {"world_size": world, "backend": rt.backend, "device": str(rt.device),
-            "all_reduce_correct": correct, "all_gather_ranks": ranks == list(range(world)), "barrier": True,
-            "all_reduce": rows}
+        rows.append(
+            {
+                "bytes": size,
+                "latency_us": seconds * 1e6,
+                "algbw_gbps": algbw,
+                "busbw_gbps": algbw * 2 * (world - 1) / world if world > 1 else 0.0,
+            }
+        )
+    return {
+        "world_size": world,
+        "backend": rt.backend,
+        "device": str(rt.device),
+        "all_reduce_correct": correct,
+        "all_gather_ranks": ranks == list(range(world)),
+        "barrier": True,
+        "all_reduce": rows,
+    }
 
 
 def worker_main(options: DoctorOptions, env: DistEnv) -> int:
@@ -225,18 +284,33 @@ def _run_smoke(options: DoctorOptions, argv: List[str]) -> tuple:
 def smoke_checks(result: Optional[Dict], failure: str, options: DoctorOptions) -> List[Check]:
     name = f"{options.nproc}-process smoke test"
     if result is None:
-        return [Check(name, "fail", failure,
-                      "read the worker error above; `ddptrain doctor --nproc 1` isolates this machine from "
-                      "the multi-process path, and --device cpu isolates NCCL from gloo")]
+        return [
+            Check(
+                name,
+                "fail",
+                failure,
+                "read the worker error above; `ddptrain doctor --nproc 1` isolates this machine from "
+                "the multi-process path, and --device cpu isolates NCCL from gloo",
+            )
+        ]
     checks = [Check(name, "ok", f"{result['backend']} on {result['device']}, world size {result['world_size']}")]
-    for key, label in (("all_reduce_correct", "all_reduce sum"), ("all_gather_ranks", "all_gather"),
-                       ("barrier", "barrier")):
+    for key, label in (
+        ("all_reduce_correct", "all_reduce sum"),
+        ("all_gather_ranks", "all_gather"),
+        ("barrier", "barrier"),
+    ):
         if result[key]:
             checks.append(Check(label, "ok", "correct"))
         else:
-            checks.append(Check(label, "fail", "wrong result",
-                                "a broken interconnect or driver: set NCCL_DEBUG=INFO and rerun; try "
-                                "NCCL_P2P_DISABLE=1 to rule out peer-to-peer transfers"))
+            checks.append(
+                Check(
+                    label,
+                    "fail",
+                    "wrong result",
+                    "a broken interconnect or driver: set NCCL_DEBUG=INFO and rerun; try "
+                    "NCCL_P2P_DISABLE=1 to rule out peer-to-peer transfers",
+                )
+            )
     return checks
 
 
@@ -244,8 +318,9 @@ def smoke_checks(result: Optional[Dict], failure: str, options: DoctorOptions) -
 def bandwidth_table(result: Dict) -> str:
     lines = ["| size | latency (us) | algbw (GB/s) | busbw (GB/s) |", "|---:|---:|---:|---:|"]
     for row in result["all_reduce"]:
-        lines.append(f"| {_size(row['bytes'])} | {row['latency_us']:.1f} | {row['algbw_gbps']:.3f} | "
-                     f"{row['busbw_gbps']:.3f} |")
+        lines.append(
+            f"| {_size(row['bytes'])} | {row['latency_us']:.1f} | {row['algbw_gbps']:.3f} | {row['busbw_gbps']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -268,8 +343,9 @@ def report(checks: List[Check], result: Optional[Dict], out=None) -> None:
         print(f"\nall_reduce on {result['world_size']} process(es), {result['backend']}:", file=out)
         print(bandwidth_table(result), file=out)
     failed = [c.name for c in checks if c.status == "fail"]
-    print("\n" + ("all checks passed" if not failed else f"{len(failed)} check(s) failed: {', '.join(failed)}"),
-          file=out)
+    print(
+        "\n" + ("all checks passed" if not failed else f"{len(failed)} check(s) failed: {', '.join(failed)}"), file=out
+    )
 
 
 def run_doctor(options: DoctorOptions, argv: List[str]) -> int:

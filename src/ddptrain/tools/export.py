@@ -1,20 +1,21 @@
 """`ddptrain export`: a trained model as safetensors, TorchScript or ONNX, with what a user needs to run
 it (class names, image size, normalisation, training config) written beside it as `<file>.json` and,
 where the format allows, inside the file too — so `predict` and `eval` take the exported file back."""
+
 from __future__ import annotations
 
 import inspect
 import json
 import logging
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import torch
 from torch import nn
 
-from ..version import __version__
 from ..data.transforms import IMAGENET_MEAN, IMAGENET_STD
 from ..errors import DdptrainError
+from ..version import __version__
 from .modelfile import META_KEY, ModelCard, load_model, quiet_jit, sidecar_path
 
 log = logging.getLogger("ddptrain")
@@ -41,10 +42,19 @@ def export(source: str | Path, fmt: str, out: Optional[str | Path] = None) -> Pa
     source = Path(source)
     loaded = load_model(source, torch.device("cpu"))
     config = loaded.config
-    card = ModelCard(format=fmt, model=config.model.name, img_size=config.data.img_size,
-                     class_names=loaded.class_names, input="float32 NCHW RGB in [0, 1], normalised with mean and std",
-                     mean=list(IMAGENET_MEAN), std=list(IMAGENET_STD), epoch=loaded.epoch, source=str(source),
-                     ddptrain_version=__version__, config=config.to_flat())
+    card = ModelCard(
+        format=fmt,
+        model=config.model.name,
+        img_size=config.data.img_size,
+        class_names=loaded.class_names,
+        input="float32 NCHW RGB in [0, 1], normalised with mean and std",
+        mean=list(IMAGENET_MEAN),
+        std=list(IMAGENET_STD),
+        epoch=loaded.epoch,
+        source=str(source),
+        ddptrain_version=__version__,
+        config=config.to_flat(),
+    )
     path = Path(out) if out else default_output(source, fmt)
     if path.resolve() == source.resolve():
         raise ExportError(f"--out {path} is the file being exported; choose another name")
@@ -75,15 +85,20 @@ def _require_onnx():
     try:
         import onnx
     except ImportError:
-        raise ExportError("ONNX export needs the onnx package, which is not installed here: "
-                          "pip install onnx (safetensors and torchscript need nothing extra)") from None
+        raise ExportError(
+            "ONNX export needs the onnx package, which is not installed here: "
+            "pip install onnx (safetensors and torchscript need nothing extra)"
+        ) from None
     return onnx
 
 
 def _write_onnx(model: nn.Module, card: ModelCard, path: Path) -> None:
     onnx = _require_onnx()
-    kwargs = {"input_names": ["images"], "output_names": ["logits"],
-              "dynamic_axes": {"images": {0: "batch"}, "logits": {0: "batch"}}}
+    kwargs: Dict[str, Any] = {
+        "input_names": ["images"],
+        "output_names": ["logits"],
+        "dynamic_axes": {"images": {0: "batch"}, "logits": {0: "batch"}},
+    }
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False  # the TorchScript-based exporter needs onnx only (no onnxscript)
     with torch.no_grad(), quiet_jit():

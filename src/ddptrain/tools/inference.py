@@ -1,5 +1,6 @@
 """`eval` (exact metrics on 1..N processes) and `predict` (top-k classes per image) from a checkpoint
 or an exported model."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,10 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel) -> List[Tuple[str, int]
     cfg = loaded.config
     split = load_split(opts.data, cfg.data.val_split, cfg.optim.seed)
     if split.classes != loaded.class_names:
-        raise DataError(f"{opts.data} has classes {split.classes} but the checkpoint knows "
-                        f"{loaded.class_names}; use --split all for a folder with a subset of the classes")
+        raise DataError(
+            f"{opts.data} has classes {split.classes} but the checkpoint knows "
+            f"{loaded.class_names}; use --split all for a folder with a subset of the classes"
+        )
     return split.val
 
 
@@ -55,12 +58,23 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
         loaded = load_model(opts.checkpoint, rt.device)
         workers = auto_workers(opts.workers, cpus_per_process(env.local_world_size))
         settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers)
-        loader = evaluation_images(eval_samples(opts, loaded), loaded.config.data.img_size, rt.rank, rt.world_size,
-                                   settings, persistent=False)
-        result = evaluate(loaded.model, loader, resolve_precision(opts.amp, rt.device),
-                          len(loaded.class_names), rt, on_failure=UnreadableFiles(rt.rank))
-        report = {**result.to_dict(loaded.class_names),
-                  "split": opts.split, "checkpoint": str(opts.checkpoint), "world_size": rt.world_size}
+        loader = evaluation_images(
+            eval_samples(opts, loaded), loaded.config.data.img_size, rt.rank, rt.world_size, settings, persistent=False
+        )
+        result = evaluate(
+            loaded.model,
+            loader,
+            resolve_precision(opts.amp, rt.device),
+            len(loaded.class_names),
+            rt,
+            on_failure=UnreadableFiles(rt.rank),
+        )
+        report = {
+            **result.to_dict(loaded.class_names),
+            "split": opts.split,
+            "checkpoint": str(opts.checkpoint),
+            "world_size": rt.world_size,
+        }
         if rt.is_main and print_json:
             print(json.dumps(report), flush=True)
         return report
@@ -81,8 +95,14 @@ def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
             yield str(path), "no such file or folder"
 
 
-def run_predict(checkpoint_path: str, paths: Sequence[str], topk: int = 5, device: str = "auto",
-                batch_size: int = 32, out=sys.stdout) -> int:
+def run_predict(
+    checkpoint_path: str,
+    paths: Sequence[str],
+    topk: int = 5,
+    device: str = "auto",
+    batch_size: int = 32,
+    out=sys.stdout,
+) -> int:
     """Print one JSON object per image; return 1 when any path could not be read, else 0."""
     torch_device = torch.device(dist.resolve_device_kind(device))
     loaded = load_model(checkpoint_path, torch_device)

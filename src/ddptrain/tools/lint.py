@@ -4,6 +4,7 @@ make multi-process training wrong, hang or crash. Each finding reads `file:line 
 The checks read one file at a time and follow plain names (`sampler = DistributedSampler(...)`,
 `model = DDP(model)`); they favour missing a convoluted case over flagging correct code.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,11 +14,35 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set
 
-COLLECTIVES = {"all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "broadcast",
-               "broadcast_object_list", "reduce", "reduce_scatter", "gather", "gather_object", "scatter",
-               "scatter_object_list", "all_to_all", "barrier", "monitored_barrier"}
-MAIN_RANK_NAMES = {"rank", "local_rank", "global_rank", "is_main", "is_main_process", "is_master", "main_process",
-                   "get_rank", "is_rank_zero", "rank0"}
+COLLECTIVES = {
+    "all_reduce",
+    "all_gather",
+    "all_gather_object",
+    "all_gather_into_tensor",
+    "broadcast",
+    "broadcast_object_list",
+    "reduce",
+    "reduce_scatter",
+    "gather",
+    "gather_object",
+    "scatter",
+    "scatter_object_list",
+    "all_to_all",
+    "barrier",
+    "monitored_barrier",
+}
+MAIN_RANK_NAMES = {
+    "rank",
+    "local_rank",
+    "global_rank",
+    "is_main",
+    "is_main_process",
+    "is_master",
+    "main_process",
+    "get_rank",
+    "is_rank_zero",
+    "rank0",
+}
 
 
 @dataclass(frozen=True)
@@ -37,7 +62,7 @@ class Rule:
     id: str
     message: str
     fix: str
-    check: Callable[["Script"], Iterable[int]]  # yields line numbers
+    check: Callable[[Script], Iterable[int]]  # yields line numbers
 
 
 # ---- helpers over the syntax tree -----------------------------------------------------------------
@@ -99,8 +124,11 @@ class Script:
         """Plain names bound to a call of one of `constructors` -> line of the first such binding."""
         bound: Dict[str, int] = {}
         for node in ast.walk(self.tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
-                    and last_name(node.value) in constructors:
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and last_name(node.value) in constructors
+            ):
                 for target in node.targets:
                     if isinstance(target, (ast.Name, ast.Attribute)):
                         bound.setdefault(call_name(target), node.lineno)
@@ -119,8 +147,10 @@ class Script:
 
     @property
     def is_distributed(self) -> bool:
-        return any(last_name(c) in ("init_process_group", "DistributedDataParallel", "DDP",
-                                    "DistributedSampler") for c in self.calls)
+        return any(
+            last_name(c) in ("init_process_group", "DistributedDataParallel", "DDP", "DistributedSampler")
+            for c in self.calls
+        )
 
 
 # ---- the rules ------------------------------------------------------------------------------------
@@ -160,9 +190,12 @@ def _distributed_sampler_of(script: Script, loader: ast.Call) -> Optional[ast.Ca
         return sampler
     if sampler is not None and call_name(sampler):
         for node in ast.walk(script.tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
-                    and last_name(node.value) == "DistributedSampler" \
-                    and any(call_name(t) == call_name(sampler) for t in node.targets):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and last_name(node.value) == "DistributedSampler"
+                and any(call_name(t) == call_name(sampler) for t in node.targets)
+            ):
                 return node.value
     return None
 
@@ -205,16 +238,21 @@ def _saves_wrapped_state(script: Script) -> Iterator[int]:
         if not call_name(save).startswith(("torch.", "save")):
             continue
         for node in ast.walk(save):
-            if isinstance(node, ast.Call) and last_name(node) == "state_dict" \
-                    and isinstance(node.func, ast.Attribute) and call_name(node.func.value) in wrapped:
+            if (
+                isinstance(node, ast.Call)
+                and last_name(node) == "state_dict"
+                and isinstance(node.func, ast.Attribute)
+                and call_name(node.func.value) in wrapped
+            ):
                 yield save.lineno
                 break
 
 
 def _unsafe_torch_load(script: Script) -> Iterator[int]:
     for call in script.calls_named("load"):
-        if call_name(call) == "torch.load" and (keyword(call, "weights_only") is None
-                                                or keyword(call, "map_location") is None):
+        if call_name(call) == "torch.load" and (
+            keyword(call, "weights_only") is None or keyword(call, "map_location") is None
+        ):
             yield call.lineno
 
 
@@ -247,8 +285,11 @@ def _hard_coded_port(script: Script) -> Iterator[int]:
     for node in ast.walk(script.tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             for target in node.targets:
-                if isinstance(target, ast.Subscript) and call_name(target.value).endswith("environ") \
-                        and is_const(target.slice, "MASTER_PORT"):
+                if (
+                    isinstance(target, ast.Subscript)
+                    and call_name(target.value).endswith("environ")
+                    and is_const(target.slice, "MASTER_PORT")
+                ):
                     yield node.lineno
         elif isinstance(node, ast.Call) and last_name(node) == "init_process_group":
             method = keyword(node, "init_method")
@@ -267,50 +308,99 @@ def _sqrt_world_clip(script: Script) -> Iterator[int]:
             yield clip.lineno
 
 
-def _resolve(script: Script, at: ast.AST, expression: ast.expr) -> ast.expr:
+def _resolve(script: Script, at: ast.expr, expression: ast.expr) -> ast.expr:
     """A name used as an argument: the expression it was last assigned before `at` (same scope)."""
     if not isinstance(expression, ast.Name):
         return expression
     scope = script.enclosing_function(at)
-    best = None
+    best: Optional[ast.Assign] = None
     for node in ast.walk(scope):
-        if isinstance(node, ast.Assign) and node.lineno <= at.lineno \
-                and any(isinstance(t, ast.Name) and t.id == expression.id for t in node.targets):
-            if best is None or node.lineno > best.lineno:
-                best = node
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno <= at.lineno
+            and any(isinstance(t, ast.Name) and t.id == expression.id for t in node.targets)
+            and (best is None or node.lineno > best.lineno)
+        ):
+            best = node
     return best.value if best is not None else expression
 
 
 RULES: List[Rule] = [
-    Rule("DDP001", "nn.DataParallel: one process drives every GPU, gathers outputs on GPU 0 and cannot span nodes",
-         "use DistributedDataParallel with one process per GPU (e.g. `ddptrain train --nproc N`)", _data_parallel),
-    Rule("DDP002", "DistributedSampler is never set_epoch()-ed inside the epoch loop: every epoch repeats the "
-                   "same order", "call sampler.set_epoch(epoch) at the start of each epoch", _set_epoch_missing),
-    Rule("DDP003", "DataLoader has both shuffle=True and a sampler (DataLoader raises ValueError)",
-         "drop shuffle=True; shuffle in the sampler: DistributedSampler(dataset, shuffle=True)",
-         _shuffle_with_sampler),
-    Rule("DDP004", "training DataLoader with a DistributedSampler but no drop_last=True: the last batch differs "
-                   "in size between ranks (BatchNorm errors, uneven step counts)",
-         "pass drop_last=True to the training DataLoader", _no_drop_last),
-    Rule("DDP005", "NCCL process group without torch.cuda.set_device: every process uses GPU 0 (device "
-                   "mismatch, out of memory, or a hang)",
-         "call torch.cuda.set_device(local_rank) before init_process_group", _nccl_without_set_device),
-    Rule("DDP006", "device hard-coded to GPU 0 in a multi-process script ('cuda:0' or device_ids=[0])",
-         "use torch.device('cuda', local_rank) and device_ids=[local_rank]", _hard_coded_device),
-    Rule("DDP007", "saves state_dict() of the DDP-wrapped model: every key gets a 'module.' prefix",
-         "save model.module.state_dict() (the unwrapped model)", _saves_wrapped_state),
-    Rule("DDP008", "torch.load without map_location and weights_only: every rank loads onto the saving GPU, and "
-                   "unpickling can run arbitrary code",
-         "torch.load(path, map_location='cpu', weights_only=True)", _unsafe_torch_load),
-    Rule("DDP009", "gradient clipping on loss-scaled gradients (clip before scaler.unscale_)",
-         "call scaler.unscale_(optimizer) before clip_grad_norm_", _clip_before_unscale),
-    Rule("DDP010", "collective reached only inside a rank-0 branch: the other ranks never join and the job hangs",
-         "call the collective on every rank, outside `if rank == 0:`", _collective_in_rank_branch),
-    Rule("DDP011", "hard-coded rendezvous port: a second job on the node fails with 'Address already in use'",
-         "let the launcher choose (torchrun --master-port / --rdzv-endpoint, or ddptrain's free port)",
-         _hard_coded_port),
-    Rule("DDP012", "clip norm scaled by sqrt(world size): DDP averages gradients, so the global-batch norm needs "
-                   "no factor", "use the same max_norm as on one GPU", _sqrt_world_clip),
+    Rule(
+        "DDP001",
+        "nn.DataParallel: one process drives every GPU, gathers outputs on GPU 0 and cannot span nodes",
+        "use DistributedDataParallel with one process per GPU (e.g. `ddptrain train --nproc N`)",
+        _data_parallel,
+    ),
+    Rule(
+        "DDP002",
+        "DistributedSampler is never set_epoch()-ed inside the epoch loop: every epoch repeats the same order",
+        "call sampler.set_epoch(epoch) at the start of each epoch",
+        _set_epoch_missing,
+    ),
+    Rule(
+        "DDP003",
+        "DataLoader has both shuffle=True and a sampler (DataLoader raises ValueError)",
+        "drop shuffle=True; shuffle in the sampler: DistributedSampler(dataset, shuffle=True)",
+        _shuffle_with_sampler,
+    ),
+    Rule(
+        "DDP004",
+        "training DataLoader with a DistributedSampler but no drop_last=True: the last batch differs "
+        "in size between ranks (BatchNorm errors, uneven step counts)",
+        "pass drop_last=True to the training DataLoader",
+        _no_drop_last,
+    ),
+    Rule(
+        "DDP005",
+        "NCCL process group without torch.cuda.set_device: every process uses GPU 0 (device "
+        "mismatch, out of memory, or a hang)",
+        "call torch.cuda.set_device(local_rank) before init_process_group",
+        _nccl_without_set_device,
+    ),
+    Rule(
+        "DDP006",
+        "device hard-coded to GPU 0 in a multi-process script ('cuda:0' or device_ids=[0])",
+        "use torch.device('cuda', local_rank) and device_ids=[local_rank]",
+        _hard_coded_device,
+    ),
+    Rule(
+        "DDP007",
+        "saves state_dict() of the DDP-wrapped model: every key gets a 'module.' prefix",
+        "save model.module.state_dict() (the unwrapped model)",
+        _saves_wrapped_state,
+    ),
+    Rule(
+        "DDP008",
+        "torch.load without map_location and weights_only: every rank loads onto the saving GPU, and "
+        "unpickling can run arbitrary code",
+        "torch.load(path, map_location='cpu', weights_only=True)",
+        _unsafe_torch_load,
+    ),
+    Rule(
+        "DDP009",
+        "gradient clipping on loss-scaled gradients (clip before scaler.unscale_)",
+        "call scaler.unscale_(optimizer) before clip_grad_norm_",
+        _clip_before_unscale,
+    ),
+    Rule(
+        "DDP010",
+        "collective reached only inside a rank-0 branch: the other ranks never join and the job hangs",
+        "call the collective on every rank, outside `if rank == 0:`",
+        _collective_in_rank_branch,
+    ),
+    Rule(
+        "DDP011",
+        "hard-coded rendezvous port: a second job on the node fails with 'Address already in use'",
+        "let the launcher choose (torchrun --master-port / --rdzv-endpoint, or ddptrain's free port)",
+        _hard_coded_port,
+    ),
+    Rule(
+        "DDP012",
+        "clip norm scaled by sqrt(world size): DDP averages gradients, so the global-batch norm needs no factor",
+        "use the same max_norm as on one GPU",
+        _sqrt_world_clip,
+    ),
 ]
 
 

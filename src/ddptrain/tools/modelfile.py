@@ -1,6 +1,7 @@
 """Model files ddptrain reads for inference: its checkpoints and the safetensors / TorchScript files
 `ddptrain export` writes, which carry a `ModelCard` (class names, input size, normalisation, training
 config) inside and beside them."""
+
 from __future__ import annotations
 
 import contextlib
@@ -29,6 +30,7 @@ class ModelFileError(DdptrainError):
 @dataclass
 class ModelCard:
     """What an exported model carries besides its weights (its `.json` beside it holds the same)."""
+
     format: str
     model: str
     img_size: int
@@ -45,8 +47,9 @@ class ModelCard:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: Dict[str, Any]) -> "ModelCard":
-        return cls(**{f.name: values.get(f.name) for f in fields(cls)})
+    def from_dict(cls, values: Dict[str, Any]) -> ModelCard:
+        known: Dict[str, Any] = {f.name: values.get(f.name) for f in fields(cls)}
+        return cls(**known)
 
 
 @dataclass
@@ -82,8 +85,10 @@ def load_model(path: str | Path, device: torch.device) -> LoadedModel:
     if not path.is_file():
         raise CheckpointError(f"model file {path} does not exist")
     if fmt == "onnx":
-        raise ModelFileError(f"{path} is an ONNX model: run it with onnxruntime (its .json holds the class names "
-                             "and input size); predict and eval take checkpoints, .safetensors or TorchScript")
+        raise ModelFileError(
+            f"{path} is an ONNX model: run it with onnxruntime (its .json holds the class names "
+            "and input size); predict and eval take checkpoints, .safetensors or TorchScript"
+        )
     return _load_safetensors(path, device) if fmt == "safetensors" else _load_torchscript(path, device)
 
 
@@ -136,6 +141,8 @@ def _load_torchscript(path: Path, device: torch.device) -> LoadedModel:
 def _read_sidecar(path: Path) -> ModelCard:
     sidecar = sidecar_path(path)
     if not sidecar.is_file():
-        raise ModelFileError(f"{path} carries no ddptrain metadata and {sidecar.name} is missing beside it; "
-                             "export the checkpoint again with ddptrain export")
+        raise ModelFileError(
+            f"{path} carries no ddptrain metadata and {sidecar.name} is missing beside it; "
+            "export the checkpoint again with ddptrain export"
+        )
     return ModelCard.from_dict(json.loads(sidecar.read_text()))

@@ -4,6 +4,7 @@ Everything comes from files the run already wrote: `metrics.jsonl` (one object p
 `config.yaml` (the legend: what differs between the runs) and `best_eval.json` (the best
 checkpoint's evaluation: confusion matrix and per-class accuracy). Nothing is recomputed.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,10 @@ def load_run(path: str | Path) -> Run:
     path = Path(path)
     metrics = path / "metrics.jsonl"
     if not metrics.is_file():
-        raise ReportError(f"{path} is not a run directory (no metrics.jsonl); give the --out folder of a "
-                          "`ddptrain train` run that finished at least one epoch")
+        raise ReportError(
+            f"{path} is not a run directory (no metrics.jsonl); give the --out folder of a "
+            "`ddptrain train` run that finished at least one epoch"
+        )
     by_epoch: Dict[int, Dict] = {}
     for number, line in enumerate(metrics.read_text().splitlines(), 1):
         if not line.strip():
@@ -67,8 +70,9 @@ def load_run(path: str | Path) -> Run:
         except json.JSONDecodeError:
             record = None
         if not isinstance(record, dict) or not isinstance(record.get("epoch"), int):
-            raise ReportError(f"{metrics}:{number} is not a metrics line (a JSON object with an epoch); "
-                              "remove or repair that line")
+            raise ReportError(
+                f"{metrics}:{number} is not a metrics line (a JSON object with an epoch); remove or repair that line"
+            )
         by_epoch[record["epoch"]] = record  # a redone epoch (after a resume) replaces the old line
     if not by_epoch:
         raise ReportError(f"{metrics} is empty: the run has not finished an epoch yet")
@@ -181,15 +185,23 @@ def plot_throughput(runs: List[Run]):
             wait_ax.plot(xs, [100 * y for y in ys], color=color, marker="o", markersize=3, label=f"{run.label}: mean")
         xs, ys = run.series("data_wait_frac_max")
         if xs:
-            wait_ax.plot(xs, [100 * y for y in ys], color=color, marker="^", markersize=3, linestyle="--",
-                         label=f"{run.label}: slowest rank")
+            wait_ax.plot(
+                xs,
+                [100 * y for y in ys],
+                color=color,
+                marker="^",
+                markersize=3,
+                linestyle="--",
+                label=f"{run.label}: slowest rank",
+            )
     _style(speed_ax, "training throughput (all ranks)", "images / s")
     speed_ax.set_ylim(bottom=0)
     _style(wait_ax, "time waiting for the input pipeline", "% of step time")
     wait_ax.set_ylim(0, 100)
     wait_ax.axhline(20, color="#999999", linewidth=0.8, linestyle=":")
-    wait_ax.annotate("input-bound above 20%", (0.01, 21), xycoords=("axes fraction", "data"), fontsize=8,
-                     color="#666666")
+    wait_ax.annotate(
+        "input-bound above 20%", (0.01, 21), xycoords=("axes fraction", "data"), fontsize=8, color="#666666"
+    )
     for ax in (speed_ax, wait_ax):
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -205,8 +217,10 @@ def plot_epoch_time(runs: List[Run]):
         labels, values, spans = [str(x) for x in xs], list(ys), None
         title, top = "time per epoch (training + evaluation + checkpoint)", max(ys, default=0.0)
     else:
-        times = [[e["epoch_time_s"] for e in run.steady_epochs() if e.get("epoch_time_s") is not None] or [0.0]
-                 for run in runs]
+        times = [
+            [e["epoch_time_s"] for e in run.steady_epochs() if e.get("epoch_time_s") is not None] or [0.0]
+            for run in runs
+        ]
         labels = [run.label for run in runs]
         values = [sum(t) / len(t) for t in times]
         spans = [[v - min(t) for v, t in zip(values, times)], [max(t) - v for v, t in zip(values, times)]]
@@ -217,8 +231,9 @@ def plot_epoch_time(runs: List[Run]):
     ax.bar(labels, values, color=colors, yerr=spans, capsize=4 if spans else 0)
     if len(labels) <= MAX_LABELLED_BARS:  # at the foot of each bar, clear of the whiskers
         for x, value in enumerate(values):
-            ax.text(x, 0.03 * top, f"{value:.1f}s", ha="center", va="bottom", color="white", fontsize=9,
-                    fontweight="bold")
+            ax.text(
+                x, 0.03 * top, f"{value:.1f}s", ha="center", va="bottom", color="white", fontsize=9, fontweight="bold"
+            )
     ax.set_ylim(0, max(top, 1e-9) * 1.1)
     _style(ax, title, "seconds", xlabel="epoch" if len(runs) == 1 else "", categories=True)
     if len(runs) > 1:
@@ -234,6 +249,8 @@ def plot_confusion(run: Run):
     """The best checkpoint's confusion matrix (rows: true class, normalised) and per-class accuracy."""
     plt = _pyplot()
     best = run.best_eval
+    if best is None:
+        raise ReportError(f"{run.path} has no best_eval.json: no confusion matrix to draw")
     names, matrix = best["class_names"], best["confusion"]
     n = len(names)
     rows = [[cell / max(sum(row), 1) for cell in row] for row in matrix]
@@ -249,8 +266,15 @@ def plot_confusion(run: Run):
     if n <= MAX_ANNOTATED_CLASSES:
         for r in range(n):
             for c in range(n):
-                cm_ax.text(c, r, str(matrix[r][c]), ha="center", va="center", fontsize=8,
-                           color="white" if rows[r][c] > 0.5 else "black")
+                cm_ax.text(
+                    c,
+                    r,
+                    str(matrix[r][c]),
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if rows[r][c] > 0.5 else "black",
+                )
     cm_ax.set_title(f"confusion matrix, {best['samples']} validation images", fontsize=11)
     accs = [row[i] / max(sum(row), 1) for i, row in enumerate(matrix)]
     order = sorted(range(n), key=lambda i: accs[i])  # worst class at the top
@@ -276,12 +300,17 @@ def summary_row(run: Run) -> Dict:
     last = run.epochs[-1]
     best = max(run.epochs, key=lambda e: e.get("val_top1", -1.0))
     steady = run.steady_epochs()
-    return {"run": run.label, "ranks": run.world_size, "epochs": last["epoch"] + 1,
-            "final top-1": _fmt(last.get("val_top1"), 4), "final top-5": _fmt(last.get("val_top5"), 4),
-            "final val loss": _fmt(last.get("val_loss"), 4),
-            "best top-1 (epoch)": f"{best.get('val_top1', 0.0):.4f} ({best['epoch'] + 1})",
-            "images/s": _fmt(_mean(e.get("images_per_sec") for e in steady), 1),
-            "epoch time s": _fmt(_mean(e.get("epoch_time_s") for e in steady), 2)}
+    return {
+        "run": run.label,
+        "ranks": run.world_size,
+        "epochs": last["epoch"] + 1,
+        "final top-1": _fmt(last.get("val_top1"), 4),
+        "final top-5": _fmt(last.get("val_top5"), 4),
+        "final val loss": _fmt(last.get("val_loss"), 4),
+        "best top-1 (epoch)": f"{best.get('val_top1', 0.0):.4f} ({best['epoch'] + 1})",
+        "images/s": _fmt(_mean(e.get("images_per_sec") for e in steady), 1),
+        "epoch time s": _fmt(_mean(e.get("epoch_time_s") for e in steady), 2),
+    }
 
 
 def _mean(values) -> Optional[float]:
@@ -303,9 +332,11 @@ def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = Non
     label_runs(runs)
     out_dir = Path(out) if out else (runs[0].path / "report" if len(runs) == 1 else Path("report"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = {"curves.png": ("Loss, accuracy and learning rate", plot_curves(runs)),
-               "throughput.png": ("Throughput and input wait", plot_throughput(runs)),
-               "epoch_time.png": ("Epoch time", plot_epoch_time(runs))}
+    figures = {
+        "curves.png": ("Loss, accuracy and learning rate", plot_curves(runs)),
+        "throughput.png": ("Throughput and input wait", plot_throughput(runs)),
+        "epoch_time.png": ("Epoch time", plot_epoch_time(runs)),
+    }
     missing = []
     for i, run in enumerate(runs):
         if run.best_eval is None or run.best_eval.get("confusion") is None:
@@ -327,24 +358,52 @@ def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = Non
 
 def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> str:
     """`figures`: file name -> section title, in order."""
-    columns = ["run", "ranks", "epochs", "final top-1", "final top-5", "final val loss", "best top-1 (epoch)",
-               "images/s", "epoch time s"]
-    lines = ["# ddptrain report", "", "Runs: " + ", ".join(f"`{run.path}`" for run in runs), "",
-             "## Final metrics", "", markdown_table(columns, [summary_row(run) for run in runs]), "",
-             "images/s and epoch time: mean over the epochs after the first (start-up excluded).", ""]
+    columns = [
+        "run",
+        "ranks",
+        "epochs",
+        "final top-1",
+        "final top-5",
+        "final val loss",
+        "best top-1 (epoch)",
+        "images/s",
+        "epoch time s",
+    ]
+    lines = [
+        "# ddptrain report",
+        "",
+        "Runs: " + ", ".join(f"`{run.path}`" for run in runs),
+        "",
+        "## Final metrics",
+        "",
+        markdown_table(columns, [summary_row(run) for run in runs]),
+        "",
+        "images/s and epoch time: mean over the epochs after the first (start-up excluded).",
+        "",
+    ]
     if len(runs) > 1:
         differences = config_differences(runs)
         if differences:
-            lines += ["## How the runs differ", "", markdown_table(["option"] + [r.label for r in runs], differences),
-                      ""]
+            lines += [
+                "## How the runs differ",
+                "",
+                markdown_table(["option"] + [r.label for r in runs], differences),
+                "",
+            ]
     for name, title in figures.items():
         lines += [f"## {title}", "", f"![{title}]({name})", ""]
     for run in missing:
         if run.best_eval is not None:  # more classes than a confusion matrix is kept for
-            lines += [f"`{run.path}`: {len(run.best_eval['class_names'])} classes, too many for a confusion matrix; "
-                      "per-class counts are in its `best_eval.json`.", ""]
+            lines += [
+                f"`{run.path}`: {len(run.best_eval['class_names'])} classes, too many for a confusion matrix; "
+                "per-class counts are in its `best_eval.json`.",
+                "",
+            ]
             continue
-        lines += [f"No `best_eval.json` in `{run.path}` (a run from before it was written): make one with "
-                  f"`ddptrain eval --checkpoint {run.path}/checkpoints/best.pt --data DATA > "
-                  f"{run.path}/best_eval.json`.", ""]
+        lines += [
+            f"No `best_eval.json` in `{run.path}` (a run from before it was written): make one with "
+            f"`ddptrain eval --checkpoint {run.path}/checkpoints/best.pt --data DATA > "
+            f"{run.path}/best_eval.json`.",
+            "",
+        ]
     return "\n".join(lines)

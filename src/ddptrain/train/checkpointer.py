@@ -3,6 +3,7 @@
 `Checkpointer` owns `RUN_DIR/checkpoints/`. Every rank holds one; only rank 0 writes. What goes
 into a file is `TrainState` (ddptrain.train.state).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,9 +35,11 @@ def save_atomic(obj: Any, path: str | Path) -> None:
         os.replace(tmp, path)
     except OSError as error:
         tmp.unlink(missing_ok=True)
-        raise CheckpointError(f"cannot write checkpoint {path}: {error.strerror or error}; the previous "
-                              f"{path.name} is intact. Free space or fix permissions in {path.parent}, then "
-                              "rerun with --resume auto") from error
+        raise CheckpointError(
+            f"cannot write checkpoint {path}: {error.strerror or error}; the previous "
+            f"{path.name} is intact. Free space or fix permissions in {path.parent}, then "
+            "rerun with --resume auto"
+        ) from error
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -76,8 +79,9 @@ def find_resume(resume: Optional[str], run_dir: Path) -> Optional[Path]:
         return last if last.is_file() else None
     path = Path(resume)
     if not path.is_file():
-        raise CheckpointError(f"--resume {resume}: no such checkpoint file (use --resume auto to start "
-                              "fresh when nothing is there yet)")
+        raise CheckpointError(
+            f"--resume {resume}: no such checkpoint file (use --resume auto to start fresh when nothing is there yet)"
+        )
     return path
 
 

@@ -3,6 +3,7 @@
 It runs on the unwrapped model: ranks may hold different numbers of validation samples (or none), and
 a DDP forward could issue collectives that the other ranks never join. One all-reduce at the end.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
@@ -18,8 +19,15 @@ from .precision import Precision
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader, precision: Precision, num_classes: int, rt: Runtime,
-             channels_last: bool = False, on_failure: Optional[Callable[[Iterable[str]], None]] = None) -> EvalResult:
+def evaluate(
+    model: nn.Module,
+    loader,
+    precision: Precision,
+    num_classes: int,
+    rt: Runtime,
+    channels_last: bool = False,
+    on_failure: Optional[Callable[[Iterable[str]], None]] = None,
+) -> EvalResult:
     plain = unwrap(model)
     was_training = plain.training
     plain.eval()

@@ -7,6 +7,7 @@ Distributed hazards handled here:
   same value a single GPU would use: no sqrt(world size) factor;
 - micro-steps of gradient accumulation run under `no_sync()` so only the last one all-reduces.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,6 +45,7 @@ class StepSettings:
 @dataclass
 class EpochPlan:
     """Which epoch to train, from where, and what to do at reduction, checkpoint and stop points."""
+
     epoch: int
     global_step: int  # optimizer steps before this call
     start: EpochPosition = dataclasses.field(default_factory=EpochPosition)
@@ -76,8 +78,16 @@ def steps_per_epoch(batches: int, grad_accum: int) -> int:
     return batches // grad_accum
 
 
-def train_one_epoch(model: nn.Module, loader, optimizer, schedule: LrSchedule, precision: Precision,
-                    settings: StepSettings, rt: Runtime, plan: EpochPlan) -> EpochStats:
+def train_one_epoch(
+    model: nn.Module,
+    loader,
+    optimizer,
+    schedule: LrSchedule,
+    precision: Precision,
+    settings: StepSettings,
+    rt: Runtime,
+    plan: EpochPlan,
+) -> EpochStats:
     model.train()
     n_steps = steps_per_epoch(len(loader), settings.grad_accum)
     monitor = StepMonitor(rt, model, loader, n_steps, plan.stop, plan.on_failure, plan.after_first_step)
@@ -87,8 +97,9 @@ def train_one_epoch(model: nn.Module, loader, optimizer, schedule: LrSchedule, p
         with monitor.step(global_step):
             for micro in range(settings.grad_accum):
                 batch = monitor.next_batch(batches)
-                loss = forward_backward(model, batch, precision, settings, rt.device, monitor.timer,
-                                        sync=micro == settings.grad_accum - 1)
+                loss = forward_backward(
+                    model, batch, precision, settings, rt.device, monitor.timer, sync=micro == settings.grad_accum - 1
+                )
                 window.add(loss, len(batch), len(batch.failures))
             if step == 0:  # every rank's batches have the same size (the sampler drops the uneven tail)
                 per_step = monitor.clock.images * rt.world_size
@@ -102,8 +113,9 @@ def train_one_epoch(model: nn.Module, loader, optimizer, schedule: LrSchedule, p
             totals = window.reduce(monitor.before_reduction(), plan.epoch, global_step, rt.rank)
             advance(position, totals, samples_done)
             if plan.report is not None:
-                plan.report(step + 1, totals.loss, optimizer.param_groups[0]["lr"],
-                            monitor.clock.images_per_sec(rt.world_size))
+                plan.report(
+                    step + 1, totals.loss, optimizer.param_groups[0]["lr"], monitor.clock.images_per_sec(rt.world_size)
+                )
             if (save or totals.stop) and not last and plan.on_checkpoint is not None:
                 plan.on_checkpoint(plan.epoch, dataclasses.replace(position), global_step)
             if totals.stop and not last:
@@ -111,8 +123,9 @@ def train_one_epoch(model: nn.Module, loader, optimizer, schedule: LrSchedule, p
     return _finish(monitor, position, optimizer, rt)
 
 
-def forward_backward(model, batch, precision: Precision, settings: StepSettings, device: torch.device,
-                     timer: StepTimer, sync: bool) -> torch.Tensor:
+def forward_backward(
+    model, batch, precision: Precision, settings: StepSettings, device: torch.device, timer: StepTimer, sync: bool
+) -> torch.Tensor:
     """One micro-batch: forward under autocast, backward of the (scaled) loss share; DDP all-reduces
     only when `sync` (the last micro-batch of an optimizer step)."""
     images, labels = batch.to_device(device, settings.channels_last)
@@ -132,9 +145,11 @@ def forward(model, images: torch.Tensor) -> torch.Tensor:
     except ValueError as error:
         if "more than 1 value per channel" not in str(error):
             raise
-        raise ConfigError(f"batch norm cannot train on {len(images)} image(s) per process: {error}. Raise "
-                          "--batch-size (it is per process), or use --sync-bn to normalise over every "
-                          "process's batch") from None
+        raise ConfigError(
+            f"batch norm cannot train on {len(images)} image(s) per process: {error}. Raise "
+            "--batch-size (it is per process), or use --sync-bn to normalise over every "
+            "process's batch"
+        ) from None
 
 
 def optimizer_step(model, optimizer, precision: Precision, clip_grad: Optional[float]) -> None:
@@ -152,8 +167,7 @@ def optimizer_step(model, optimizer, precision: Precision, clip_grad: Optional[f
     optimizer.zero_grad(set_to_none=True)
 
 
-def _finish(monitor: StepMonitor, position: EpochPosition, optimizer, rt: Runtime,
-            stopped: bool = False) -> EpochStats:
+def _finish(monitor: StepMonitor, position: EpochPosition, optimizer, rt: Runtime, stopped: bool = False) -> EpochStats:
     ranks = monitor.rank_timings()
     return EpochStats(
         train_loss=position.loss_sum / max(position.loss_count, 1.0),
@@ -166,4 +180,3 @@ def _finish(monitor: StepMonitor, position: EpochPosition, optimizer, rt: Runtim
         stopped=position if stopped else None,
         ranks=ranks,
     )
-

@@ -1,6 +1,7 @@
 """The bookkeeping around each training step, kept out of the step loop: heartbeats and the stop
 request's step timer (`StepMonitor`), the epoch's clock and throughput (`EpochClock`), and the loss
 sums that all ranks reduce together (`LossWindow`)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -58,6 +59,7 @@ class EpochClock:
 @dataclass
 class WindowTotals:
     """A reduced loss window: the same values on every rank."""
+
     loss_sum: float
     samples: float
     skipped: int
@@ -91,7 +93,9 @@ class LossWindow:
         if not math.isfinite(totals.loss):
             raise NonFiniteLossError(
                 f"training loss became {totals.loss} at epoch {epoch + 1}, step {step}; every rank stops here. "
-                "Lower --lr, set --clip-grad, or use --amp bf16/off instead of fp16.", rank=rank)
+                "Lower --lr, set --clip-grad, or use --amp bf16/off instead of fp16.",
+                rank=rank,
+            )
         return totals
 
 
@@ -108,14 +112,22 @@ class StepMonitor:
     timer, the step-time breakdown, this epoch's clock, the runtime's switch to its steady timeout, and
     reporting unreadable files met in a batch."""
 
-    def __init__(self, rt: Runtime, model: nn.Module, loader, n_steps: int, stop: Optional[StopRequest] = None,
-                 on_failure: Optional[Callable[[Iterable[str]], None]] = None,
-                 after_first_step: Optional[Callable[[], None]] = None):
+    def __init__(
+        self,
+        rt: Runtime,
+        model: nn.Module,
+        loader,
+        n_steps: int,
+        stop: Optional[StopRequest] = None,
+        on_failure: Optional[Callable[[Iterable[str]], None]] = None,
+        after_first_step: Optional[Callable[[], None]] = None,
+    ):
         self.rt, self.n_steps, self.stop, self.on_failure = rt, n_steps, stop, on_failure
         self.after_first_step = after_first_step
         self.heartbeat = Heartbeat(rt)
-        self.timer = StepTimer(rt.device, rt.rank, None if is_compiled(model) else unwrap(model),
-                               getattr(loader, "num_workers", 0))
+        self.timer = StepTimer(
+            rt.device, rt.rank, None if is_compiled(model) else unwrap(model), getattr(loader, "num_workers", 0)
+        )
         self.clock = EpochClock(rt.device)
         self.steps_done = 0
 

@@ -1,7 +1,9 @@
 """The optimizer (no weight decay on norm layers and biases) and the learning-rate schedule."""
+
 from __future__ import annotations
 
 import math
+from typing import Any, Dict, List
 
 import torch
 from torch import nn
@@ -11,17 +13,19 @@ from ..errors import ConfigError
 
 def param_groups(model: nn.Module, weight_decay: float) -> list:
     """Weight decay on weight matrices and kernels only; never on norm layers' scales or biases."""
-    decay, no_decay = [], []
+    decay: List[nn.Parameter] = []
+    no_decay: List[nn.Parameter] = []
     for param in model.parameters():
         if param.requires_grad:
             (no_decay if param.ndim <= 1 else decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float,
-                    device: torch.device) -> torch.optim.Optimizer:
+def build_optimizer(
+    model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float, device: torch.device
+) -> torch.optim.Optimizer:
     groups = param_groups(model, weight_decay)
-    fused = {"foreach": True} if device.type == "cuda" else {}
+    fused: Dict[str, Any] = {"foreach": True} if device.type == "cuda" else {}
     if name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=False, **fused)
     if name == "adamw":

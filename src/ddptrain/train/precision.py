@@ -1,4 +1,5 @@
 """Mixed precision: which autocast dtype, and a GradScaler only where one is needed (fp16)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +15,7 @@ from ..errors import ConfigError
 class Precision:
     device_type: str
     dtype: Optional[torch.dtype]  # None: full fp32
-    scaler: Optional["torch.amp.GradScaler"]
+    scaler: Optional[torch.amp.GradScaler]
 
     def autocast(self):
         if self.dtype is None:
@@ -36,6 +37,8 @@ def resolve_precision(amp: str, device: torch.device) -> Precision:
         try:
             scaler = torch.amp.GradScaler(device.type)
         except (AttributeError, RuntimeError, TypeError) as error:
-            raise ConfigError(f"--amp fp16 is not supported on {device.type} by torch {torch.__version__} "
-                              f"({error}); use --amp bf16 or off") from None
+            raise ConfigError(
+                f"--amp fp16 is not supported on {device.type} by torch {torch.__version__} "
+                f"({error}); use --amp bf16 or off"
+            ) from None
     return Precision(device.type, dtype, scaler)

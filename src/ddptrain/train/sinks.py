@@ -4,6 +4,7 @@ best_eval.json, the progress bar and the end-of-epoch lines.
 Rank 0 holds a `RunSinks`; every other rank holds a `NullSinks` with the same methods doing nothing,
 so the trainer calls its sinks on every rank without asking which rank it is.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from tqdm import tqdm
 
@@ -33,11 +34,20 @@ BEST_EVAL = "best_eval.json"
 def epoch_record(epoch: int, step: int, world_size: int, stats: EpochStats, result: EvalResult) -> Dict:
     """One line of metrics.jsonl."""
     record = {
-        "epoch": epoch, "step": step, "train_loss": stats.train_loss, "val_loss": result.loss,
-        "val_top1": result.top1, "val_top5": result.top5, "val_samples": result.samples,
-        "lr": stats.lr, "images_per_sec": stats.images_per_sec, "epoch_time_s": stats.epoch_time_s,
-        "data_wait_frac": stats.data_wait_frac, "skipped_images": stats.skipped_images + result.skipped,
-        "world_size": world_size, "time": time.time(),
+        "epoch": epoch,
+        "step": step,
+        "train_loss": stats.train_loss,
+        "val_loss": result.loss,
+        "val_top1": result.top1,
+        "val_top5": result.top5,
+        "val_samples": result.samples,
+        "lr": stats.lr,
+        "images_per_sec": stats.images_per_sec,
+        "epoch_time_s": stats.epoch_time_s,
+        "data_wait_frac": stats.data_wait_frac,
+        "skipped_images": stats.skipped_images + result.skipped,
+        "world_size": world_size,
+        "time": time.time(),
     }
     if stats.ranks:
         record.update(timing.summarize(stats.ranks))
@@ -46,8 +56,11 @@ def epoch_record(epoch: int, step: int, world_size: int, stats: EpochStats, resu
 
 def perf_scalars(record: Dict) -> Dict[str, float]:
     """The step-time breakdown as TensorBoard scalars (perf/...)."""
-    scalars = {f"perf/{key}": record[key] for key in ("data_wait_frac", "step_time_s", "step_time_spread",
-                                                       "max_mem_mb", "gpu_util") if key in record}
+    scalars = {
+        f"perf/{key}": record[key]
+        for key in ("data_wait_frac", "step_time_s", "step_time_spread", "max_mem_mb", "gpu_util")
+        if key in record
+    }
     for rank, seconds in enumerate(record.get("rank_work_s", [])):
         scalars[f"perf/rank{rank}_work_s"] = seconds
     return scalars
@@ -63,8 +76,11 @@ class MetricsLog:
         """Drop lines for epochs after `last_epoch` (written before a crash, redone after resume)."""
         if not self.path.is_file():
             return
-        kept = [line for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("epoch", -1) <= last_epoch]
+        kept = [
+            line
+            for line in self.path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("epoch", -1) <= last_epoch
+        ]
         self.path.write_text("".join(line + "\n" for line in kept))
 
     def append(self, record: Dict) -> None:
@@ -79,7 +95,7 @@ class TensorBoard:
 
     def __init__(self, folder: Path, resume_step: Optional[int]):
         self.folder, self.purge = folder, (resume_step + 1 if resume_step is not None else None)
-        self.writer = None
+        self.writer: Optional[Any] = None  # a SummaryWriter, opened on first use
 
     def scalars(self, values: Dict[str, Optional[float]], step: int) -> None:
         if self.writer is None:
@@ -99,8 +115,15 @@ class TensorBoard:
 def progress_bar(total: int, epoch: int, epochs: int, enabled: bool) -> tqdm:
     """A bar on an interactive terminal only: in log files the per-epoch line says it all."""
     enabled = enabled and sys.stderr.isatty()
-    return tqdm(total=total, desc=f"epoch {epoch + 1}/{epochs}", unit="step", dynamic_ncols=True,
-                disable=not enabled, leave=False, file=sys.stderr)
+    return tqdm(
+        total=total,
+        desc=f"epoch {epoch + 1}/{epochs}",
+        unit="step",
+        dynamic_ncols=True,
+        disable=not enabled,
+        leave=False,
+        file=sys.stderr,
+    )
 
 
 class _StepProgress:
@@ -149,18 +172,41 @@ class RunSinks:
         TensorBoard points, the epoch's console line, and advice the first time it applies."""
         epoch = record["epoch"]
         self.metrics.append(record)
-        self.tb.scalars({"val/loss": result.loss, "val/top1": result.top1, "val/top5": result.top5,
-                         "perf/images_per_sec": stats.images_per_sec, **perf_scalars(record)}, record["step"])
-        log.info("epoch %d/%d: train_loss %.4f  val_loss %.4f  val_top1 %.4f  val_top5 %.4f  (%d images)  "
-                 "%.1f img/s  data_wait %.0f%%  %.1fs", epoch + 1, self.epochs, stats.train_loss,
-                 result.loss, result.top1, result.top5, result.samples, stats.images_per_sec,
-                 100 * stats.data_wait_frac, stats.epoch_time_s)
+        self.tb.scalars(
+            {
+                "val/loss": result.loss,
+                "val/top1": result.top1,
+                "val/top5": result.top5,
+                "perf/images_per_sec": stats.images_per_sec,
+                **perf_scalars(record),
+            },
+            record["step"],
+        )
+        log.info(
+            "epoch %d/%d: train_loss %.4f  val_loss %.4f  val_top1 %.4f  val_top5 %.4f  (%d images)  "
+            "%.1f img/s  data_wait %.0f%%  %.1fs",
+            epoch + 1,
+            self.epochs,
+            stats.train_loss,
+            result.loss,
+            result.top1,
+            result.top5,
+            result.samples,
+            stats.images_per_sec,
+            100 * stats.data_wait_frac,
+            stats.epoch_time_s,
+        )
         for message in self.advice.new(timing.advice(stats.ranks, workers, self.straggler_history)):
             log.warning("epoch %d: %s", epoch + 1, message)
         skipped = stats.skipped_images + result.skipped
         if skipped:
-            log.warning("epoch %d: %d unreadable images skipped (%d train, %d val); see warnings above",
-                        epoch + 1, skipped, stats.skipped_images, result.skipped)
+            log.warning(
+                "epoch %d: %d unreadable images skipped (%d train, %d val); see warnings above",
+                epoch + 1,
+                skipped,
+                stats.skipped_images,
+                result.skipped,
+            )
 
     def startup(self, clock: StartupClock) -> None:
         """The start-up breakdown, once: from the command to the first optimizer step."""
@@ -168,8 +214,9 @@ class RunSinks:
 
     def best_eval(self, epoch: int, checkpoint: str, result: EvalResult, class_names: List[str]) -> None:
         """best_eval.json, written with best.pt: the report's confusion matrix and per-class accuracy."""
-        write_json_atomic(self.run_dir / BEST_EVAL, {"epoch": epoch, "checkpoint": checkpoint,
-                                                     **result.to_dict(class_names)})
+        write_json_atomic(
+            self.run_dir / BEST_EVAL, {"epoch": epoch, "checkpoint": checkpoint, **result.to_dict(class_names)}
+        )
 
     def close(self) -> None:
         self.tb.close()

@@ -8,6 +8,7 @@ middle of an epoch, where it stopped (`PartialEpoch`). The dict keys are the dat
 no other module reads a checkpoint by its keys. A new piece of state (e.g. EMA weights) is one more
 optional field on `TrainState`.
 """
+
 from __future__ import annotations
 
 import random
@@ -18,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from ..errors import CheckpointError, WeightsError
+from ..errors import CheckpointError, WeightsError, missing_weights_file
 from ..models.weights import strip_prefixes
 
 FORMAT_VERSION = 1
@@ -30,6 +31,7 @@ FOREIGN_MODEL_KEYS = ("state_dict", "model_state_dict")
 class EpochPosition:
     """How far an epoch got: positions of its sample permutation consumed (over all ranks) and the
     all-reduced loss sums and skipped-image count so far."""
+
     samples_done: int = 0
     loss_sum: float = 0.0
     loss_count: float = 0.0
@@ -39,14 +41,16 @@ class EpochPosition:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: Dict[str, Any]) -> "EpochPosition":
-        return cls(int(values["samples_done"]), float(values["loss_sum"]), float(values["loss_count"]),
-                   int(values["skipped"]))
+    def from_dict(cls, values: Dict[str, Any]) -> EpochPosition:
+        return cls(
+            int(values["samples_done"]), float(values["loss_sum"]), float(values["loss_count"]), int(values["skipped"])
+        )
 
 
 @dataclass
 class PartialEpoch:
     """A mid-epoch checkpoint's place: the epoch in progress, how far it got, every rank's RNG state."""
+
     epoch: int
     position: EpochPosition
     rng: List[Dict[str, Any]]  # by rank
@@ -55,7 +59,7 @@ class PartialEpoch:
         return {"epoch": self.epoch, "position": self.position.to_dict(), "rng": self.rng}
 
     @classmethod
-    def from_dict(cls, values: Dict[str, Any]) -> "PartialEpoch":
+    def from_dict(cls, values: Dict[str, Any]) -> PartialEpoch:
         return cls(int(values["epoch"]), EpochPosition.from_dict(values["position"]), list(values["rng"]))
 
 
@@ -89,10 +93,11 @@ class TrainState:
         return out
 
     @classmethod
-    def from_dict(cls, raw: Any, source: str | Path) -> "TrainState":
+    def from_dict(cls, raw: Any, source: str | Path) -> TrainState:
         if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
-            raise CheckpointError(f"{source} is not a ddptrain checkpoint (no 'model' entry); "
-                                  "to start from plain weights use --weights")
+            raise CheckpointError(
+                f"{source} is not a ddptrain checkpoint (no 'model' entry); to start from plain weights use --weights"
+            )
         values = {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
         if values.get("partial") is not None:
             values["partial"] = PartialEpoch.from_dict(values["partial"])
@@ -107,8 +112,9 @@ class TrainState:
         return self.partial.epoch if self.partial is not None else self.epoch + 1
 
 
-def library_checkpoint(model: Dict[str, torch.Tensor], optimizer: Optional[Dict[str, Any]],
-                       extra: Dict[str, Any]) -> Dict[str, Any]:
+def library_checkpoint(
+    model: Dict[str, torch.Tensor], optimizer: Optional[Dict[str, Any]], extra: Dict[str, Any]
+) -> Dict[str, Any]:
     """What `ddptrain.save_checkpoint` writes for a user's own script: the model, the optimizer when given,
     and the user's own entries. `TrainState.from_dict` reads it back."""
     state: Dict[str, Any] = {"model": model, **extra}
@@ -122,8 +128,8 @@ def read_model_weights(path: str | Path) -> Dict[str, torch.Tensor]:
     script's checkpoint (`state_dict` / `model_state_dict` inside). Tensors only: pickled code is refused."""
     path = Path(path)
     if not path.is_file():
-        raise WeightsError(f"weights file {path} does not exist; refusing to train from scratch silently "
-                           "(drop --weights to start from random initialisation)")
+        raise missing_weights_file(path)
+    loaded: Any
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -132,8 +138,10 @@ def read_model_weights(path: str | Path) -> Dict[str, torch.Tensor]:
         else:
             loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise WeightsError(f"cannot read weights from {path}: {error}. Only tensor state dicts, checkpoints "
-                           "and .safetensors are accepted (weights_only=True): pickled code is refused.") from None
+        raise WeightsError(
+            f"cannot read weights from {path}: {error}. Only tensor state dicts, checkpoints "
+            "and .safetensors are accepted (weights_only=True): pickled code is refused."
+        ) from None
     for key in ("model", *FOREIGN_MODEL_KEYS):
         if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
             loaded = loaded[key]
@@ -146,11 +154,15 @@ def read_model_weights(path: str | Path) -> Dict[str, torch.Tensor]:
 # ---- random number generators ---------------------------------------------------------------------
 def capture_rng() -> Dict[str, Any]:
     """This process's RNG states, as tensors and plain values (loadable with weights_only=True)."""
-    np_state = np.random.get_state()
+    np_state: Any = np.random.get_state()
     state = {
         "python": random.getstate(),
-        "numpy": {"key": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                  "has_gauss": int(np_state[3]), "gauss": float(np_state[4])},
+        "numpy": {
+            "key": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "gauss": float(np_state[4]),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -161,8 +173,15 @@ def capture_rng() -> Dict[str, Any]:
 def restore_rng(state: Dict[str, Any]) -> None:
     random.setstate(_as_tuple(state["python"]))
     numpy = state["numpy"]
-    np.random.set_state(("MT19937", numpy["key"].numpy().astype(np.uint32), int(numpy["pos"]),
-                         int(numpy["has_gauss"]), float(numpy["gauss"])))
+    np.random.set_state(
+        (
+            "MT19937",
+            numpy["key"].numpy().astype(np.uint32),
+            int(numpy["pos"]),
+            int(numpy["has_gauss"]),
+            float(numpy["gauss"]),
+        )
+    )
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])

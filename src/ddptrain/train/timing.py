@@ -10,6 +10,7 @@ rank waits there for the slowest one and the times come out equal.
 Gathered to every rank at the epoch's end; rank 0 writes the summary to metrics.jsonl and
 TensorBoard and prints advice: input-bound, a named straggler, memory close to the limit.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,7 +19,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Set
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 import torch
 
@@ -52,17 +53,22 @@ class RankTiming:
 class StepTimer:
     """Accumulates one rank's breakdown during an epoch; no host-device sync until `finish`."""
 
-    def __init__(self, device: torch.device, rank: int, module: Optional[torch.nn.Module] = None,
-                 workers: int = 0):
+    def __init__(self, device: torch.device, rank: int, module: Optional[torch.nn.Module] = None, workers: int = 0):
         self.device, self.rank, self.workers = device, rank, workers
         self.nvml = _nvml_handle(device)
         self.util_samples: List[float] = []
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         self.active = False
-        self._pending = None
-        self._hooks = [] if module is None else [module.register_forward_pre_hook(self._before, prepend=True),
-                                                 module.register_forward_hook(self._after)]
+        self._pending: Any = None  # a CUDA event or a perf_counter reading
+        self._hooks = (
+            []
+            if module is None
+            else [
+                module.register_forward_pre_hook(self._before, prepend=True),
+                module.register_forward_hook(self._after),
+            ]
+        )
         self.restart()
 
     def restart(self) -> None:
@@ -138,8 +144,18 @@ class StepTimer:
             max_mem = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
             total = None
         util = statistics.fmean(self.util_samples) if self.util_samples else None
-        return RankTiming(self.rank, steps, time.perf_counter() - self.start, self.data_wait_s, forward_s,
-                          self.load_s, self.workers, max_mem, total, util)
+        return RankTiming(
+            self.rank,
+            steps,
+            time.perf_counter() - self.start,
+            self.data_wait_s,
+            forward_s,
+            self.load_s,
+            self.workers,
+            max_mem,
+            total,
+            util,
+        )
 
 
 def _nvml_handle(device: torch.device):
@@ -187,7 +203,8 @@ def advice(ranks: List[RankTiming], workers: int, straggler_history: Optional[Li
         found["input_bound"] = (
             f"input-bound: rank {ranks[worst].rank} waited for data {fracs[worst]:.0%} of the epoch (all ranks: "
             f"{statistics.fmean(fracs):.0%} on average); raise --workers (now {workers} per process), keep the "
-            "images on local disk, or store them closer to the training size so decoding is cheaper")
+            "images on local disk, or store them closer to the training size so decoding is cheaper"
+        )
     rank, straggler = _straggler(ranks)
     if straggler_history is not None:
         straggler_history.append(rank)
@@ -201,7 +218,8 @@ def advice(ranks: List[RankTiming], workers: int, straggler_history: Optional[Li
             found["memory"] = (
                 f"rank {r.rank} peaked at {r.max_mem_mb:.0f} of {r.mem_total_mb:.0f} MiB of GPU memory "
                 f"({r.max_mem_mb / r.mem_total_mb:.0%}): close to out-of-memory; lower --batch-size (and raise "
-                "--grad-accum to keep the global batch), or use --amp bf16")
+                "--grad-accum to keep the global batch), or use --amp bf16"
+            )
             break
     return found
 
@@ -215,10 +233,12 @@ def _straggler(ranks: List[RankTiming]) -> tuple:
     others = statistics.median(w for i, w in enumerate(work) if i != slowest)
     if work[slowest] > STRAGGLER_RATIO * others and work[slowest] - others > STRAGGLER_MIN_EXCESS_S:
         r = ranks[slowest]
-        return r.rank, (f"straggler: rank {r.rank} spends {work[slowest] * 1000:.0f} ms per step on its own input pipeline "
-                f"and forward pass, {work[slowest] / max(others, 1e-9):.1f}x the other ranks' {others * 1000:.0f} ms; "
-                "every rank waits for it in each gradient all-reduce. Check that device (clocks, temperature, "
-                "other processes: nvidia-smi) or that node's storage and CPU load")
+        return r.rank, (
+            f"straggler: rank {r.rank} spends {work[slowest] * 1000:.0f} ms per step on its own input pipeline "
+            f"and forward pass, {work[slowest] / max(others, 1e-9):.1f}x the other ranks' {others * 1000:.0f} ms; "
+            "every rank waits for it in each gradient all-reduce. Check that device (clocks, temperature, "
+            "other processes: nvidia-smi) or that node's storage and CPU load"
+        )
     return None, None
 
 

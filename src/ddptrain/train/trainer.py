@@ -1,11 +1,12 @@
 """One training worker, from data to checkpoints. Every rank runs all of this; only rank 0's sinks and
 checkpointer write files (the others hold ones that do nothing)."""
+
 from __future__ import annotations
 
 import logging
 import random
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, cast
 
 import numpy as np
 import torch
@@ -14,9 +15,19 @@ from ..config import Config
 from ..data.datasets import UnreadableFiles
 from ..data.folder import classes_without_validation, load_split
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
+from ..data.samplers import EpochSampler
 from ..errors import CheckpointError, DataError
-from ..models import build_model, describe_mismatch, freeze_backbone, head_name, load_weights, place_model, unwrap, \
-    wrap_ddp
+from ..models import (
+    build_model,
+    compile_model,
+    describe_mismatch,
+    freeze_backbone,
+    head_name,
+    load_weights,
+    place_model,
+    unwrap,
+    wrap_ddp,
+)
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process, restart_count
 from ..runtime.heartbeat import naming_stalled_peers
@@ -45,8 +56,9 @@ def seed_everything(seed: int, epoch: int, rank: int) -> None:
 
 
 class Trainer:
-    def __init__(self, cfg: Config, rt: dist.Runtime, stop: Optional[StopRequest] = None,
-                 clock: Optional[StartupClock] = None):
+    def __init__(
+        self, cfg: Config, rt: dist.Runtime, stop: Optional[StopRequest] = None, clock: Optional[StartupClock] = None
+    ):
         self.cfg, self.rt = cfg, rt
         self.stop = stop or StopRequest(cfg.launch.dist_timeout)
         self.clock = clock or StartupClock()
@@ -57,7 +69,7 @@ class Trainer:
         self.cpus = cpus_per_process(rt.env.local_world_size)
         if rt.device.type == "cpu":
             torch.set_num_threads(self.cpus)
-        self.split = load_split(cfg.data.path, cfg.data.val_split, cfg.optim.seed)
+        self.split = load_split(cfg.data.folder(), cfg.data.val_split, cfg.optim.seed)
         self._build_loaders()
         self.clock.mark("data")
         self._build_model()
@@ -80,23 +92,38 @@ class Trainer:
         cfg, rt, split = self.cfg, self.rt, self.split
         self.workers = auto_workers(cfg.data.workers, self.cpus)
         settings = LoaderSettings.for_device(rt.device, cfg.optim.batch_size, self.workers)
-        self.train_loader = training_images(split.train, cfg.data.img_size, cfg.data.min_crop_scale, cfg.optim.seed,
-                                            rt.rank, rt.world_size, settings)
+        self.train_loader = training_images(
+            split.train, cfg.data.img_size, cfg.data.min_crop_scale, cfg.optim.seed, rt.rank, rt.world_size, settings
+        )
+        self.train_sampler = cast(EpochSampler, self.train_loader.sampler)
         self.val_loader = evaluation_images(split.val, cfg.data.img_size, rt.rank, rt.world_size, settings)
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
         if self.steps_per_epoch == 0:
             raise DataError(
                 f"{len(split.train)} training images give each of {rt.world_size} processes "
-                f"{len(self.train_loader.sampler)} samples, less than one optimizer step of --batch-size "
+                f"{len(self.train_sampler)} samples, less than one optimizer step of --batch-size "
                 f"{cfg.optim.batch_size} x --grad-accum {cfg.optim.grad_accum}; lower the batch size or use "
-                "fewer processes", rank=rt.rank, every_rank=True)
+                "fewer processes",
+                rank=rt.rank,
+                every_rank=True,
+            )
         missing_val = classes_without_validation(split)
         if missing_val and rt.is_main and cfg.data.val_split > 0:
-            log.warning("no validation image for class(es) %s: too few images for --val-split %s; their "
-                        "accuracy is not measured", ", ".join(missing_val), cfg.data.val_split)
-        log.info("data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, "
-                 "%d loader workers per process", len(split.classes), len(split.train), len(split.val),
-                 split.layout, self.steps_per_epoch, self.workers)
+            log.warning(
+                "no validation image for class(es) %s: too few images for --val-split %s; their "
+                "accuracy is not measured",
+                ", ".join(missing_val),
+                cfg.data.val_split,
+            )
+        log.info(
+            "data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, %d loader workers per process",
+            len(split.classes),
+            len(split.train),
+            len(split.val),
+            split.layout,
+            self.steps_per_epoch,
+            self.workers,
+        )
 
     def _build_model(self) -> None:
         cfg, rt, classes = self.cfg, self.rt, len(self.split.classes)
@@ -109,8 +136,9 @@ class Trainer:
             trainable = freeze_backbone(model, head)
             log.info("backbone frozen: %d trainable parameters in '%s'", trainable, head)
         self.model = place_model(model, rt.device, rt.world_size, cfg.model.sync_bn, cfg.model.channels_last)
-        self.optimizer = build_optimizer(self.model, cfg.optim.optimizer, cfg.optim.lr, cfg.optim.momentum,
-                                         cfg.optim.weight_decay, rt.device)
+        self.optimizer = build_optimizer(
+            self.model, cfg.optim.optimizer, cfg.optim.lr, cfg.optim.momentum, cfg.optim.weight_decay, rt.device
+        )
 
     def _preflight_facts(self) -> Dict[str, Any]:
         """What every rank must agree on before the first step (node-local options left out)."""
@@ -135,7 +163,8 @@ class Trainer:
             return
         state = self._load_resumable(path)
         self.model.load_state_dict(state.model)
-        self.optimizer.load_state_dict(state.optimizer)
+        if state.optimizer is not None:
+            self.optimizer.load_state_dict(state.optimizer)
         if self.precision.scaler is not None and state.scaler:
             self.precision.scaler.load_state_dict(state.scaler)
         self.start_epoch, self.global_step, self.best_top1 = state.next_epoch(), state.step, state.best_top1
@@ -146,10 +175,21 @@ class Trainer:
             if state.world_size == self.rt.world_size:
                 self.resume_rng = state.partial.rng[self.rt.rank]
             else:
-                log.info("mid-epoch resume on %d processes (saved on %s): the rest of the epoch is re-sharded; "
-                         "dropout draws differ from an uninterrupted run", self.rt.world_size, state.world_size)
-        log.info("resumed from %s: continuing at epoch %d/%d%s (step %d, written by %s processes)",
-                 path, self.start_epoch + 1, self.cfg.optim.epochs, where, self.global_step, state.world_size)
+                log.info(
+                    "mid-epoch resume on %d processes (saved on %s): the rest of the epoch is re-sharded; "
+                    "dropout draws differ from an uninterrupted run",
+                    self.rt.world_size,
+                    state.world_size,
+                )
+        log.info(
+            "resumed from %s: continuing at epoch %d/%d%s (step %d, written by %s processes)",
+            path,
+            self.start_epoch + 1,
+            self.cfg.optim.epochs,
+            where,
+            self.global_step,
+            state.world_size,
+        )
 
     def _load_resumable(self, path: Path) -> TrainState:
         """The checkpoint at `path`, refused with the differences listed when it is another model or class list."""
@@ -164,16 +204,19 @@ class Trainer:
         if weights and not differences:
             differences.append(f"weights: {weights}")
         if differences:
-            raise CheckpointError(f"cannot resume from {path}: " + "; ".join(differences)
-                                  + ". Use another --out (or --resume PATH) for a different model or data.",
-                                  rank=self.rt.rank)
+            raise CheckpointError(
+                f"cannot resume from {path}: "
+                + "; ".join(differences)
+                + ". Use another --out (or --resume PATH) for a different model or data.",
+                rank=self.rt.rank,
+            )
         return state
 
     def _wrap_ddp(self) -> None:
         model = self.model
         if self.cfg.model.compile:
             log.info("compiling the model with torch.compile (the first steps are slow)")
-            model = torch.compile(model)
+            model = compile_model(model)
         self.ddp = wrap_ddp(model, self.rt.device, self.cfg.model.grad_compress)
 
     # ---- the loop -----------------------------------------------------------------------------
@@ -182,9 +225,14 @@ class Trainer:
         last_epoch = cfg.optim.epochs
         if cfg.run.stop_after_epochs is not None:
             last_epoch = min(cfg.optim.epochs, self.start_epoch + cfg.run.stop_after_epochs)
-        log.info("training %s on %d process(es), %s, amp %s, global batch %d", cfg.model.name, self.rt.world_size,
-                 self.rt.device.type, self.precision.name,
-                 cfg.optim.batch_size * cfg.optim.grad_accum * self.rt.world_size)
+        log.info(
+            "training %s on %d process(es), %s, amp %s, global batch %d",
+            cfg.model.name,
+            self.rt.world_size,
+            self.rt.device.type,
+            self.precision.name,
+            cfg.optim.batch_size * cfg.optim.grad_accum * self.rt.world_size,
+        )
         try:
             for epoch in range(self.start_epoch, last_epoch):
                 with naming_stalled_peers(self.rt, epoch):  # evaluation, saving and barriers have collectives too
@@ -192,28 +240,50 @@ class Trainer:
         finally:
             self.sinks.close()
         if last_epoch < cfg.optim.epochs:
-            log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch,
-                     cfg.optim.epochs)
+            log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, cfg.optim.epochs)
         log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
         return result
 
     def _run_epoch(self, epoch: int) -> EvalResult:
         start = self._epoch_start(epoch)
-        self.train_loader.sampler.set_epoch(epoch, start.samples_done)  # same shard order on every rank
+        self.train_sampler.set_epoch(epoch, start.samples_done)  # same shard order on every rank
         progress = self.sinks.epoch_progress(self.steps_per_epoch, epoch, self.global_step)
-        plan = EpochPlan(epoch, self.global_step, start, self._samples_per_epoch(), self.cfg.run.save_every_steps,
-                         on_checkpoint=self._save_mid_epoch, report=progress, stop=self.stop,
-                         on_failure=self.unreadable,
-                         after_first_step=self._first_step_done if epoch == self.start_epoch else None)
-        stats = train_one_epoch(self.ddp, self.train_loader, self.optimizer, self.schedule, self.precision,
-                                self._step_settings(), self.rt, plan)
+        plan = EpochPlan(
+            epoch,
+            self.global_step,
+            start,
+            self._samples_per_epoch(),
+            self.cfg.run.save_every_steps,
+            on_checkpoint=self._save_mid_epoch,
+            report=progress,
+            stop=self.stop,
+            on_failure=self.unreadable,
+            after_first_step=self._first_step_done if epoch == self.start_epoch else None,
+        )
+        stats = train_one_epoch(
+            self.ddp,
+            self.train_loader,
+            self.optimizer,
+            self.schedule,
+            self.precision,
+            self._step_settings(),
+            self.rt,
+            plan,
+        )
         progress.close()
         self.global_step += stats.steps
         if stats.stopped is not None:  # rank 0 saved the position; every rank leaves together
             self._leave(epoch, stats.stopped)
         dist.broadcast_buffers(unwrap(self.ddp))  # evaluate exactly the model rank 0 saves
-        result = evaluate(self.ddp, self.val_loader, self.precision, len(self.split.classes), self.rt,
-                          self.cfg.model.channels_last, self.unreadable)
+        result = evaluate(
+            self.ddp,
+            self.val_loader,
+            self.precision,
+            len(self.split.classes),
+            self.rt,
+            self.cfg.model.channels_last,
+            self.unreadable,
+        )
         self._record_epoch(epoch, stats, result)
         dist.barrier()  # nobody starts the next epoch (or exits) before rank 0 has saved
         if epoch + 1 < self.cfg.optim.epochs and dist.any_rank(self.stop.requested(), self.rt.device):
@@ -239,15 +309,25 @@ class Trainer:
 
     def _leave(self, epoch: int, position: Optional[EpochPosition]) -> None:
         dist.barrier()  # rank 0 has written the checkpoint
-        where = (f"epoch {epoch + 1} after {position.samples_done} of its samples" if position is not None
-                 else f"the start of epoch {epoch + 1}")
-        raise Preempted(f"stopped on {self.stop.name}: checkpoint saved in {self.checkpointer.folder} at "
-                        f"{where} (step {self.global_step}); run the same command with --resume auto to continue")
+        where = (
+            f"epoch {epoch + 1} after {position.samples_done} of its samples"
+            if position is not None
+            else f"the start of epoch {epoch + 1}"
+        )
+        raise Preempted(
+            f"stopped on {self.stop.name}: checkpoint saved in {self.checkpointer.folder} at "
+            f"{where} (step {self.global_step}); run the same command with --resume auto to continue"
+        )
 
     def _step_settings(self) -> StepSettings:
         cfg = self.cfg
-        return StepSettings(cfg.optim.grad_accum, cfg.optim.clip_grad, cfg.run.log_every, cfg.model.channels_last,
-                            cfg.optim.label_smoothing)
+        return StepSettings(
+            cfg.optim.grad_accum,
+            cfg.optim.clip_grad,
+            cfg.run.log_every,
+            cfg.model.channels_last,
+            cfg.optim.label_smoothing,
+        )
 
     # ---- what is kept -------------------------------------------------------------------------
     def _record_epoch(self, epoch: int, stats: EpochStats, result: EvalResult) -> None:
@@ -268,8 +348,9 @@ class Trainer:
         if path is not None:
             log.info("saved %s (epoch %d, %d samples into it)", path.name, epoch + 1, position.samples_done)
 
-    def _state(self, last_complete_epoch: int, step: Optional[int] = None,
-               metrics: Optional[Dict] = None) -> TrainState:
+    def _state(
+        self, last_complete_epoch: int, step: Optional[int] = None, metrics: Optional[Dict] = None
+    ) -> TrainState:
         return TrainState(
             model=unwrap(self.ddp).state_dict(),
             optimizer=self.optimizer.state_dict(),
@@ -307,4 +388,3 @@ def run(cfg: Config, env: DistEnv, clock: Optional[StartupClock] = None) -> Opti
             dist.cleanup()
     finally:
         stop.uninstall()
-

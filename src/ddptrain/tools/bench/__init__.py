@@ -1,5 +1,6 @@
 """`ddptrain bench NAME`: reproducible performance measurements, each printed as a markdown table (or
 one JSON object with --json) and saved as JSON + a PNG chart under --out."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,12 +27,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="per process")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--per-class", type=int, default=None,
-                        help="generated images per class (default 128 in 5 classes; startup: 12 in 3)")
+    parser.add_argument(
+        "--per-class",
+        type=int,
+        default=None,
+        help="generated images per class (default 128 in 5 classes; startup: 12 in 3)",
+    )
     parser.add_argument("--count", type=int, default=256, help="input: number of JPEGs")
     parser.add_argument("--compile", action="store_true", help="precision: also with torch.compile")
-    parser.add_argument("--synthetic", action="store_true",
-                        help="precision: random tensors on the device instead of JPEGs (model and step alone)")
+    parser.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="precision: random tensors on the device instead of JPEGs (model and step alone)",
+    )
     parser.add_argument("--steps", type=int, default=30, help="precision --synthetic: timed steps per variant")
 
 
@@ -43,15 +51,34 @@ def run_bench(args: argparse.Namespace) -> int:
         from .input import run_input_bench
 
         result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device)
-        rows = [{"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
-                {"pipeline": "ddptrain (uint8, normalise on device)",
-                 "images/s/core": result["ddptrain_images_per_sec_per_core"]}]
+        rows = [
+            {"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
+            {
+                "pipeline": "ddptrain (uint8, normalise on device)",
+                "images/s/core": result["ddptrain_images_per_sec_per_core"],
+            },
+        ]
         if "ddptrain_gpu_decode_images_per_sec_per_core" in result:
-            rows.append({"pipeline": "ddptrain, GPU decode (nvJPEG)",
-                         "images/s/core": result["ddptrain_gpu_decode_images_per_sec_per_core"]})
-        emit("input", result, ["pipeline", "images/s/core"], rows, args.out, args.json,
-             {"label": "pipeline", "value": "images/s/core", "ylabel": "images/s per core",
-              "title": f"input pipeline, {result['img_size']} px crops, {result['device']}"})
+            rows.append(
+                {
+                    "pipeline": "ddptrain, GPU decode (nvJPEG)",
+                    "images/s/core": result["ddptrain_gpu_decode_images_per_sec_per_core"],
+                }
+            )
+        emit(
+            "input",
+            result,
+            ["pipeline", "images/s/core"],
+            rows,
+            args.out,
+            args.json,
+            {
+                "label": "pipeline",
+                "value": "images/s/core",
+                "ylabel": "images/s per core",
+                "title": f"input pipeline, {result['img_size']} px crops, {result['device']}",
+            },
+        )
         return 0
     if args.name == "dp-vs-ddp":
         return _dp_vs_ddp(args)
@@ -63,11 +90,28 @@ def run_bench(args: argparse.Namespace) -> int:
 
         size = args.img_size or 224
         rows = synthetic_precision(args.model, size, args.batch_size, args.steps, device, args.compile)
-        result = {"model": args.model, "img_size": size, "batch_size": args.batch_size, "device": device,
-                  "input": "synthetic", "best_images_per_sec": max(r["images/s"] for r in rows)}
-        emit("precision-synthetic", result, ["variant", "images/s", "speed-up", "peak MiB", "note"], rows,
-             args.out, args.json, {"label": "variant", "value": "images/s", "ylabel": "training images/s",
-                                   "title": f"synthetic input: {args.model}, {size} px, {device}"})
+        result = {
+            "model": args.model,
+            "img_size": size,
+            "batch_size": args.batch_size,
+            "device": device,
+            "input": "synthetic",
+            "best_images_per_sec": max(r["images/s"] for r in rows),
+        }
+        emit(
+            "precision-synthetic",
+            result,
+            ["variant", "images/s", "speed-up", "peak MiB", "note"],
+            rows,
+            args.out,
+            args.json,
+            {
+                "label": "variant",
+                "value": "images/s",
+                "ylabel": "training images/s",
+                "title": f"synthetic input: {args.model}, {size} px, {device}",
+            },
+        )
         return 0
     return _training_bench(args, device)
 
@@ -77,8 +121,9 @@ def _training_bench(args: argparse.Namespace, device: str) -> int:
 
     with tempfile.TemporaryDirectory(prefix="ddptrain-bench-") as tmp:
         data = Path(args.data) if args.data else _generate(Path(tmp) / "data", args.per_class or 128)
-        work = training.Workload(data, args.model, args.img_size or 64, args.batch_size, args.epochs, args.workers,
-                                 device)
+        work = training.Workload(
+            data, args.model, args.img_size or 64, args.batch_size, args.epochs, args.workers, device
+        )
         if args.name == "overhead":
             result, rows = training.overhead(work, Path(tmp), args.nproc, args.rounds)
             columns, chart = ["loop", "images/s", "runs"], {"label": "loop", "value": "images/s"}
@@ -90,10 +135,19 @@ def _training_bench(args: argparse.Namespace, device: str) -> int:
             chart = {"label": "label", "value": "images/s"}
         else:
             result, rows = training.precision(work, Path(tmp), args.nproc, args.compile)
-            columns, chart = ["variant", "images/s", "speed-up", "peak MiB", "note"], {"label": "variant",
-                                                                                    "value": "images/s"}
-    result.update({"model": work.model, "img_size": work.img_size, "batch_size": work.batch_size,
-                   "epochs": work.epochs, "device": device})
+            columns, chart = (
+                ["variant", "images/s", "speed-up", "peak MiB", "note"],
+                {"label": "variant", "value": "images/s"},
+            )
+    result.update(
+        {
+            "model": work.model,
+            "img_size": work.img_size,
+            "batch_size": work.batch_size,
+            "epochs": work.epochs,
+            "device": device,
+        }
+    )
     chart.update({"ylabel": "training images/s", "title": f"{args.name}: {work.model}, {work.img_size} px, {device}"})
     emit(args.name, result, columns, rows, args.out, args.json, chart)
     return 0
@@ -107,9 +161,20 @@ def _startup_bench(args: argparse.Namespace, device: str) -> int:
         data = Path(args.data) if args.data else _generate(Path(tmp) / "data", args.per_class or 12, classes=3)
         result, rows = startup(data, Path(tmp), args.nproc, args.rounds, device, model, size)
     result.update({"model": model, "img_size": size, "device": device})
-    emit("startup", result, ["phase", "seconds", "share"], rows, args.out, args.json,
-         {"label": "phase", "value": "seconds", "ylabel": "seconds (median)",
-          "title": f"time to the first optimizer step: {args.nproc} processes, {device}, {model}"})
+    emit(
+        "startup",
+        result,
+        ["phase", "seconds", "share"],
+        rows,
+        args.out,
+        args.json,
+        {
+            "label": "phase",
+            "value": "seconds",
+            "ylabel": "seconds (median)",
+            "title": f"time to the first optimizer step: {args.nproc} processes, {device}, {model}",
+        },
+    )
     return 0
 
 

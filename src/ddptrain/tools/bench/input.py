@@ -9,6 +9,7 @@ batch by batch in alternation, with a 224 px RandomResizedCrop + horizontal flip
   to the device -> normalise the whole batch there. The figure counts
   every step up to the normalised float tensor on the device, wherever each step runs.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -29,8 +30,14 @@ def seed_pipeline(size: int) -> Callable[[str], torch.Tensor]:
     from PIL import Image
     from torchvision import transforms
 
-    transform = transforms.Compose([transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip(),
-                                    transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    transform = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(size),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
 
     def load(path: str) -> torch.Tensor:
         with open(path, "rb") as handle:
@@ -62,7 +69,7 @@ def _time_gpu_decode(files: List[str], size: int, device: torch.device) -> float
     transform = train_transform(size, 0.08)
     start = time.perf_counter()
     for first in range(0, len(files), BATCH):
-        _gpu_decode_batch(files[first:first + BATCH], size, device, transform)
+        _gpu_decode_batch(files[first : first + BATCH], size, device, transform)
     _sync(device)
     return time.perf_counter() - start
 
@@ -71,13 +78,18 @@ def _time_both(files: List[str], size: int, device: torch.device) -> tuple:
     """Seconds for the seed and the ddptrain pipeline over all files, alternating batch by batch so
     that the machine's drifting load falls on both alike."""
     load = seed_pipeline(size)
-    dataset = ImageDataset([(path, 0) for path in files], train_transform(size, 0.08),
-                           train_decode_min_side(size, 0.08), seed=0, substitute=True)
+    dataset = ImageDataset(
+        [(path, 0) for path in files],
+        train_transform(size, 0.08),
+        train_decode_min_side(size, 0.08),
+        seed=0,
+        substitute=True,
+    )
     seed_s = ours_s = 0.0
     for first in range(0, len(files), BATCH):
         count = min(BATCH, len(files) - first)
         start = time.perf_counter()
-        _seed_batch(load, files[first:first + count], device)
+        _seed_batch(load, files[first : first + count], device)
         _sync(device)
         middle = time.perf_counter()
         _ddptrain_batch(dataset, first, count, device)
@@ -93,8 +105,9 @@ def _sync(device: torch.device) -> None:
 
 
 def run_input_bench(data: Optional[str], count: int, size: int, rounds: int, device_kind: str) -> dict:
-    device = torch.device("cuda" if device_kind == "cuda" or (device_kind == "auto" and torch.cuda.is_available())
-                          else "cpu")
+    device = torch.device(
+        "cuda" if device_kind == "cuda" or (device_kind == "auto" and torch.cuda.is_available()) else "cpu"
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one core: the figures are per core
     try:
@@ -115,10 +128,19 @@ def run_input_bench(data: Optional[str], count: int, size: int, rounds: int, dev
     finally:
         torch.set_num_threads(threads)
     images = len(files) * rounds
-    result = {"seed_images_per_sec_per_core": images / seed_s, "ddptrain_images_per_sec_per_core": images / ours_s,
-              "ratio": seed_s / ours_s}
+    result = {
+        "seed_images_per_sec_per_core": images / seed_s,
+        "ddptrain_images_per_sec_per_core": images / ours_s,
+        "ratio": seed_s / ours_s,
+    }
     if gpu_seconds:
         result["ddptrain_gpu_decode_images_per_sec_per_core"] = images / gpu_seconds
         result["gpu_decode_ratio"] = seed_s / gpu_seconds
-    return {**result, "images": len(files), "img_size": size, "device": str(device),
-            "rounds": rounds, "source": data or "generated 500x375 JPEGs, quality 90"}
+    return {
+        **result,
+        "images": len(files),
+        "img_size": size,
+        "device": str(device),
+        "rounds": rounds,
+        "source": data or "generated 500x375 JPEGs, quality 90",
+    }

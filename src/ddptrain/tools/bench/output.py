@@ -1,5 +1,6 @@
 """Every benchmark ends the same way: a markdown table on stdout (or one JSON object with --json),
 and `NAME.json` + `NAME.png` in the output folder."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,16 @@ def bar_chart(path: Path, title: str, labels: List[str], values: List[float], yl
     plt.close(fig)
 
 
-def emit(name: str, result: Dict, columns: Sequence[str], rows: List[Dict], out_dir: Optional[str],
-         as_json: bool, chart: Optional[Dict] = None, out=None) -> None:
+def emit(
+    name: str,
+    result: Dict,
+    columns: Sequence[str],
+    rows: List[Dict],
+    out_dir: Optional[str],
+    as_json: bool,
+    chart: Optional[Dict] = None,
+    out=None,
+) -> None:
     """Print and save one benchmark's result. `chart`: {"label": column, "value": column, "ylabel": text}."""
     out = out or sys.stdout
     result = {**result, "rows": rows}
@@ -40,8 +49,13 @@ def emit(name: str, result: Dict, columns: Sequence[str], rows: List[Dict], out_
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
         if chart and rows:
-            bar_chart(folder / f"{name}.png", chart.get("title", name), [str(r[chart["label"]]) for r in rows],
-                      [float(r[chart["value"]]) for r in rows], chart["ylabel"])
+            bar_chart(
+                folder / f"{name}.png",
+                chart.get("title", name),
+                [str(r[chart["label"]]) for r in rows],
+                [float(r[chart["value"]]) for r in rows],
+                chart["ylabel"],
+            )
     if as_json:
         print(json.dumps(result), file=out)
     else:

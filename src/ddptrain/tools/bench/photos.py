@@ -1,4 +1,5 @@
 """Photo-sized JPEGs for input benchmarks (about 500x375, quality 90), made on the spot."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,10 +12,10 @@ def photo(rng: np.random.Generator, width: int = 500, height: int = 375) -> Imag
     """Smooth colour fields, shapes and sensor-like noise: compresses like a photograph (tens of KB at
     quality 90), unlike flat synthetic drawings."""
     coarse = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
-    image = Image.fromarray(coarse).resize((width, height), Image.BICUBIC)
+    image = Image.fromarray(coarse).resize((width, height), Image.Resampling.BICUBIC)
     draw = ImageDraw.Draw(image)
     for _ in range(6):
-        x, y = rng.integers(0, width), rng.integers(0, height)
+        x, y = int(rng.integers(0, width)), int(rng.integers(0, height))
         r = int(rng.integers(20, 120))
         draw.ellipse([x - r, y - r, x + r, y + r], fill=tuple(int(v) for v in rng.integers(0, 256, 3)))
     image = image.filter(ImageFilter.GaussianBlur(1.5))

@@ -4,6 +4,7 @@ Runs a tiny training (a generated data set of a few dozen images, one epoch) `--
 would from a shell, and reads the breakdown rank 0 writes (DDPTRAIN_STARTUP_REPORT). The command's
 start is taken just before it is spawned, so the interpreter's own start-up is counted too.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,32 @@ def one_run(data: Path, out: Path, nproc: int, device: str, model: str, img_size
     report = out.with_suffix(".startup.json")
     env = {**os.environ, REPORT_ENV: str(report), T0_ENV: repr(time.time())}
     env.pop("DDPTRAIN_WORKER", None)
-    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", str(data), "--out", str(out), "--model", model,
-           "--img-size", str(img_size), "--batch-size", "4", "--epochs", "1", "--workers", "1", "--val-split", "0.25",
-           "--nproc", str(nproc), "--device", device]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ddptrain",
+        "train",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--model",
+        model,
+        "--img-size",
+        str(img_size),
+        "--batch-size",
+        "4",
+        "--epochs",
+        "1",
+        "--workers",
+        "1",
+        "--val-split",
+        "0.25",
+        "--nproc",
+        str(nproc),
+        "--device",
+        device,
+    ]
     started = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0 or not report.is_file():
@@ -34,17 +58,24 @@ def one_run(data: Path, out: Path, nproc: int, device: str, model: str, img_size
     return result
 
 
-def startup(data: Path, tmp: Path, nproc: int, rounds: int, device: str, model: str,
-            img_size: int) -> Tuple[Dict, List[Dict]]:
+def startup(
+    data: Path, tmp: Path, nproc: int, rounds: int, device: str, model: str, img_size: int
+) -> Tuple[Dict, List[Dict]]:
     runs = [one_run(data, tmp / f"run{r}", nproc, device, model, img_size) for r in range(rounds)]
     phases = list(runs[0]["phases"])
-    rows = [{"phase": phase, "seconds": statistics.median(run["phases"].get(phase, 0.0) for run in runs)}
-            for phase in phases]
+    rows = [
+        {"phase": phase, "seconds": statistics.median(run["phases"].get(phase, 0.0) for run in runs)}
+        for phase in phases
+    ]
     total = statistics.median(run["total_s"] for run in runs)
     for row in rows:
         row["share"] = f"{row['seconds'] / total:.0%}"
     rows.append({"phase": "first optimizer step (total)", "seconds": total, "share": "100%"})
-    result = {"nproc": nproc, "rounds": rounds, "first_step_s": total,
-              "first_step_s_runs": [round(run["total_s"], 2) for run in runs],
-              "whole_command_s": statistics.median(run["command_s"] for run in runs)}
+    result = {
+        "nproc": nproc,
+        "rounds": rounds,
+        "first_step_s": total,
+        "first_step_s_runs": [round(run["total_s"], 2) for run in runs],
+        "whole_command_s": statistics.median(run["command_s"] for run in runs),
+    }
     return result, rows

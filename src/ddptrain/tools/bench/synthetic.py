@@ -1,15 +1,16 @@
 """Training throughput on synthetic input (random tensors made on the device): the model, precision and
 DDP step alone, no data loading. One process through ddptrain's own runtime, DDP wrap, optimizer and
 step functions, for each precision / memory-format / compile variant."""
+
 from __future__ import annotations
 
 import time
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import torch
 
 from ...data.datasets import Batch
-from ...models import build_model, place_model, wrap_ddp
+from ...models import build_model, compile_model, place_model, wrap_ddp
 from ...runtime import dist
 from ...runtime.env import DistEnv
 from ...train.loop import StepSettings, forward_backward, optimizer_step
@@ -18,18 +19,29 @@ from ...train.precision import Precision, resolve_precision
 from ...train.timing import StepTimer
 
 
-def _variant_throughput(rt: dist.Runtime, model_name: str, img_size: int, batch: int, steps: int,
-                        amp: str, channels_last: bool, compiled: bool) -> Dict:
+def _variant_throughput(
+    rt: dist.Runtime,
+    model_name: str,
+    img_size: int,
+    batch: int,
+    steps: int,
+    amp: str,
+    channels_last: bool,
+    compiled: bool,
+) -> Dict:
     torch.manual_seed(0)
     model = place_model(build_model(model_name, 1000), rt.device, 1, False, channels_last)
     if compiled:
-        model = torch.compile(model)
+        model = compile_model(model)
     ddp = wrap_ddp(model, rt.device)
     optimizer = build_optimizer(ddp, "sgd", 0.1, 0.9, 1e-4, rt.device)
     precision: Precision = resolve_precision(amp, rt.device)
     settings = StepSettings(1, None, 10**9, channels_last, 0.0)
-    data = Batch(torch.randint(0, 256, (batch, 3, img_size, img_size), dtype=torch.uint8, device=rt.device),
-                 torch.randint(0, 1000, (batch,), device=rt.device), ())
+    data = Batch(
+        torch.randint(0, 256, (batch, 3, img_size, img_size), dtype=torch.uint8, device=rt.device),
+        torch.randint(0, 1000, (batch,), device=rt.device),
+        (),
+    )
     timer = StepTimer(rt.device, rt.rank)
     warmup = max(3, steps // 4)
     if rt.device.type == "cuda":
@@ -51,8 +63,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def synthetic_precision(model: str, img_size: int, batch: int, steps: int, device_kind: str,
-                        compile_too: bool) -> List[Dict]:
+def synthetic_precision(
+    model: str, img_size: int, batch: int, steps: int, device_kind: str, compile_too: bool
+) -> List[Dict]:
     rt = dist.setup(DistEnv(), device_kind, 600)
     try:
         amps = ["off", "bf16"] + (["fp16"] if rt.device.type == "cuda" else [])
@@ -61,8 +74,10 @@ def synthetic_precision(model: str, img_size: int, batch: int, steps: int, devic
             variants.append(("bf16", True, True))
         rows = []
         for amp, channels_last, compiled in variants:
-            label = {"off": "fp32"}.get(amp, amp) + (" +cl" if channels_last else "") + (" +compile" if compiled else "")
-            row = {"variant": label}
+            label = (
+                {"off": "fp32"}.get(amp, amp) + (" +cl" if channels_last else "") + (" +compile" if compiled else "")
+            )
+            row: Dict[str, Any] = {"variant": label}
             try:
                 row.update(_variant_throughput(rt, model, img_size, batch, steps, amp, channels_last, compiled))
             except Exception as error:  # one variant failing (e.g. no compiler) must not hide the rest

@@ -1,6 +1,7 @@
 """Training benchmarks that run the real `ddptrain train` (and the bare loop in benchmarks/bare_ddp.py):
 overhead, scaling and precision. Each figure is the mean steady-state training images/s (first steps
 of each epoch left out, evaluation not counted) over all epochs but the first."""
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,40 @@ def _mean_steady(records: List[Dict]) -> float:
     return statistics.fmean(r["images_per_sec"] for r in later)
 
 
-def run_ddptrain(work: Workload, out_dir: Path, nproc: int, batch_size: Optional[int] = None,
-                 extra: Sequence[str] = ()) -> Dict:
-    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", str(work.data), "--out", str(out_dir),
-           "--val-split", "0", "--model", work.model, "--epochs", str(work.epochs), "--batch-size",
-           str(batch_size or work.batch_size), "--img-size", str(work.img_size), "--workers", str(work.workers),
-           "--optimizer", "sgd", "--lr", "0.01", "--device", work.device, "--nproc", str(nproc), *extra]
+def run_ddptrain(
+    work: Workload, out_dir: Path, nproc: int, batch_size: Optional[int] = None, extra: Sequence[str] = ()
+) -> Dict:
+    cmd = [
+        sys.executable,
+        "-m",
+        "ddptrain",
+        "train",
+        "--data",
+        str(work.data),
+        "--out",
+        str(out_dir),
+        "--val-split",
+        "0",
+        "--model",
+        work.model,
+        "--epochs",
+        str(work.epochs),
+        "--batch-size",
+        str(batch_size or work.batch_size),
+        "--img-size",
+        str(work.img_size),
+        "--workers",
+        str(work.workers),
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "0.01",
+        "--device",
+        work.device,
+        "--nproc",
+        str(nproc),
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
@@ -47,9 +76,26 @@ def run_ddptrain(work: Workload, out_dir: Path, nproc: int, batch_size: Optional
 
 
 def run_bare(work: Workload, nproc: int) -> float:
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--standalone",
-           str(BARE_LOOP), "--data", str(work.data), "--model", work.model, "--epochs", str(work.epochs),
-           "--batch-size", str(work.batch_size), "--img-size", str(work.img_size), "--workers", str(work.workers)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--standalone",
+        str(BARE_LOOP),
+        "--data",
+        str(work.data),
+        "--model",
+        work.model,
+        "--epochs",
+        str(work.epochs),
+        "--batch-size",
+        str(work.batch_size),
+        "--img-size",
+        str(work.img_size),
+        "--workers",
+        str(work.workers),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"bare loop failed:\n{proc.stderr[-3000:]}")
@@ -61,8 +107,10 @@ def overhead(work: Workload, tmp: Path, nproc: int, rounds: int) -> tuple:
     for index in range(rounds):  # alternate so drifting machine load hits both alike
         bare.append(run_bare(work, nproc))
         ours.append(run_ddptrain(work, tmp / f"overhead{index}", nproc)["images_per_sec"])
-    rows = [{"loop": "bare DDP loop", "images/s": statistics.median(bare), "runs": ", ".join(f"{v:.1f}" for v in bare)},
-            {"loop": "ddptrain", "images/s": statistics.median(ours), "runs": ", ".join(f"{v:.1f}" for v in ours)}]
+    rows = [
+        {"loop": "bare DDP loop", "images/s": statistics.median(bare), "runs": ", ".join(f"{v:.1f}" for v in bare)},
+        {"loop": "ddptrain", "images/s": statistics.median(ours), "runs": ", ".join(f"{v:.1f}" for v in ours)},
+    ]
     return {"ratio": statistics.median(ours) / statistics.median(bare), "nproc": nproc}, rows
 
 
@@ -76,9 +124,16 @@ def scaling(work: Workload, tmp: Path, max_nproc: int, rounds: int) -> tuple:
             run = run_ddptrain(work, tmp / f"scaling{nproc}-{index}", nproc, batch_size=per_process)
             results[nproc].append(run["images_per_sec"])
     single = statistics.median(results[1])
-    rows = [{"processes": n, "batch per process": global_batch // n, "images/s": statistics.median(v),
-             "efficiency": statistics.median(v) / single, "runs": ", ".join(f"{x:.1f}" for x in v)}
-            for n, v in results.items()]
+    rows = [
+        {
+            "processes": n,
+            "batch per process": global_batch // n,
+            "images/s": statistics.median(v),
+            "efficiency": statistics.median(v) / single,
+            "runs": ", ".join(f"{x:.1f}" for x in v),
+        }
+        for n, v in results.items()
+    ]
     return {"global_batch": global_batch, f"efficiency_{max_nproc}": rows[-1]["efficiency"]}, rows
 
 
@@ -86,18 +141,24 @@ def precision(work: Workload, tmp: Path, nproc: int, compile_too: bool) -> tuple
     variants = [("fp32", ["--amp", "off"]), ("bf16", ["--amp", "bf16"])]
     if work.device == "cuda":
         variants.append(("fp16", ["--amp", "fp16"]))
-    rows = []
+    rows: List[Dict] = []
     for name, flags in variants:
         for channels_last in (False, True):
-            for compiled in ((False, True) if compile_too else (False,)):
+            for compiled in (False, True) if compile_too else (False,):
                 extra = [*flags, *(["--channels-last"] if channels_last else []), *(["--compile"] if compiled else [])]
                 label = name + (" +cl" if channels_last else "") + (" +compile" if compiled else "")
                 try:
                     run = run_ddptrain(work, tmp / f"precision-{len(rows)}", nproc, extra=extra)
                     rows.append({"variant": label, "images/s": run["images_per_sec"], "peak MiB": run["max_mem_mb"]})
                 except RuntimeError as error:
-                    rows.append({"variant": label, "images/s": 0.0, "peak MiB": 0.0,
-                                 "note": str(error).strip().splitlines()[-1][:120]})
+                    rows.append(
+                        {
+                            "variant": label,
+                            "images/s": 0.0,
+                            "peak MiB": 0.0,
+                            "note": str(error).strip().splitlines()[-1][:120],
+                        }
+                    )
     base = rows[0]["images/s"] or 1.0
     for row in rows:
         row["speed-up"] = row["images/s"] / base
@@ -106,6 +167,8 @@ def precision(work: Workload, tmp: Path, nproc: int, compile_too: bool) -> tuple
 
 def dp_vs_ddp_skip_reason() -> Optional[str]:
     if torch.cuda.device_count() < 2:
-        return (f"dp-vs-ddp needs at least 2 GPUs ({torch.cuda.device_count()} visible): nn.DataParallel "
-                "only exists to split a batch over several GPUs in one process")
+        return (
+            f"dp-vs-ddp needs at least 2 GPUs ({torch.cuda.device_count()} visible): nn.DataParallel "
+            "only exists to split a batch over several GPUs in one process"
+        )
     return None
