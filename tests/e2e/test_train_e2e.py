@@ -165,13 +165,19 @@ def test_checkpoint_loads_into_a_plain_model_and_predict_agrees(trained, dataset
     assert all(len(p["topk"]) == 2 and 0 <= p["topk"][0]["prob"] <= 1 for p in predicted)
 
 
-def test_predict_reports_a_bad_path_and_keeps_going(trained, dataset):
+def test_predict_reports_a_bad_path_and_keeps_going(trained, dataset, tmp_path):
     ckpt = trained / "checkpoints" / "last.pt"
-    proc = run_cli(["predict", "--checkpoint", ckpt, dataset / "val" / "star", dataset / "missing.jpg"], check=False)
+    notes = tmp_path / "notes.jpg"
+    notes.write_text("a text file with an image's name")
+    proc = run_cli(
+        ["predict", "--checkpoint", ckpt, dataset / "val" / "star", dataset / "missing.jpg", notes], check=False
+    )
     lines = json_lines(proc.stdout)
     assert proc.returncode == 1
     assert sum("topk" in line for line in lines) == 2
-    assert {line["path"].split("/")[-1] for line in lines if "error" in line} == {"broken.jpg", "missing.jpg"}
+    errors = {line["path"].split("/")[-1]: line["error"] for line in lines if "error" in line}
+    assert set(errors) == {"broken.jpg", "missing.jpg", "notes.jpg"}
+    assert errors["notes.jpg"] == "not an image (no image format recognised in its content)"  # not PIL's BytesIO repr
 
 
 def test_best_eval_json_is_the_best_epochs_exact_evaluation(trained):

@@ -29,3 +29,25 @@ def test_dp_vs_ddp_without_two_gpus_says_why(capsys, tmp_path):
     out = capsys.readouterr().out
     if torch.cuda.device_count() < 2:
         assert out.startswith("skipped: dp-vs-ddp needs at least 2 GPUs")
+
+
+@pytest.mark.slow
+def test_startup_bench_breaks_the_time_to_the_first_step_into_phases(tmp_path):
+    proc = run_cli(["bench", "startup", "--rounds", 1, "--json", "--device", "cpu", "--out", tmp_path])
+    result = json.loads(proc.stdout)
+    phases = {row["phase"]: row["seconds"] for row in result["rows"][:-1]}
+    assert list(phases) == [
+        "launcher",
+        "worker start",
+        "imports",
+        "process group",
+        "data",
+        "model",
+        "preflight",
+        "resume and DDP",
+        "first step",
+    ]
+    assert all(seconds >= 0 for seconds in phases.values())
+    assert sum(phases.values()) == pytest.approx(result["first_step_s"], abs=0.01)  # the phases cover it all
+    assert 0 < result["first_step_s"] < result["whole_command_s"]
+    assert (tmp_path / "startup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
