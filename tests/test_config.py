@@ -110,3 +110,33 @@ def test_a_checkpoint_config_from_another_version_loads_leniently():
     assert cfg.optim.lr == 0.1
     with pytest.raises(ConfigError, match="unknown option 'option_of_the_future'"):
         Config.from_flat({"option_of_the_future": 1})
+
+
+def test_a_config_written_for_another_tool_gets_every_unknown_option_at_once(tmp_path):
+    """A timm train.py args.yaml has ~130 options: all unknown ones are named in one error, with the ddptrain option
+    another tool's name stands for, and no misleading look-alikes (bn_momentum is not momentum)."""
+    (tmp_path / "timm.yaml").write_text(
+        "aa: rand-m9\nsmoothing: 0.1\nopt: sgd\ngrad_accum_steps: 2\nbn_momentum: null\ndata_dir: /images\nepochs: 30\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        build_config({}, str(tmp_path / "timm.yaml"))
+    message = str(caught.value)
+    assert message.startswith(f"6 options in {tmp_path / 'timm.yaml'} are not ddptrain options: aa, smoothing, opt")
+    for hint in (
+        "smoothing -> label_smoothing",
+        "opt -> optimizer",
+        "grad_accum_steps -> grad_accum",
+        "data_dir -> data",
+    ):
+        assert hint in message
+    assert "bn_momentum ->" not in message and "aa ->" not in message
+
+
+def test_every_unusable_value_is_named_at_once(tmp_path):
+    (tmp_path / "c.yaml").write_text("amp: false\nlr: null\nval_split: val\nepochs: 3\n")
+    with pytest.raises(
+        ConfigError,
+        match="3 values cannot be used: amp must be one of auto, bf16, fp16, off, not "
+        "False; lr must have a value .default: 0.05.; val_split must be a number",
+    ):
+        build_config({"data": "d"}, str(tmp_path / "c.yaml"))

@@ -304,14 +304,14 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _print_error(command: str, error: DdptrainError) -> None:
-    """One line: the command, the rank when there are several, the message. An error every rank raised
-    alike (`every_rank`) is printed by rank 0 alone."""
+    """One line: the command, the rank when there are several, the message. An error every rank raises alike
+    (`every_rank`) is printed by each node's local rank 0 alone: once per node, never lost when nodes differ."""
     try:
         env = detect()
     except DdptrainError:
         env = None
     rank = error.rank if error.rank is not None else (env.rank if env else 0)
-    if error.every_rank and rank != 0:
+    if error.every_rank and env is not None and env.local_rank != 0:
         return
     where = f"rank {rank}: " if env is not None and env.world_size > 1 else ""
     print(f"ddptrain {command}: error: {where}{error}", file=sys.stderr, flush=True)

@@ -41,27 +41,57 @@ def opt(
     choices: Optional[List[str]] = None,
     node_local: bool = False,
     report: str = LEGEND,
+    elsewhere: Tuple[str, ...] = (),
 ) -> Any:
+    """A config field. `elsewhere`: names other training scripts (timm's train.py, torchvision's reference
+    scripts) give this option; a config file using one of them is told which ddptrain option it means."""
     return field(
         default=default,
-        metadata={"help": help, "flag": flag, "choices": choices, "node_local": node_local, "report": report},
+        metadata={
+            "help": help,
+            "flag": flag,
+            "choices": choices,
+            "node_local": node_local,
+            "report": report,
+            "elsewhere": elsewhere,
+        },
     )
 
 
 @dataclass
 class DataConfig:
     path: Optional[str] = opt(
-        None, "folder of class sub-folders (or with train/ and val/ inside)", flag="data", node_local=True, report=TABLE
+        None,
+        "folder of class sub-folders (or with train/ and val/ inside)",
+        flag="data",
+        node_local=True,
+        report=TABLE,
+        elsewhere=("data_dir", "data_path"),
     )
     val_split: float = opt(0.2, "fraction of each class held out for validation")
     img_size: int = opt(224, "training and evaluation image size in pixels")
     min_crop_scale: float = opt(0.08, "smallest RandomResizedCrop area fraction")
     workers: Optional[int] = opt(
-        None, "DataLoader workers per process (default: CPUs per process, at most 8)", report=TABLE
+        None,
+        "DataLoader workers per process (default: CPUs per process, at most 8)",
+        report=TABLE,
+        elsewhere=("num_workers",),
     )
 
+    def validate(self) -> DataConfig:
+        require(
+            [
+                (self.path is not None, "--data is required: a folder of class sub-folders"),
+                (0.0 <= self.val_split < 1.0, "--val-split must be in [0, 1)"),
+                (self.img_size >= 8, "--img-size must be at least 8"),
+                (0.0 < self.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
+                (self.workers is None or self.workers >= 0, "--workers must be 0 or more"),
+            ]
+        )
+        return self
+
     def folder(self) -> str:
-        """--data, which `Config.validate` requires."""
+        """--data, which `validate` requires."""
         if self.path is None:
             raise ConfigError("--data is required: a folder of class sub-folders")
         return self.path
@@ -71,39 +101,65 @@ class DataConfig:
 class ModelConfig:
     name: str = opt("resnet18", "torchvision model name, or timm:NAME for a timm model", flag="model")
     weights: Optional[str] = opt(
-        None, "local state dict or checkpoint to start from (never downloaded)", node_local=True
+        None,
+        "local state dict or checkpoint to start from (never downloaded)",
+        node_local=True,
+        elsewhere=("initial_checkpoint", "pretrained_path"),
     )
     freeze_backbone: bool = opt(False, "train only the classifier head")
     sync_bn: bool = opt(False, "convert BatchNorm to SyncBatchNorm when more than one process")
     channels_last: bool = opt(False, "use channels_last memory format")
-    compile: bool = opt(False, "torch.compile the model (before the DDP wrap)")
+    compile: bool = opt(False, "torch.compile the model (before the DDP wrap)", elsewhere=("torchcompile",))
     grad_compress: str = opt(
         "off", "cast gradients for the all-reduce (halves the bytes on the wire)", choices=["off", "bf16", "fp16"]
     )
+
+    def validate(self) -> ModelConfig:
+        return self  # the name and the weights file are checked where they are used (models.build, checks.py)
 
 
 @dataclass
 class OptimConfig:
     epochs: int = opt(10, "number of epochs")
     batch_size: int = opt(32, "batch size per process (global batch = this x processes x grad-accum)")
-    optimizer: str = opt("sgd", "optimizer", choices=["sgd", "adamw"])
+    optimizer: str = opt("sgd", "optimizer", choices=["sgd", "adamw"], elsewhere=("opt",))
     lr: float = opt(0.05, "peak learning rate for the global batch")
     momentum: float = opt(0.9, "SGD momentum")
-    weight_decay: float = opt(1e-4, "weight decay (never applied to norm layers and biases)")
-    warmup_epochs: float = opt(1.0, "linear warmup length in epochs, then cosine decay per step")
+    weight_decay: float = opt(1e-4, "weight decay (never applied to norm layers and biases)", elsewhere=("wd",))
+    warmup_epochs: float = opt(
+        1.0, "linear warmup length in epochs, then cosine decay per step", elsewhere=("lr_warmup_epochs",)
+    )
     min_lr_ratio: float = opt(0.01, "final learning rate as a fraction of --lr")
-    label_smoothing: float = opt(0.0, "label smoothing for the cross-entropy loss")
+    label_smoothing: float = opt(0.0, "label smoothing for the cross-entropy loss", elsewhere=("smoothing",))
     amp: str = opt(
         "auto", "mixed precision: auto = bf16 on capable CUDA, off on CPU", choices=["auto", "bf16", "fp16", "off"]
     )
-    clip_grad: Optional[float] = opt(None, "clip the global gradient norm to this value")
-    grad_accum: int = opt(1, "micro-batches per optimizer step")
+    clip_grad: Optional[float] = opt(None, "clip the global gradient norm to this value", elsewhere=("clip_grad_norm",))
+    grad_accum: int = opt(1, "micro-batches per optimizer step", elsewhere=("grad_accum_steps",))
     seed: int = opt(42, "seed for the split, the shuffling and the augmentations")
+
+    def validate(self) -> OptimConfig:
+        require(
+            [
+                (self.epochs >= 1, "--epochs must be at least 1"),
+                (self.batch_size >= 1, "--batch-size must be at least 1"),
+                (self.grad_accum >= 1, "--grad-accum must be at least 1"),
+                (self.lr > 0, "--lr must be positive"),
+                (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
+            ]
+        )
+        return self
 
 
 @dataclass
 class RunConfig:
-    out: str = opt("runs/exp", "run directory: checkpoints, logs, metrics", node_local=True, report=HIDDEN)
+    out: str = opt(
+        "runs/exp",
+        "run directory: checkpoints, logs, metrics",
+        node_local=True,
+        report=HIDDEN,
+        elsewhere=("output", "output_dir"),
+    )
     resume: Optional[str] = opt(
         None, "'auto' (last.pt in the run dir when present) or a checkpoint path", node_local=True, report=HIDDEN
     )
@@ -120,6 +176,16 @@ class RunConfig:
         0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch ends)", report=TABLE
     )
     keep_last: int = opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted", report=TABLE)
+
+    def validate(self) -> RunConfig:
+        require(
+            [
+                (self.log_every >= 1, "--log-every must be at least 1"),
+                (self.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
+                (self.keep_last >= 1, "--keep-last must be at least 1"),
+            ]
+        )
+        return self
 
 
 @dataclass
@@ -172,6 +238,24 @@ class LaunchConfig:
             raise ConfigError(f"--nnodes {self.nnodes}: need 1 <= MIN <= MAX")
         return nodes
 
+    def validate(self) -> LaunchConfig:
+        nodes, elastic = self.node_range(), self.rdzv_endpoint is not None
+        require(
+            [
+                (self.nproc is None or self.nproc >= 1, "--nproc must be at least 1"),
+                (elastic or nodes[0] == nodes[1], "--nnodes MIN:MAX (elastic) needs --rdzv-endpoint HOST:PORT"),
+                (elastic or 0 <= self.node_rank < nodes[1], "--node-rank must be in [0, --nnodes)"),
+                (
+                    elastic or self.single_node or self.master_addr is not None,
+                    "--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)",
+                ),
+                (not elastic or _is_host_port(self.rdzv_endpoint or ""), "--rdzv-endpoint must be HOST:PORT"),
+                (self.rdzv_timeout > 0, "--rdzv-timeout must be positive"),
+                (self.dist_timeout > 0, "--dist-timeout must be positive"),
+            ]
+        )
+        return self
+
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "run": RunConfig, "launch": LaunchConfig}
 SECTION_TITLES = {
@@ -197,6 +281,7 @@ class Option:
     choices: Optional[Tuple[str, ...]]
     node_local: bool
     report: str
+    elsewhere: Tuple[str, ...]
 
     @property
     def flag(self) -> str:
@@ -224,6 +309,7 @@ def options() -> Dict[str, Option]:
                 tuple(meta["choices"]) if meta["choices"] else None,
                 meta["node_local"],
                 meta["report"],
+                meta["elsewhere"],
             )
     return found
 
@@ -271,39 +357,17 @@ class Config:
 
     # ---- checks that involve several fields -----------------------------------------------------
     def validate(self) -> Config:
-        data, optim, run, launch = self.data, self.optim, self.run, self.launch
-        nodes = launch.node_range()
-        checks = [
-            (data.path is not None, "--data is required: a folder of class sub-folders"),
-            (0.0 <= data.val_split < 1.0, "--val-split must be in [0, 1)"),
-            (data.img_size >= 8, "--img-size must be at least 8"),
-            (0.0 < data.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
-            (data.workers is None or data.workers >= 0, "--workers must be 0 or more"),
-            (optim.epochs >= 1, "--epochs must be at least 1"),
-            (optim.batch_size >= 1, "--batch-size must be at least 1"),
-            (optim.grad_accum >= 1, "--grad-accum must be at least 1"),
-            (optim.lr > 0, "--lr must be positive"),
-            (optim.clip_grad is None or optim.clip_grad > 0, "--clip-grad must be positive"),
-            (launch.nproc is None or launch.nproc >= 1, "--nproc must be at least 1"),
-            (
-                launch.rdzv_endpoint is not None or nodes[0] == nodes[1],
-                "--nnodes MIN:MAX (elastic) needs --rdzv-endpoint HOST:PORT",
-            ),
-            (
-                launch.rdzv_endpoint is not None or 0 <= launch.node_rank < nodes[1],
-                "--node-rank must be in [0, --nnodes)",
-            ),
-            (launch.rdzv_endpoint is None or _is_host_port(launch.rdzv_endpoint), "--rdzv-endpoint must be HOST:PORT"),
-            (launch.rdzv_timeout > 0, "--rdzv-timeout must be positive"),
-            (launch.dist_timeout > 0, "--dist-timeout must be positive"),
-            (run.log_every >= 1, "--log-every must be at least 1"),
-            (run.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
-            (run.keep_last >= 1, "--keep-last must be at least 1"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(message)
+        """Every section's checks, then nothing else: what involves several options lives here."""
+        for section in (self.data, self.model, self.optim, self.run, self.launch):
+            section.validate()
         return self
+
+
+def require(checks: List[Tuple[bool, str]]) -> None:
+    """Raise a ConfigError with the message of the first check that fails."""
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
 
 
 def _is_host_port(text: str) -> bool:
@@ -314,17 +378,23 @@ def _is_host_port(text: str) -> bool:
 # ---- types ----------------------------------------------------------------------------------------
 def coerce(option: Option, value: Any, source: str) -> Any:
     """`value` as the option's type, or a ConfigError naming the key and where it came from."""
+    converted, problem = _convert(option, value)
+    if problem:
+        raise ConfigError(f"{source}: {problem}")
+    return converted
+
+
+def _convert(option: Option, value: Any) -> Tuple[Any, Optional[str]]:
+    """(converted value, None), or (None, what is wrong with it)."""
     if value is None:
-        if option.optional:
-            return None
-        raise ConfigError(f"{source}: {option.flat} must have a value (default: {option.default})")
+        return None, None if option.optional else f"{option.flat} must have a value (default: {option.default})"
     converted = _CONVERTERS[option.type](value)
+    if option.choices and converted not in option.choices:
+        return None, f"{option.flat} must be one of {', '.join(option.choices)}, not {value!r}"
     if converted is None:
         kind = {bool: "true or false", int: "a whole number", float: "a number", str: "a text"}[option.type]
-        raise ConfigError(f"{source}: {option.flat} must be {kind}, not {value!r}")
-    if option.choices and converted not in option.choices:
-        raise ConfigError(f"{source}: {option.flat} must be one of {', '.join(option.choices)}, not {value!r}")
-    return converted
+        return None, f"{option.flat} must be {kind}, not {value!r}"
+    return converted, None
 
 
 def _to_bool(value: Any) -> Optional[bool]:
@@ -399,8 +469,13 @@ def load_yaml(path: str | Path) -> Dict[str, Any]:
         raise ConfigError(f"config file {path} must hold a mapping of option names to values")
     flat = _flatten(data, str(path))
     check_known_keys(flat, str(path))
-    known = options()
-    return {key: coerce(known[key], value, f"config file {path}") for key, value in flat.items()}
+    converted = {key: _convert(options()[key], value) for key, value in flat.items()}
+    problems = [problem for _, problem in converted.values() if problem]
+    if len(problems) == 1:
+        raise ConfigError(f"config file {path}: {problems[0]}")
+    if problems:
+        raise ConfigError(f"config file {path}: {len(problems)} values cannot be used: {'; '.join(problems)}")
+    return {key: value for key, (value, _) in converted.items()}
 
 
 def _flatten(data: Mapping, source: str) -> Dict[str, Any]:
@@ -432,13 +507,40 @@ def _section_entries(section: str, values: Mapping, source: str) -> List[Tuple[s
     return entries
 
 
+SUGGESTION_CUTOFF = 0.85  # difflib similarity: below it, a "did you mean" misleads more than it helps
+SHOWN_UNKNOWN = 12
+
+
+def _likely_option(key: str, known: List[str]) -> Optional[str]:
+    """The ddptrain option another tool's name stands for, or a close spelling of one."""
+    for option in options().values():
+        if key in option.elsewhere:
+            return option.flat
+    close = difflib.get_close_matches(key, known, 1, SUGGESTION_CUTOFF)
+    return close[0] if close else None
+
+
 def check_known_keys(values: Mapping[str, Any], source: str) -> None:
+    """Every unknown option at once (a config written for another tool has dozens), each with the
+    ddptrain option it most likely means when one is close."""
     known = list(options())
-    for key in values:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"unknown option '{key}' in {source}{hint}")
+    unknown = [key for key in values if key not in known]
+    if not unknown:
+        return
+    hints = {key: hint for key in unknown if (hint := _likely_option(key, known))}
+    if len(unknown) == 1:
+        key = unknown[0]
+        hint = f"; did you mean '{hints[key]}'?" if key in hints else ""
+        raise ConfigError(f"unknown option '{key}' in {source}{hint}")
+    shown = ", ".join(unknown[:SHOWN_UNKNOWN]) + (
+        f" and {len(unknown) - SHOWN_UNKNOWN} more" if len(unknown) > SHOWN_UNKNOWN else ""
+    )
+    likely = "; ".join(f"{key} -> {name}" for key, name in hints.items())
+    raise ConfigError(
+        f"{len(unknown)} options in {source} are not ddptrain options: {shown}"
+        + (f". Perhaps: {likely}" if likely else "")
+        + ". `ddptrain train --help` lists every option"
+    )
 
 
 def build_config(cli_values: Mapping[str, Any], config_file: Optional[str] = None) -> Config:

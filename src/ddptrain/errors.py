@@ -2,8 +2,8 @@
 
 An error carries the rank that raised it as an attribute (not as text in its message): the command
 line adds "rank N:" when the job has several processes. An error that every rank raises in the same
-way at the same point (`every_rank = True`, e.g. a data set too small for one step) is printed by
-rank 0 only, so the user reads it once.
+way at the same point (`every_rank = True`, e.g. a data set too small for one step) is printed by each
+node's local rank 0 only, so the user reads it once per node.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ class DdptrainError(Exception):
     """Base class: the message says what happened and what to do."""
 
     exit_code = 1
-    every_rank = False  # raised identically on every rank: only rank 0 needs to print it
+    every_rank = False  # raised identically on every rank: local rank 0 prints it for its node
 
     def __init__(self, message: str, rank: Optional[int] = None, every_rank: Optional[bool] = None):
         super().__init__(message)

@@ -25,7 +25,9 @@ def build_model(name: str, num_classes: int) -> nn.Module:
     if name not in known:
         close = difflib.get_close_matches(name, known, n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown torchvision model '{name}'.{hint} For a timm model write --model timm:{name}.")
+        raise ConfigError(
+            f"unknown torchvision model '{name}'.{hint} For a timm model write --model timm:{name}.", every_rank=True
+        )
     return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
 
 
@@ -37,7 +39,7 @@ def _build_timm(name: str, num_classes: int) -> nn.Module:
     if not timm.list_models(name):
         close = difflib.get_close_matches(name, timm.list_models(), n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown timm model '{name}'.{hint}")
+        raise ConfigError(f"unknown timm model '{name}'.{hint}", every_rank=True)
     return timm.create_model(name, pretrained=False, num_classes=num_classes)
 
 

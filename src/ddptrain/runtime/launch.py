@@ -64,6 +64,7 @@ def check_nproc(nproc: int, device_kind: str) -> None:
 
 def torchrun_argv(spec: LaunchConfig, worker_argv: Sequence[str]) -> List[str]:
     """Arguments for torchrun: a static rendezvous on MASTER_ADDR:MASTER_PORT, or an elastic c10d one."""
+    spec.validate()
     timeout = int(spec.rdzv_timeout)
     common = [f"--nproc-per-node={spec.nproc or 1}", f"--nnodes={spec.nnodes}", f"--max-restarts={spec.max_restarts}"]
     tail = ["--no-python", sys.executable, "-m", "ddptrain", *worker_argv]
@@ -76,8 +77,6 @@ def torchrun_argv(spec: LaunchConfig, worker_argv: Sequence[str]) -> List[str]:
             f"--rdzv-conf=join_timeout={timeout}",
             *tail,
         ]
-    if not spec.single_node and not spec.master_addr:
-        raise ConfigError("--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)")
     addr = spec.master_addr or LOOPBACK  # IPv4 loopback: avoids IPv6 'Address family not supported'
     if spec.master_port and spec.node_rank == 0 and not spec.single_node:
         check_port_free(spec.master_port)

@@ -93,9 +93,14 @@ class TensorBoard:
     """A SummaryWriter under RUN_DIR/tb, opened at the first point written; events after the resumed
     step are purged."""
 
-    def __init__(self, folder: Path, resume_step: Optional[int]):
-        self.folder, self.purge = folder, (resume_step + 1 if resume_step is not None else None)
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.purge: Optional[int] = None
         self.writer: Optional[Any] = None  # a SummaryWriter, opened on first use
+
+    def resume_after(self, step: int) -> None:
+        """A resumed run: events after `step` (written by the attempt that crashed) are dropped when the writer opens."""
+        self.purge = step + 1 if step else None
 
     def scalars(self, values: Dict[str, Optional[float]], step: int) -> None:
         if self.writer is None:
@@ -150,7 +155,7 @@ class RunSinks:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.log_handler = add_log_file(run_dir / "train.log")
         self.metrics = MetricsLog(run_dir / METRICS)
-        self.tb = TensorBoard(run_dir / "tb", None)
+        self.tb = TensorBoard(run_dir / "tb")
         self.advice = timing.AdviceOnce()
         self.straggler_history: List = []  # the slowest rank of each epoch so far
 
@@ -162,7 +167,7 @@ class RunSinks:
     def start(self, last_complete_epoch: int, resumed_step: int) -> None:
         """Forget what a crashed attempt wrote after the checkpoint this run continues from."""
         self.metrics.truncate_after(last_complete_epoch)
-        self.tb = TensorBoard(self.run_dir / "tb", resumed_step if resumed_step else None)
+        self.tb.resume_after(resumed_step)
 
     def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _StepProgress:
         return _StepProgress(progress_bar(steps, epoch, self.epochs, True), self.tb, global_step)
