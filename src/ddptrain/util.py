@@ -22,6 +22,11 @@ def format_cell(value) -> str:
     return "" if value is None else str(value)
 
 
+def flags(options: Dict[str, object]) -> List[str]:
+    """{"img-size": 32, "data": path} -> ["--img-size", "32", "--data", "path"]: a command line from a dict."""
+    return [item for name, value in options.items() for item in (f"--{name}", str(value))]
+
+
 def write_json_atomic(path: Path, obj: Dict) -> None:
     """Write through a temporary file and rename: readers see the old file or the new one."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

@@ -13,6 +13,7 @@ from ..config import LaunchConfig
 from ..data.synthetic import dataset_is_complete, make_dataset
 from ..runtime.env import DistEnv
 from ..runtime.launch import check_nproc, launch
+from ..util import flags
 
 log = logging.getLogger("ddptrain")
 
@@ -36,10 +37,10 @@ DEMO_EPOCHS = 30
 
 
 def demo_train_argv(data: str, out: str, epochs: int, device: str) -> List[str]:
-    argv = ["train", "--data", data, "--out", out, "--epochs", str(epochs), "--device", device, "--resume", "auto"]
-    for key, value in DEMO_RECIPE.items():
-        argv += [f"--{key}", str(value)]
-    return argv
+    return [
+        "train",
+        *flags({"data": data, "out": out, "epochs": epochs, "device": device, "resume": "auto", **DEMO_RECIPE}),
+    ]
 
 
 def run_demo(data: str, out: str, epochs: Optional[int], nproc: Optional[int], device: str) -> int:

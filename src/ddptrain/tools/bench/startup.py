@@ -17,38 +17,26 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from ...runtime.startup import REPORT_ENV, T0_ENV
+from ...util import flags
 
 
 def one_run(data: Path, out: Path, nproc: int, device: str, model: str, img_size: int) -> Dict:
     report = out.with_suffix(".startup.json")
     env = {**os.environ, REPORT_ENV: str(report), T0_ENV: repr(time.time())}
     env.pop("DDPTRAIN_WORKER", None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "ddptrain",
-        "train",
-        "--data",
-        str(data),
-        "--out",
-        str(out),
-        "--model",
-        model,
-        "--img-size",
-        str(img_size),
-        "--batch-size",
-        "4",
-        "--epochs",
-        "1",
-        "--workers",
-        "1",
-        "--val-split",
-        "0.25",
-        "--nproc",
-        str(nproc),
-        "--device",
-        device,
-    ]
+    options = {
+        "data": data,
+        "out": out,
+        "model": model,
+        "img-size": img_size,
+        "batch-size": 4,
+        "epochs": 1,
+        "workers": 1,
+        "val-split": 0.25,
+        "nproc": nproc,
+        "device": device,
+    }
+    cmd = [sys.executable, "-m", "ddptrain", "train", *flags(options)]
     started = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0 or not report.is_file():

@@ -14,6 +14,8 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from ...util import flags
+
 REPO = Path(__file__).resolve().parents[4]
 BARE_LOOP = REPO / "benchmarks" / "bare_ddp.py"
 
@@ -37,37 +39,21 @@ def _mean_steady(records: List[Dict]) -> float:
 def run_ddptrain(
     work: Workload, out_dir: Path, nproc: int, batch_size: Optional[int] = None, extra: Sequence[str] = ()
 ) -> Dict:
-    cmd = [
-        sys.executable,
-        "-m",
-        "ddptrain",
-        "train",
-        "--data",
-        str(work.data),
-        "--out",
-        str(out_dir),
-        "--val-split",
-        "0",
-        "--model",
-        work.model,
-        "--epochs",
-        str(work.epochs),
-        "--batch-size",
-        str(batch_size or work.batch_size),
-        "--img-size",
-        str(work.img_size),
-        "--workers",
-        str(work.workers),
-        "--optimizer",
-        "sgd",
-        "--lr",
-        "0.01",
-        "--device",
-        work.device,
-        "--nproc",
-        str(nproc),
-        *extra,
-    ]
+    options = {
+        "data": work.data,
+        "out": out_dir,
+        "val-split": 0,
+        "model": work.model,
+        "epochs": work.epochs,
+        "batch-size": batch_size or work.batch_size,
+        "img-size": work.img_size,
+        "workers": work.workers,
+        "optimizer": "sgd",
+        "lr": 0.01,
+        "device": work.device,
+        "nproc": nproc,
+    }
+    cmd = [sys.executable, "-m", "ddptrain", "train", *flags(options), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
@@ -142,10 +128,14 @@ def precision(work: Workload, tmp: Path, nproc: int, compile_too: bool) -> tuple
     if work.device == "cuda":
         variants.append(("fp16", ["--amp", "fp16"]))
     rows: List[Dict] = []
-    for name, flags in variants:
+    for name, variant_flags in variants:
         for channels_last in (False, True):
             for compiled in (False, True) if compile_too else (False,):
-                extra = [*flags, *(["--channels-last"] if channels_last else []), *(["--compile"] if compiled else [])]
+                extra = [
+                    *variant_flags,
+                    *(["--channels-last"] if channels_last else []),
+                    *(["--compile"] if compiled else []),
+                ]
                 label = name + (" +cl" if channels_last else "") + (" +compile" if compiled else "")
                 try:
                     run = run_ddptrain(work, tmp / f"precision-{len(rows)}", nproc, extra=extra)
