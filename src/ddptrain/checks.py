@@ -28,6 +28,13 @@ def check_before_start(cfg: Config) -> None:
         network_environment(cfg.launch)  # an --iface that does not exist
 
 
+def check_eval_inputs(checkpoint: Path, data: Path) -> None:
+    """`ddptrain eval`: the model file and the data folder exist."""
+    if not checkpoint.is_file():
+        raise CheckpointError(f"checkpoint {checkpoint} does not exist")
+    check_data_folder(data)
+
+
 def check_data_folder(root: Path) -> None:
     if not root.is_dir():
         raise missing_data_folder(root)

@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 from .config import Config, LaunchConfig, add_config_flags, build_config
@@ -165,8 +166,12 @@ def _launch(spec: LaunchConfig, argv: List[str], verbose: bool) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
-    if (args.nproc or 1) > 1 and not inside_worker():
-        return _launch(LaunchConfig(nproc=args.nproc, device=args.device), argv, args.verbose)
+    if not inside_worker():
+        from .checks import check_eval_inputs
+
+        check_eval_inputs(Path(args.checkpoint), Path(args.data))
+        if (args.nproc or 1) > 1:
+            return _launch(LaunchConfig(nproc=args.nproc, device=args.device), argv, args.verbose)
     from .tools.inference import EvalOptions, run_eval
 
     env = detect(os.environ, args.local_rank)
