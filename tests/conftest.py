@@ -102,12 +102,33 @@ def started(cmd: Sequence, env: dict | None = None) -> Iterator[subprocess.Popen
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the command and every worker it started (they share its new session)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """Kill the command and every process below it. torchrun starts each worker in a session of its own, so
+    the command's process group alone would leave a hung worker (and its loader workers) running."""
+    tree = [proc.pid, *_descendants(proc.pid)]  # before the kill: orphans are re-parented and lost
+    for pid in tree:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
     proc.wait()
+
+
+def _descendants(root: int) -> List[int]:
+    """Every process below `root`, from /proc (Linux)."""
+    children: dict = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def run_cli(

@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from tqdm import tqdm
 
@@ -90,37 +90,37 @@ class MetricsLog:
 
 
 class TensorBoard:
-    """A SummaryWriter under RUN_DIR/tb, opened at the first point written; events after the resumed
-    step are purged."""
+    """A SummaryWriter under RUN_DIR/tb; after a resume, events past the resumed step are purged.
 
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.purge: Optional[int] = None
-        self.writer: Optional[Any] = None  # a SummaryWriter, opened on first use
+    Opened by `RunSinks.start`, before training: the writer runs a thread of its own, and a thread that
+    starts or ends while a DataLoader forks its workers can deadlock the new worker inside the fork
+    (CPython takes its thread-state lock for both; python/cpython#112275, fixed after 3.11.7). Loader
+    workers are forked at each loader's first pass; no thread may start from then on."""
 
-    def resume_after(self, step: int) -> None:
-        """A resumed run: events after `step` (written by the attempt that crashed) are dropped when the writer opens."""
-        self.purge = step + 1 if step else None
+    def __init__(self, folder: Path, resumed_step: int = 0):
+        from torch.utils.tensorboard import SummaryWriter
+
+        purge = resumed_step + 1 if resumed_step else None
+        self.writer = SummaryWriter(log_dir=str(folder), purge_step=purge)
 
     def scalars(self, values: Dict[str, Optional[float]], step: int) -> None:
-        if self.writer is None:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(log_dir=str(self.folder), purge_step=self.purge)
         for tag, value in values.items():
             if value is not None:
                 self.writer.add_scalar(tag, value, step)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.flush()
-            self.writer.close()
+        self.writer.flush()
+        self.writer.close()
+
+
+class _Bar(tqdm):
+    monitor_interval = 0  # no monitor thread (see TensorBoard: no thread may start while loaders fork)
 
 
 def progress_bar(total: int, epoch: int, epochs: int, enabled: bool) -> tqdm:
     """A bar on an interactive terminal only: in log files the per-epoch line says it all."""
     enabled = enabled and sys.stderr.isatty()
-    return tqdm(
+    return _Bar(
         total=total,
         desc=f"epoch {epoch + 1}/{epochs}",
         unit="step",
@@ -155,7 +155,7 @@ class RunSinks:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.log_handler = add_log_file(run_dir / "train.log")
         self.metrics = MetricsLog(run_dir / METRICS)
-        self.tb = TensorBoard(run_dir / "tb")
+        self.tb: TensorBoard  # opened by start(), before any loader forks
         self.advice = timing.AdviceOnce()
         self.straggler_history: List = []  # the slowest rank of each epoch so far
 
@@ -167,7 +167,7 @@ class RunSinks:
     def start(self, last_complete_epoch: int, resumed_step: int) -> None:
         """Forget what a crashed attempt wrote after the checkpoint this run continues from."""
         self.metrics.truncate_after(last_complete_epoch)
-        self.tb.resume_after(resumed_step)
+        self.tb = TensorBoard(self.run_dir / "tb", resumed_step)
 
     def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _StepProgress:
         return _StepProgress(progress_bar(steps, epoch, self.epochs, True), self.tb, global_step)
