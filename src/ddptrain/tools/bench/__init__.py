@@ -48,72 +48,74 @@ def run_bench(args: argparse.Namespace) -> int:
 
     device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
     if args.name == "input":
-        from .input import run_input_bench
-
-        result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device)
-        rows = [
-            {"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
-            {
-                "pipeline": "ddptrain (uint8, normalise on device)",
-                "images/s/core": result["ddptrain_images_per_sec_per_core"],
-            },
-        ]
-        if "ddptrain_gpu_decode_images_per_sec_per_core" in result:
-            rows.append(
-                {
-                    "pipeline": "ddptrain, GPU decode (nvJPEG)",
-                    "images/s/core": result["ddptrain_gpu_decode_images_per_sec_per_core"],
-                }
-            )
-        emit(
-            "input",
-            result,
-            ["pipeline", "images/s/core"],
-            rows,
-            args.out,
-            args.json,
-            {
-                "label": "pipeline",
-                "value": "images/s/core",
-                "ylabel": "images/s per core",
-                "title": f"input pipeline, {result['img_size']} px crops, {result['device']}",
-            },
-        )
-        return 0
+        return _input_bench(args, device)
     if args.name == "dp-vs-ddp":
         return _dp_vs_ddp(args)
     if args.name == "startup":
         return _startup_bench(args, device)
     args.model = args.model or "resnet18"
     if args.name == "precision" and args.synthetic:
-        from .synthetic import synthetic_precision
-
-        size = args.img_size or 224
-        rows = synthetic_precision(args.model, size, args.batch_size, args.steps, device, args.compile)
-        result = {
-            "model": args.model,
-            "img_size": size,
-            "batch_size": args.batch_size,
-            "device": device,
-            "input": "synthetic",
-            "best_images_per_sec": max(r["images/s"] for r in rows),
-        }
-        emit(
-            "precision-synthetic",
-            result,
-            ["variant", "images/s", "speed-up", "peak MiB", "note"],
-            rows,
-            args.out,
-            args.json,
-            {
-                "label": "variant",
-                "value": "images/s",
-                "ylabel": "training images/s",
-                "title": f"synthetic input: {args.model}, {size} px, {device}",
-            },
-        )
-        return 0
+        return _synthetic_precision_bench(args, device)
     return _training_bench(args, device)
+
+
+def _input_bench(args: argparse.Namespace, device: str) -> int:
+    from .input import run_input_bench
+
+    result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device)
+    rows = [
+        {"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
+        {
+            "pipeline": "ddptrain (uint8, normalise on device)",
+            "images/s/core": result["ddptrain_images_per_sec_per_core"],
+        },
+    ]
+    if "ddptrain_gpu_decode_images_per_sec_per_core" in result:
+        rows.append(
+            {
+                "pipeline": "ddptrain, GPU decode (nvJPEG)",
+                "images/s/core": result["ddptrain_gpu_decode_images_per_sec_per_core"],
+            }
+        )
+    chart = {
+        "label": "pipeline",
+        "value": "images/s/core",
+        "ylabel": "images/s per core",
+        "title": f"input pipeline, {result['img_size']} px crops, {result['device']}",
+    }
+    emit("input", result, ["pipeline", "images/s/core"], rows, args.out, args.json, chart)
+    return 0
+
+
+def _synthetic_precision_bench(args: argparse.Namespace, device: str) -> int:
+    from .synthetic import synthetic_precision
+
+    size = args.img_size or 224
+    rows = synthetic_precision(args.model, size, args.batch_size, args.steps, device, args.compile)
+    result = {
+        "model": args.model,
+        "img_size": size,
+        "batch_size": args.batch_size,
+        "device": device,
+        "input": "synthetic",
+        "best_images_per_sec": max(r["images/s"] for r in rows),
+    }
+    chart = {
+        "label": "variant",
+        "value": "images/s",
+        "ylabel": "training images/s",
+        "title": f"synthetic input: {args.model}, {size} px, {device}",
+    }
+    emit(
+        "precision-synthetic",
+        result,
+        ["variant", "images/s", "speed-up", "peak MiB", "note"],
+        rows,
+        args.out,
+        args.json,
+        chart,
+    )
+    return 0
 
 
 def _training_bench(args: argparse.Namespace, device: str) -> int:
