@@ -435,10 +435,6 @@ _CONVERTERS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
 
 
 # ---- flags ----------------------------------------------------------------------------------------
-def flag_name(flat: str) -> str:
-    return "--" + flat.replace("_", "-")
-
-
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per option, grouped by section. Defaults are SUPPRESSed so we know what the user typed."""
     groups = {name: parser.add_argument_group(title) for name, title in SECTION_TITLES.items()}
