@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .config import Config
 from .errors import CheckpointError, ConfigError, missing_data_folder, missing_weights_file
+from .train.rundir import check_fresh_start, check_not_in_use
 
 
 def check_before_start(cfg: Config) -> None:
@@ -21,7 +22,10 @@ def check_before_start(cfg: Config) -> None:
             "fresh when nothing is there yet)"
         )
     if cfg.launch.node_rank == 0:
-        ensure_writable(Path(cfg.run.out))
+        run_dir = Path(cfg.run.out)
+        ensure_writable(run_dir)
+        check_fresh_start(run_dir, cfg.run.resume, cfg.run.overwrite)
+        check_not_in_use(run_dir)
     if cfg.launch.uses_launcher:
         from .runtime.launch import network_environment
 

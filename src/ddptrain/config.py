@@ -176,6 +176,13 @@ class RunConfig:
         0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch ends)", report=TABLE
     )
     keep_last: int = opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted", report=TABLE)
+    overwrite: bool = opt(
+        False,
+        "delete what an earlier run left in --out (checkpoints, metrics, TensorBoard, logs) "
+        "and start over; without it, ddptrain refuses to replace an earlier run",
+        node_local=True,
+        report=HIDDEN,
+    )
 
     def validate(self) -> RunConfig:
         require(

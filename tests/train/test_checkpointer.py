@@ -71,12 +71,48 @@ def test_rng_state_survives_a_weights_only_round_trip(tmp_path):
 
 
 def test_resume_lookup(tmp_path):
-    assert checkpoint.find_resume("auto", tmp_path) is None
-    (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "last.pt").write_bytes(b"x")
-    assert checkpoint.find_resume("auto", tmp_path) == tmp_path / "checkpoints" / "last.pt"
-    with pytest.raises(CheckpointError):
-        checkpoint.find_resume(str(tmp_path / "missing.pt"), tmp_path)
+    assert checkpoint.load_for_resume("auto", tmp_path) is None  # nothing there yet: a fresh start
+    saver = Checkpointer(tmp_path, keep_last=3, is_main=True)
+    saver.save_epoch(TrainState(model={"w": torch.ones(1)}, step=5), is_best=True)
+    path, state = checkpoint.load_for_resume("auto", tmp_path)
+    assert path == tmp_path / "checkpoints" / "last.pt" and state.step == 5
+    with pytest.raises(CheckpointError, match="no such checkpoint file"):
+        checkpoint.load_for_resume(str(tmp_path / "missing.pt"), tmp_path)
+
+
+def test_resume_auto_falls_back_over_damaged_checkpoints_and_says_why(tmp_path, caplog):
+    saver = Checkpointer(tmp_path, keep_last=3, is_main=True)
+    folder = tmp_path / "checkpoints"
+    saver.save_epoch(TrainState(model={"w": torch.zeros(1)}, step=2), is_best=True)  # best.pt: step 2
+    for step in (3, 4):
+        saver.save_step(TrainState(model={"w": torch.full((1,), float(step))}, step=step))
+    saver.save_epoch(TrainState(model={"w": torch.ones(1)}, step=6), is_best=False)  # last.pt: step 6
+    assert [p.name for p in checkpoint.resume_candidates(folder)] == [
+        "last.pt",
+        "step-000000004.pt",
+        "step-000000003.pt",
+        "best.pt",
+    ]
+    last = folder / "last.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # truncated by a full disk
+    checkpoint.save_atomic(
+        TrainState(model={"w": torch.tensor([float("nan")])}, step=4).to_dict(), folder / "step-000000004.pt"
+    )  # NaN weights
+    with caplog.at_level("WARNING", logger="ddptrain"):
+        path, state = checkpoint.load_for_resume("auto", tmp_path)
+    assert path.name == "step-000000003.pt" and state.step == 3
+    assert "refused last.pt: not a zip archive (truncated" in caplog.text
+    assert "step-000000004.pt: non-finite weights (w); continuing from step-000000003.pt" in caplog.text
+    for name in ("step-000000003.pt", "best.pt"):
+        (folder / name).write_bytes(b"not a checkpoint")
+    with pytest.raises(
+        CheckpointError,
+        match=r"no checkpoint in .* can be loaded: last\.pt: not a zip archive .*; "
+        r"best\.pt: not a zip archive",
+    ):
+        checkpoint.load_for_resume("auto", tmp_path)
+    with pytest.raises(CheckpointError, match="cannot read checkpoint"):  # an explicit path must load
+        checkpoint.load_for_resume(str(last), tmp_path)
 
 
 def test_step_checkpoints_become_last_and_only_the_newest_are_kept(tmp_path):

@@ -6,15 +6,19 @@ into a file is `TrainState` (ddptrain.train.state).
 
 from __future__ import annotations
 
+import logging
 import os
+import zipfile
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from ..errors import CheckpointError
 from ..util import fsync_dir
 from .state import TrainState
+
+log = logging.getLogger("ddptrain")
 
 LAST = "last.pt"
 BEST = "best.pt"
@@ -46,15 +50,31 @@ def save_atomic(obj: Any, path: str | Path) -> None:
     fsync_dir(path.parent)
 
 
+class UnreadableCheckpoint(CheckpointError):
+    """A checkpoint file that cannot be used; `reason` says why in a few words."""
+
+    def __init__(self, path: Path, reason: str, verb: str = "cannot read checkpoint"):
+        super().__init__(f"{verb} {path}: {reason}")
+        self.reason = reason
+
+
 def load_raw(path: str | Path) -> Dict[str, Any]:
     """A checkpoint's dict, loaded to CPU first (every rank the same way), never unpickling arbitrary objects."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    if not zipfile.is_zipfile(path):  # torch.save writes zip archives; anything else is damaged or not ours
+        raise UnreadableCheckpoint(path, "not a zip archive (truncated, or not a PyTorch checkpoint)")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise CheckpointError(f"cannot read checkpoint {path}: {error}") from None
+        raise UnreadableCheckpoint(path, _first_line(error)) from None
+
+
+def _first_line(error: BaseException) -> str:
+    """torch's load errors run over many lines of advice; the first says what happened."""
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__
 
 
 def load(path: str | Path) -> TrainState:
@@ -70,19 +90,59 @@ def prune_steps(folder: Path, keep_last: int) -> None:
         old.unlink(missing_ok=True)
 
 
-def find_resume(resume: Optional[str], run_dir: Path) -> Optional[Path]:
-    """`auto`: the run dir's last.pt when present (a fresh start otherwise); a path must exist."""
+def resume_candidates(folder: Path) -> List[Path]:
+    """Where `--resume auto` looks, in order: last.pt, the step checkpoints newest first, then best.pt."""
+    ordered = [folder / LAST, *sorted(folder.glob(STEP_PATTERN), reverse=True), folder / BEST]
+    found, seen = [], set()
+    for path in ordered:
+        if not path.is_file():
+            continue
+        identity = (path.stat().st_dev, path.stat().st_ino)  # last.pt may be a hard link to a step file
+        if identity not in seen:
+            seen.add(identity)
+            found.append(path)
+    return found
+
+
+def load_for_resume(resume: Optional[str], run_dir: Path) -> Optional[Tuple[Path, TrainState]]:
+    """The checkpoint to continue from. `auto`: the first of `resume_candidates` that loads (None when there is
+    none yet); refused ones are logged with their errors, and only when every one is refused is it an error.
+    A path: that file, which must load."""
     if not resume:
         return None
-    if resume == "auto":
-        last = run_dir / "checkpoints" / LAST
-        return last if last.is_file() else None
-    path = Path(resume)
-    if not path.is_file():
+    if resume != "auto":
+        path = Path(resume)
+        if not path.is_file():
+            raise CheckpointError(
+                f"--resume {resume}: no such checkpoint file (use --resume auto to start fresh when nothing is there yet)"
+            )
+        return path, usable(path)
+    refused: List[str] = []
+    for path in resume_candidates(run_dir / "checkpoints"):
+        try:
+            state = usable(path)
+        except UnreadableCheckpoint as error:
+            refused.append(f"{path.name}: {error.reason}")
+            continue
+        if refused:
+            log.warning("resume auto: refused %s; continuing from %s", "; ".join(refused), path.name)
+        return path, state
+    if refused:
         raise CheckpointError(
-            f"--resume {resume}: no such checkpoint file (use --resume auto to start fresh when nothing is there yet)"
+            f"resume auto: no checkpoint in {run_dir / 'checkpoints'} can be loaded: {'; '.join(refused)}. "
+            "Resume from a good copy with --resume PATH, or start over with --overwrite"
         )
-    return path
+    return None
+
+
+def usable(path: Path) -> TrainState:
+    """A checkpoint that loads and whose weights are all finite (a model with NaN weights cannot be continued)."""
+    state = load(path)
+    bad = [name for name, value in state.model.items() if value.is_floating_point() and not torch.isfinite(value).all()]
+    if bad:
+        shown = ", ".join(bad[:3]) + (" ..." if len(bad) > 3 else "")
+        raise UnreadableCheckpoint(path, f"non-finite weights ({shown})", verb="cannot resume from")
+    return state
 
 
 class Checkpointer:
@@ -94,8 +154,8 @@ class Checkpointer:
         if is_main:
             self.folder.mkdir(parents=True, exist_ok=True)
 
-    def resume_path(self, resume: Optional[str]) -> Optional[Path]:
-        return find_resume(resume, self.run_dir)
+    def resume_from(self, resume: Optional[str]) -> Optional[Tuple[Path, TrainState]]:
+        return load_for_resume(resume, self.run_dir)
 
     def save_epoch(self, state: TrainState, is_best: bool) -> None:
         """last.pt (and best.pt on a new best) at an epoch's end."""

@@ -34,7 +34,8 @@ from ..runtime.heartbeat import naming_stalled_peers
 from ..runtime.preempt import Preempted, StopRequest
 from ..runtime.preflight import check_agreement, digest, weights_checksum
 from ..runtime.startup import StartupClock
-from .checkpointer import BEST, Checkpointer, load
+from . import rundir
+from .checkpointer import BEST, Checkpointer
 from .evaluate import evaluate
 from .loop import EpochPlan, EpochStats, StepSettings, steps_per_epoch, train_one_epoch
 from .metrics import EvalResult
@@ -63,6 +64,8 @@ class Trainer:
         self.stop = stop or StopRequest(cfg.launch.dist_timeout)
         self.clock = clock or StartupClock()
         self.run_dir = Path(cfg.run.out)
+        # Rank 0 owns the run directory for the whole run: the lock first, before anything is written there.
+        self.run_lock = rundir.claim(self.run_dir, cfg.run.resume, cfg.run.overwrite) if rt.is_main else None
         self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main)
         self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main)
         self.unreadable = UnreadableFiles(rt.rank)
@@ -156,12 +159,13 @@ class Trainer:
         }
 
     def _maybe_resume(self) -> None:
-        path = self.checkpointer.resume_path(self.cfg.run.resume)
-        if path is None:
+        found = self.checkpointer.resume_from(self.cfg.run.resume)
+        if found is None:
             if self.cfg.run.resume == "auto":
                 log.info("resume auto: no checkpoint in %s, starting fresh", self.checkpointer.folder)
             return
-        state = self._load_resumable(path)
+        path, state = found
+        self._check_resumable(path, state)
         self.model.load_state_dict(state.model)
         if state.optimizer is not None:
             self.optimizer.load_state_dict(state.optimizer)
@@ -191,9 +195,8 @@ class Trainer:
             state.world_size,
         )
 
-    def _load_resumable(self, path: Path) -> TrainState:
-        """The checkpoint at `path`, refused with the differences listed when it is another model or class list."""
-        state = load(path)
+    def _check_resumable(self, path: Path, state: TrainState) -> None:
+        """Refuse a checkpoint of another model or class list, listing the differences."""
         saved = Config.from_flat(state.config, str(path), strict=False)
         differences = []
         if state.class_names != self.split.classes:
@@ -210,7 +213,6 @@ class Trainer:
                 + ". Use another --out (or --resume PATH) for a different model or data.",
                 rank=self.rt.rank,
             )
-        return state
 
     def _wrap_ddp(self) -> None:
         model = self.model
@@ -239,6 +241,8 @@ class Trainer:
                     result = self._run_epoch(epoch)
         finally:
             self.sinks.close()
+            if self.run_lock is not None:
+                self.run_lock.release()
         if last_epoch < cfg.optim.epochs:
             log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, cfg.optim.epochs)
         log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
@@ -371,7 +375,7 @@ def resume_after_restart(cfg: Config, restarts: int) -> Config:
     """Workers restarted by torchrun (--max-restarts) continue from the newest checkpoint."""
     if restarts > 0 and not cfg.run.resume:
         log.warning("restart %d after a worker failure: resuming from the last checkpoint", restarts)
-        return cfg.replace(resume="auto")
+        return cfg.replace(resume="auto", overwrite=False)  # --overwrite means the first attempt only
     return cfg
 
 

@@ -1,0 +1,90 @@
+"""The run directory is never overwritten silently, and never shared by two jobs at once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+
+from ..conftest import CLI_TIMEOUT_S, _kill_group, cli_env, fault_env, read_metrics, run_cli, started
+
+TINY = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--workers", 0, "--val-split", 0.25]
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_second_run_into_the_same_out_is_refused_and_overwrite_starts_clean(tiny_shapes, tmp_path):
+    run_dir = tmp_path / "run"
+    run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 1, "--nproc", 2])
+    metrics, last = (run_dir / "metrics.jsonl").read_text(), _digest(run_dir / "checkpoints" / "last.pt")
+
+    again = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 1, "--nproc", 2], check=False)
+    assert again.returncode == 2
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and "already holds a run (1 epoch(s) in metrics.jsonl, checkpoints" in lines[0]
+    assert "--resume auto" in lines[0] and "--overwrite" in lines[0]
+    assert (run_dir / "metrics.jsonl").read_text() == metrics and _digest(run_dir / "checkpoints" / "last.pt") == last
+
+    fresh = run_cli(
+        ["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 2, "--nproc", 2, "--overwrite"]
+    )
+    assert "--overwrite: removed the earlier run's checkpoints, metrics.jsonl" in fresh.stderr
+    assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1]  # the new run's epochs only
+    assert len(list((run_dir / "tb").glob("events.out.tfevents.*"))) == 1  # no second event file mixed in
+
+
+def test_two_jobs_cannot_share_a_run_dir_and_a_killed_job_leaves_no_stale_lock(tiny_shapes, tmp_path):
+    run_dir = tmp_path / "run"
+    first = [
+        sys.executable,
+        "-m",
+        "ddptrain",
+        "train",
+        "--data",
+        tiny_shapes,
+        "--out",
+        run_dir,
+        *TINY,
+        "--epochs",
+        50,
+        "--nproc",
+        2,
+        "--resume",
+        "auto",
+    ]
+    with started(first, env=cli_env(fault_env("slow_data:0.2", rank="all"))) as job:
+        lock = run_dir / ".ddptrain.lock"
+        deadline = time.monotonic() + CLI_TIMEOUT_S
+        while not (lock.is_file() and lock.read_text().strip()) and job.poll() is None:
+            assert time.monotonic() < deadline, "the first job never took the lock"
+            time.sleep(0.2)
+        holder = json.loads(lock.read_text())
+        second = run_cli(
+            ["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 1, "--nproc", 2, "--resume", "auto"],
+            check=False,
+        )
+        assert second.returncode == 2
+        assert f"is in use by another job (host {holder['host']}, pid {holder['pid']}" in second.stderr
+        _kill_group(job)  # SIGKILL, the whole tree: nothing gets to clean up
+    run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 1, "--resume", "auto"])
+    assert (run_dir / "checkpoints" / "last.pt").is_file()
+
+
+def test_resume_auto_continues_from_the_newest_checkpoint_that_loads(tiny_shapes, tmp_path):
+    run_dir = tmp_path / "run"
+    flags = ["--data", tiny_shapes, "--out", run_dir, *TINY, "--nproc", 2, "--save-every-steps", 2, "--resume", "auto"]
+    run_cli(["train", *flags, "--epochs", 2])
+    last = run_dir / "checkpoints" / "last.pt"
+    last.write_bytes(
+        last.read_bytes()[: last.stat().st_size // 2]
+    )  # a copy cut short, a full disk on a non-POSIX store
+    steps = sorted((run_dir / "checkpoints").glob("step-*.pt"))
+    resumed = run_cli(["train", *flags, "--epochs", 3])
+    assert (
+        f"refused last.pt: not a zip archive (truncated, or not a PyTorch checkpoint); continuing from {steps[-1].name}"
+        in resumed.stderr
+    )
+    assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]  # each epoch once, the interrupted one redone
