@@ -72,3 +72,27 @@ def test_iface_must_exist_and_sets_both_backends():
     }
     with pytest.raises(ConfigError, match="--iface nosuch0: no such network interface"):
         network_environment(LaunchConfig(nproc=2, nnodes="2", iface="nosuch0"))
+
+
+def test_a_single_node_job_keeps_gloo_and_nccl_on_loopback(monkeypatch):
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
+    assert network_environment(LaunchConfig(nproc=2)) == {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")  # the user's own choice stays
+    assert network_environment(LaunchConfig(nproc=2)) == {"GLOO_SOCKET_IFNAME": "lo"}
+    assert network_environment(LaunchConfig(nproc=2, nnodes="2", master_addr="n0")) == {}  # nodes talk over the network
+
+
+def test_a_rendezvous_store_that_cannot_stay_on_loopback_is_said(monkeypatch, caplog):
+    import torch.distributed
+
+    from ddptrain.runtime.launch import LoopbackRendezvous
+
+    def old_tcpstore(*args, **kwargs):
+        raise TypeError("TCPStore() got an unexpected keyword argument 'master_listen_fd'")
+
+    monkeypatch.setattr(torch.distributed, "TCPStore", old_tcpstore)
+    with caplog.at_level("WARNING", logger="ddptrain"):
+        rendezvous = LoopbackRendezvous(None)
+    rendezvous.close()
+    assert rendezvous.store is None and "listens on every interface" in caplog.text

@@ -23,6 +23,7 @@ from .preempt import EXIT_PREEMPTED, Preempted
 from .startup import LAUNCHED_ENV, mark_launch
 
 LOOPBACK = "127.0.0.1"
+log = logging.getLogger("ddptrain")
 TORCHRUN_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.distributed.launcher")
 
 
@@ -104,13 +105,14 @@ def network_environment(spec: LaunchConfig) -> dict:
                 f"--iface {spec.iface}: no such network interface on this node (it has: {names})"
             ) from None
         return {"GLOO_SOCKET_IFNAME": spec.iface, "NCCL_SOCKET_IFNAME": spec.iface}
-    if spec.single_node and "GLOO_SOCKET_IFNAME" not in os.environ:
-        try:
-            socket.if_nametoindex("lo")
-            return {"GLOO_SOCKET_IFNAME": "lo"}
-        except OSError:
-            return {}
-    return {}
+    if not spec.single_node:
+        return {}
+    try:
+        socket.if_nametoindex("lo")
+    except OSError:
+        return {}
+    # gloo and NCCL (its bootstrap and socket transport) on loopback; a user's own choice is kept.
+    return {name: "lo" for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if name not in os.environ}
 
 
 def parse_torchrun_argv(argv: Sequence[str]):
@@ -160,6 +162,11 @@ class LoopbackRendezvous:
             )
         except (TypeError, RuntimeError):  # a torch without master_listen_fd: torchrun binds the port
             self.sock.close()
+            log.warning(
+                "this torch cannot serve the rendezvous store on a socket bound to 127.0.0.1: torchrun's store "
+                "listens on every interface of this machine while the job runs (the store is unauthenticated; "
+                "see docs/multinode.md, Trust model)"
+            )
             return None
         self.sock.detach()  # the store's server owns the listening socket now
         return store
