@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 
 def markdown_table(columns: Sequence[str], rows: List[Dict]) -> str:
@@ -25,6 +25,47 @@ def format_cell(value) -> str:
 def flags(options: Dict[str, object]) -> List[str]:
     """{"img-size": 32, "data": path} -> ["--img-size", "32", "--data", "path"]: a command line from a dict."""
     return [item for name, value in options.items() for item in (f"--{name}", str(value))]
+
+
+class DamagedLine(ValueError):
+    """A line in the middle of a JSON-lines file that is not a JSON object: the file was changed by hand or
+    damaged, and reading on would hide it."""
+
+
+def read_epoch_records(path: Path) -> Tuple[List[Dict], Optional[str]]:
+    """The records of a metrics.jsonl-style file (one JSON object with an integer `epoch` per line) and, when its
+    last line is unreadable (a crash in the middle of an append), that line, left out. An unreadable line
+    anywhere else raises DamagedLine naming the line."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
+    records: List[Dict] = []
+    for position, (number, line) in enumerate(numbered):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if isinstance(record, dict) and isinstance(record.get("epoch"), int):
+            records.append(record)
+        elif position == len(numbered) - 1:
+            return records, line
+        else:
+            raise DamagedLine(
+                f"{path}:{number} is not a metrics line (a JSON object with an epoch); remove or repair that line"
+            )
+    return records, None
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write through a fsync'd temporary file and rename: a crash or a full disk leaves the old file whole."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_json_atomic(path: Path, obj: Dict) -> None:

@@ -88,3 +88,18 @@ def test_resume_auto_continues_from_the_newest_checkpoint_that_loads(tiny_shapes
         in resumed.stderr
     )
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]  # each epoch once, the interrupted one redone
+
+
+def test_a_metrics_line_cut_short_by_a_crash_does_not_stop_the_resume(tiny_shapes, tmp_path):
+    run_dir = tmp_path / "run"
+    flags = ["--data", tiny_shapes, "--out", run_dir, *TINY, "--nproc", 2, "--resume", "auto"]
+    run_cli(["train", *flags, "--epochs", 1])
+    metrics = run_dir / "metrics.jsonl"
+    whole = metrics.read_text()
+    metrics.write_text(whole + '{"epoch": 1, "train_loss": 0.9')  # the crash came in the middle of an append
+    resumed = run_cli(["train", *flags, "--epochs", 2])
+    assert "dropped an unreadable last line (a write cut short by a crash)" in resumed.stderr
+    assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1]
+    metrics.write_text('{"epoch": 0, "trai\n' + metrics.read_text())  # damage in the middle is not a crash's doing
+    refused = run_cli(["train", *flags, "--epochs", 3], check=False)
+    assert refused.returncode != 0 and "metrics.jsonl:1 is not a metrics line" in refused.stderr

@@ -130,9 +130,14 @@ def test_a_folder_that_is_not_a_run_is_named(tmp_path):
         write_report([tmp_path])
 
 
-def test_a_damaged_metrics_line_is_named(tmp_path):
+def test_a_damaged_metrics_line_is_named_and_a_cut_short_last_one_left_out(tmp_path, caplog):
     run = fake_run(tmp_path / "r", 1, False)
     with open(run / "metrics.jsonl", "a") as handle:
-        handle.write('{"epoch": 3, "train_lo\n')  # a write cut short
+        handle.write('{"epoch": 3, "train_lo\n')  # a write cut short by a crash
+    with caplog.at_level("WARNING", logger="ddptrain"):
+        assert load_run(run).epochs[-1]["epoch"] == 2  # the three whole epochs, 0..2
+    assert "left out an unreadable last line" in caplog.text
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"epoch": 4}\n')  # now the damaged line sits in the middle: someone edited the file
     with pytest.raises(ReportError, match=r"metrics.jsonl:4 is not a metrics line"):
         write_report([run])

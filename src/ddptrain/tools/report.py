@@ -18,7 +18,7 @@ import yaml
 
 from ..config import HIDDEN, LEGEND, report_role
 from ..errors import DdptrainError
-from ..util import markdown_table
+from ..util import DamagedLine, markdown_table, read_epoch_records
 
 log = logging.getLogger("ddptrain")
 
@@ -61,19 +61,13 @@ def load_run(path: str | Path) -> Run:
             f"{path} is not a run directory (no metrics.jsonl); give the --out folder of a "
             "`ddptrain train` run that finished at least one epoch"
         )
-    by_epoch: Dict[int, Dict] = {}
-    for number, line in enumerate(metrics.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        if not isinstance(record, dict) or not isinstance(record.get("epoch"), int):
-            raise ReportError(
-                f"{metrics}:{number} is not a metrics line (a JSON object with an epoch); remove or repair that line"
-            )
-        by_epoch[record["epoch"]] = record  # a redone epoch (after a resume) replaces the old line
+    try:
+        records, cut_short = read_epoch_records(metrics)
+    except DamagedLine as error:
+        raise ReportError(str(error)) from None
+    if cut_short is not None:
+        log.warning("%s: left out an unreadable last line (a write cut short, or an epoch being written)", metrics)
+    by_epoch = {record["epoch"]: record for record in records}  # a redone epoch (after a resume) replaces the old
     if not by_epoch:
         raise ReportError(f"{metrics} is empty: the run has not finished an epoch yet")
     config_file, best_file = path / "config.yaml", path / "best_eval.json"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,9 +19,10 @@ from tqdm import tqdm
 
 from ..config import Config, save_yaml
 from ..data.folder import Split, write_split_files
+from ..errors import DataError
 from ..logs import add_log_file
 from ..runtime.startup import StartupClock
-from ..util import write_json_atomic
+from ..util import DamagedLine, read_epoch_records, write_json_atomic, write_text_atomic
 from . import timing
 from .loop import EpochStats
 from .metrics import EvalResult
@@ -73,20 +75,26 @@ class MetricsLog:
         self.path = path
 
     def truncate_after(self, last_epoch: int) -> None:
-        """Drop lines for epochs after `last_epoch` (written before a crash, redone after resume)."""
+        """Drop lines for epochs after `last_epoch` (written before a crash, redone after resume), and a last line
+        a crash cut short. Rewritten through a temporary file, so a full disk here loses nothing."""
         if not self.path.is_file():
             return
-        kept = [
-            line
-            for line in self.path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("epoch", -1) <= last_epoch
-        ]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        try:
+            records, cut_short = read_epoch_records(self.path)
+        except DamagedLine as error:
+            raise DataError(str(error)) from None
+        if cut_short is not None:
+            log.warning(
+                "%s: dropped an unreadable last line (a write cut short by a crash): %.80s", self.path, cut_short
+            )
+        kept = [record for record in records if record["epoch"] <= last_epoch]
+        write_text_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
 
     def append(self, record: Dict) -> None:
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
             handle.flush()
+            os.fsync(handle.fileno())  # the epoch is on disk before its checkpoint is written
 
 
 class TensorBoard:
