@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from ..conftest import CLI_TIMEOUT_S, _kill_group, cli_env, fault_env, read_metrics, run_cli, started
+from ..conftest import CLI_TIMEOUT_S, _kill_group, cli_env, fault_env, load_checkpoint, read_metrics, run_cli, started
 
 TINY = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--workers", 0, "--val-split", 0.25]
 
@@ -103,3 +103,19 @@ def test_a_metrics_line_cut_short_by_a_crash_does_not_stop_the_resume(tiny_shape
     metrics.write_text('{"epoch": 0, "trai\n' + metrics.read_text())  # damage in the middle is not a crash's doing
     refused = run_cli(["train", *flags, "--epochs", 3], check=False)
     assert refused.returncode != 0 and "metrics.jsonl:1 is not a metrics line" in refused.stderr
+
+
+def test_weights_that_turn_nan_are_never_checkpointed(tiny_shapes, tmp_path):
+    """Weights go NaN in epoch 2's last step (6 steps per epoch here) while that step's loss was finite: every rank
+    stops with the error, nothing of epoch 2 is written, and epoch 1's checkpoint stays the resume point."""
+    run_dir = tmp_path / "run"
+    proc = run_cli(
+        ["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 3, "--nproc", 2],
+        check=False,
+        env_extra=fault_env("nan_weights", rank="all", step=12),
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.count("became non-finite in epoch 2; no checkpoint written") == 1, proc.stderr[-3000:]
+    assert [m["epoch"] for m in read_metrics(run_dir)] == [0]
+    last = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    assert last["epoch"] == 0 and all(v.isfinite().all() for v in last["model"].values() if v.is_floating_point())

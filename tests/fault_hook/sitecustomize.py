@@ -2,8 +2,9 @@
 
 FAULT_ACTION, on rank FAULT_RANK ("all": every rank), first attempt only (a worker restarted by
 torchrun runs clean):
-  stall:SECONDS | kill | signal:NAME | raise:MESSAGE
+  stall:SECONDS | kill | signal:NAME | raise:MESSAGE | nan_weights
                                       at the FAULT_STEP-th optimizer update (1-based);
+                                      nan_weights: right after that update, a weight becomes NaN
                                       signal goes to the launcher, or to this process without one
   slow_forward:SECONDS                every forward pass of the model
   slow_data:SECONDS                   every image read (in the DataLoader's processes too)
@@ -43,6 +44,8 @@ if (
 
         _datasets.load_rgb = _slow_load
     else:
+        import torch as _torch
+
         import ddptrain.train.loop as _loop
 
         _real_step, _calls = _loop.optimizer_step, []
@@ -50,6 +53,11 @@ if (
         def _faulty_step(*args, **kwargs):
             _calls.append(1)
             if len(_calls) == int(os.environ["FAULT_STEP"]):
+                if _action == "nan_weights":  # the step's loss was finite; the weights it leaves are not
+                    done = _real_step(*args, **kwargs)
+                    with _torch.no_grad():
+                        next(args[0].parameters()).fill_(float("nan"))
+                    return done
                 if _action == "stall":
                     time.sleep(float(_arg))  # this rank stops answering
                 elif _action == "raise":

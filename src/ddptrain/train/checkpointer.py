@@ -16,7 +16,7 @@ import torch
 
 from ..errors import CheckpointError
 from ..util import fsync_dir
-from .state import TrainState
+from .state import TrainState, non_finite_entries
 
 log = logging.getLogger("ddptrain")
 
@@ -138,7 +138,7 @@ def load_for_resume(resume: Optional[str], run_dir: Path) -> Optional[Tuple[Path
 def usable(path: Path) -> TrainState:
     """A checkpoint that loads and whose weights are all finite (a model with NaN weights cannot be continued)."""
     state = load(path)
-    bad = [name for name, value in state.model.items() if value.is_floating_point() and not torch.isfinite(value).all()]
+    bad = non_finite_entries(state.model)
     if bad:
         shown = ", ".join(bad[:3]) + (" ..." if len(bad) > 3 else "")
         raise UnreadableCheckpoint(path, f"non-finite weights ({shown})", verb="cannot resume from")

@@ -112,6 +112,11 @@ class TrainState:
         return self.partial.epoch if self.partial is not None else self.epoch + 1
 
 
+def non_finite_entries(state: Dict[str, torch.Tensor]) -> List[str]:
+    """Names of the floating-point tensors in a state dict that hold a NaN or an infinity."""
+    return [name for name, value in state.items() if value.is_floating_point() and not torch.isfinite(value).all()]
+
+
 def library_checkpoint(
     model: Dict[str, torch.Tensor], optimizer: Optional[Dict[str, Any]], extra: Dict[str, Any]
 ) -> Dict[str, Any]:

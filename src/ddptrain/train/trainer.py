@@ -4,6 +4,7 @@ checkpointer write files (the others hold ones that do nothing)."""
 from __future__ import annotations
 
 import logging
+import math
 import random
 from pathlib import Path
 from typing import Any, Dict, Optional, cast
@@ -16,7 +17,7 @@ from ..data.datasets import UnreadableFiles
 from ..data.folder import classes_without_validation, load_split
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
 from ..data.samplers import EpochSampler
-from ..errors import CheckpointError, DataError
+from ..errors import CheckpointError, DataError, NonFiniteLossError
 from ..models import (
     build_model,
     compile_model,
@@ -42,7 +43,15 @@ from .metrics import EvalResult
 from .optim import LrSchedule, build_optimizer
 from .precision import resolve_precision
 from .sinks import epoch_record, open_sinks
-from .state import EpochPosition, PartialEpoch, TrainState, capture_rng, read_model_weights, restore_rng
+from .state import (
+    EpochPosition,
+    PartialEpoch,
+    TrainState,
+    capture_rng,
+    non_finite_entries,
+    read_model_weights,
+    restore_rng,
+)
 
 log = logging.getLogger("ddptrain")
 
@@ -288,6 +297,7 @@ class Trainer:
             self.cfg.model.channels_last,
             self.unreadable,
         )
+        self._refuse_non_finite(epoch, result.loss)
         self._record_epoch(epoch, stats, result)
         dist.barrier()  # nobody starts the next epoch (or exits) before rank 0 has saved
         if epoch + 1 < self.cfg.optim.epochs and dist.any_rank(self.stop.requested(), self.rt.device):
@@ -345,12 +355,34 @@ class Trainer:
 
     def _save_mid_epoch(self, epoch: int, position: EpochPosition, global_step: int) -> None:
         """Every rank hands over its RNG state; rank 0 writes step-N.pt (and last.pt)."""
+        self._refuse_non_finite(epoch, None)
         rng = dist.gather_objects(capture_rng())
         state = self._state(last_complete_epoch=epoch - 1, step=global_step)
         state.partial = PartialEpoch(epoch, position, rng)
         path = self.checkpointer.save_step(state)
         if path is not None:
             log.info("saved %s (epoch %d, %d samples into it)", path.name, epoch + 1, position.samples_done)
+
+    def _refuse_non_finite(self, epoch: int, eval_loss: Optional[float]) -> None:
+        """Never write a checkpoint that cannot be continued: weights can turn NaN in an epoch's last step while that
+        step's loss was still finite. Every rank stops together; the previous checkpoint stays the resume point."""
+        bad = non_finite_entries(unwrap(self.ddp).state_dict())
+        loss_bad = eval_loss is not None and not math.isfinite(eval_loss)
+        if not dist.any_rank(bool(bad) or loss_bad, self.rt.device):
+            return
+        what = (
+            f"the weights ({', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''})"
+            if bad
+            else f"the validation loss ({eval_loss})"
+            if loss_bad
+            else "another rank's weights"
+        )
+        raise NonFiniteLossError(
+            f"{what} became non-finite in epoch {epoch + 1}; no checkpoint written, so "
+            f"{self.checkpointer.folder / 'last.pt'} (if any) stays the resume point. Lower --lr, set --clip-grad, or "
+            "use --amp bf16/off instead of fp16",
+            rank=self.rt.rank,
+        )
 
     def _state(
         self, last_complete_epoch: int, step: Optional[int] = None, metrics: Optional[Dict] = None
