@@ -119,3 +119,23 @@ def test_weights_that_turn_nan_are_never_checkpointed(tiny_shapes, tmp_path):
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0]
     last = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     assert last["epoch"] == 0 and all(v.isfinite().all() for v in last["model"].values() if v.is_floating_point())
+
+
+def test_on_resume_the_command_lines_optimizer_settings_win(tiny_shapes, tmp_path):
+    run_dir = tmp_path / "run"
+    flags = ["--data", tiny_shapes, "--out", run_dir, *TINY, "--nproc", 2, "--resume", "auto"]
+    run_cli(["train", *flags, "--epochs", 1, "--optimizer", "sgd", "--momentum", 0.9, "--weight-decay", 1e-4])
+    changed = run_cli(["train", *flags, "--epochs", 2, "--momentum", 0.8, "--weight-decay", 5e-4])
+    assert (
+        "optimizer settings replace the checkpoint's: weight_decay 0.0001 -> 0.0005, momentum 0.9 -> 0.8"
+        in changed.stderr
+    )
+    groups = load_checkpoint(run_dir / "checkpoints" / "last.pt")["optimizer"]["param_groups"]
+    assert [(g["weight_decay"], g["momentum"]) for g in groups] == [(5e-4, 0.8), (0.0, 0.8)]  # not the old 1e-4, 0.9
+    switched = run_cli(["train", *flags, "--epochs", 3, "--optimizer", "adamw", "--lr", 1e-3])
+    assert (
+        "--optimizer adamw replaces the checkpoint's sgd; its state (momentum, moments) starts fresh" in switched.stderr
+    )
+    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")["optimizer"]["state"]
+    assert all("exp_avg" in entry for entry in state.values())  # AdamW's own state, not SGD's momentum buffers
+    assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]

@@ -33,6 +33,24 @@ def build_optimizer(
     raise ConfigError(f"unknown optimizer '{name}' (choose sgd or adamw)")
 
 
+def apply_settings(optimizer: torch.optim.Optimizer, momentum: float, weight_decay: float) -> List[str]:
+    """After loading a checkpoint's optimizer state, make its hyperparameters the command line's again (the state
+    restores the old ones): weight decay on the first group (weights) only, momentum for SGD. The learning rate
+    is set by the schedule at every step. Returns the changes, as "name old -> new"."""
+    wanted: List[Dict[str, float]] = [{"weight_decay": weight_decay}, {"weight_decay": 0.0}]  # param_groups' order
+    changes: List[str] = []
+    for group, values in zip(optimizer.param_groups, wanted):
+        if isinstance(optimizer, torch.optim.SGD):
+            values = {**values, "momentum": momentum}
+        for name, value in values.items():
+            if group.get(name) != value:
+                note = f"{name} {group.get(name)} -> {value}"
+                if note not in changes:
+                    changes.append(note)
+                group[name] = value
+    return changes
+
+
 class LrSchedule:
     """Linear warmup, then cosine decay to `min_ratio` x base LR, as a function of fractional epochs.
 

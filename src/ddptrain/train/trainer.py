@@ -40,7 +40,7 @@ from .checkpointer import BEST, Checkpointer
 from .evaluate import evaluate
 from .loop import EpochPlan, EpochStats, StepSettings, steps_per_epoch, train_one_epoch
 from .metrics import EvalResult
-from .optim import LrSchedule, build_optimizer
+from .optim import LrSchedule, apply_settings, build_optimizer
 from .precision import resolve_precision
 from .sinks import epoch_record, open_sinks
 from .state import (
@@ -174,10 +174,10 @@ class Trainer:
                 log.info("resume auto: no checkpoint in %s, starting fresh", self.checkpointer.folder)
             return
         path, state = found
-        self._check_resumable(path, state)
+        saved = Config.from_flat(state.config, str(path), strict=False)
+        self._check_resumable(path, state, saved)
         self.model.load_state_dict(state.model)
-        if state.optimizer is not None:
-            self.optimizer.load_state_dict(state.optimizer)
+        self._resume_optimizer(state, saved)
         if self.precision.scaler is not None and state.scaler:
             self.precision.scaler.load_state_dict(state.scaler)
         self.start_epoch, self.global_step, self.best_top1 = state.next_epoch(), state.step, state.best_top1
@@ -204,9 +204,26 @@ class Trainer:
             state.world_size,
         )
 
-    def _check_resumable(self, path: Path, state: TrainState) -> None:
+    def _resume_optimizer(self, state: TrainState, saved: Config) -> None:
+        """The optimizer's state (momentum buffers, moments) continues; its settings are this command line's. Another
+        --optimizer than the checkpoint's starts its state fresh: the run keeps its place in the schedule."""
+        optim = self.cfg.optim
+        if state.optimizer is None:
+            return
+        if saved.optim.optimizer != optim.optimizer:
+            log.warning(
+                "resume: --optimizer %s replaces the checkpoint's %s; its state (momentum, moments) starts fresh",
+                optim.optimizer,
+                saved.optim.optimizer,
+            )
+            return
+        self.optimizer.load_state_dict(state.optimizer)
+        changes = apply_settings(self.optimizer, optim.momentum, optim.weight_decay)
+        if changes:
+            log.info("resume: the command line's optimizer settings replace the checkpoint's: %s", ", ".join(changes))
+
+    def _check_resumable(self, path: Path, state: TrainState, saved: Config) -> None:
         """Refuse a checkpoint of another model or class list, listing the differences."""
-        saved = Config.from_flat(state.config, str(path), strict=False)
         differences = []
         if state.class_names != self.split.classes:
             differences.append(f"classes {state.class_names} vs {self.split.classes} in {self.cfg.data.path}")
