@@ -34,6 +34,14 @@ def _add_legacy_local_rank(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_trust_torchscript(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trust-torchscript",
+        action="store_true",
+        help="load a *.torchscript.pt model: this runs code from the file, so only for files you trust",
+    )
+
+
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="also show torchrun's own log lines")
 
@@ -70,6 +78,7 @@ def _add_training_commands(sub) -> None:
     ev.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto")
     ev.add_argument("--nproc", type=int, default=None, help="processes (launches through torchrun)")
     ev.add_argument("--dist-timeout", type=float, default=1800.0)
+    _add_trust_torchscript(ev)
     _add_verbose(ev)
     _add_legacy_local_rank(ev)
 
@@ -81,6 +90,7 @@ def _add_model_file_commands(sub) -> None:
     pr.add_argument("--topk", type=int, default=5)
     pr.add_argument("--batch-size", type=int, default=32)
     pr.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    _add_trust_torchscript(pr)
 
     ex = sub.add_parser(
         "export", help="write a checkpoint's model as safetensors, TorchScript or ONNX (class names beside it)"
@@ -186,6 +196,7 @@ def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
             device=args.device,
             amp=args.amp,
             dist_timeout=args.dist_timeout,
+            trust_torchscript=args.trust_torchscript,
         ),
         env,
     )
@@ -196,7 +207,9 @@ def cmd_predict(args: argparse.Namespace, argv: List[str], clock: StartupClock) 
     from .tools.inference import run_predict
 
     setup_logging(0, 1)
-    return run_predict(args.checkpoint, args.paths, args.topk, args.device, args.batch_size)
+    return run_predict(
+        args.checkpoint, args.paths, args.topk, args.device, args.batch_size, trust_torchscript=args.trust_torchscript
+    )
 
 
 def cmd_export(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:

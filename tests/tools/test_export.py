@@ -3,6 +3,7 @@
 import io
 import json
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from ddptrain.tools.export import ExportError, export
 from ddptrain.tools.inference import EvalOptions, run_eval, run_predict
 from ddptrain.tools.modelfile import ModelFileError, load_model, sidecar_path
 
-from ..conftest import write_synthetic
+from ..conftest import run_cli, write_synthetic
 
 CLASSES = ["disc", "ring", "star"]
 
@@ -44,7 +45,10 @@ def ckpt(tmp_path_factory) -> Path:
 
 def predictions(model_file: Path, images: Path) -> list:
     out = io.StringIO()
-    assert run_predict(str(model_file), [str(images)], topk=3, device="cpu", batch_size=4, out=out) == 0
+    assert (
+        run_predict(str(model_file), [str(images)], topk=3, device="cpu", batch_size=4, out=out, trust_torchscript=True)
+        == 0
+    )
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -69,12 +73,12 @@ def test_exported_model_predicts_like_the_checkpoint(ckpt, images, fmt):
 def test_exported_files_carry_their_class_names_inside(ckpt, tmp_path):
     """Moved without its .json, an exported file still knows its classes and model."""
     for fmt in ("torchscript", "safetensors"):
-        exported = export(ckpt, fmt, tmp_path / f"model-{fmt}")
+        exported = export(ckpt, fmt, tmp_path / ("model.torchscript.pt" if fmt == "torchscript" else "model-st"))
         if fmt == "safetensors":
             exported = exported.rename(tmp_path / "model.safetensors")
         else:
             sidecar_path(exported).unlink()
-        loaded = load_model(exported, torch.device("cpu"))
+        loaded = load_model(exported, torch.device("cpu"), trust_torchscript=True)
         assert loaded.class_names == CLASSES and loaded.config.data.img_size == 32
 
 
@@ -83,7 +87,16 @@ def test_eval_of_an_exported_model_equals_eval_of_the_checkpoint(ckpt, images, c
     env = detect({})
     reports = [
         run_eval(
-            EvalOptions(checkpoint=str(path), data=str(images), split="all", batch_size=4, workers=0, device="cpu"), env
+            EvalOptions(
+                checkpoint=str(path),
+                data=str(images),
+                split="all",
+                batch_size=4,
+                workers=0,
+                device="cpu",
+                trust_torchscript=True,
+            ),
+            env,
         )
         for path in (ckpt, exported)
     ]
@@ -118,3 +131,40 @@ def test_export_cli_writes_the_model_and_its_classes(ckpt, tmp_path):
         == 0
     )
     assert json.loads((tmp_path / "x.safetensors.json").read_text())["class_names"] == CLASSES
+
+
+class _Payload:
+    """Unpickling this would create a file: proof that code from the file ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_torchscript_program_runs_only_by_its_name_and_with_trust(ckpt, images, tmp_path):
+    program = export(ckpt, "torchscript", tmp_path / "m.torchscript.pt")
+    with pytest.raises(ModelFileError, match="runs the code it holds. Pass --trust-torchscript"):
+        load_model(program, torch.device("cpu"))
+    disguised = tmp_path / "best.pt"  # the same program, named like a checkpoint: never loaded, whatever the flag
+    disguised.write_bytes(program.read_bytes())
+    with pytest.raises(ModelFileError, match="is a TorchScript program, not a checkpoint"):
+        load_model(disguised, torch.device("cpu"), trust_torchscript=True)
+    with pytest.raises(ExportError, match="name a TorchScript export"):
+        export(ckpt, "torchscript", tmp_path / "model.pt")
+
+
+def test_a_crafted_file_named_like_a_checkpoint_is_refused_without_running_anything(tmp_path, images):
+    marker = tmp_path / "payload-ran"
+    crafted = tmp_path / "best.pt"
+    torch.save({"model": {"w": torch.zeros(1)}, "extra": _Payload(marker)}, crafted)
+    with zipfile.ZipFile(crafted, "a") as archive:  # and it claims to be one of ddptrain's TorchScript exports
+        archive.writestr("best/extra/ddptrain.json", "{}")
+    for command in (
+        ["eval", "--checkpoint", crafted, "--data", images, "--split", "all", "--trust-torchscript"],
+        ["predict", "--checkpoint", crafted, images, "--trust-torchscript"],
+    ):
+        proc = run_cli(command, check=False)
+        assert proc.returncode != 0 and "is a TorchScript program, not a checkpoint" in proc.stderr, proc.stderr
+    assert not marker.exists()

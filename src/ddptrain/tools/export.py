@@ -16,12 +16,12 @@ from torch import nn
 from ..data.transforms import IMAGENET_MEAN, IMAGENET_STD
 from ..errors import DdptrainError
 from ..version import __version__
-from .modelfile import META_KEY, ModelCard, load_model, quiet_jit, sidecar_path
+from .modelfile import META_KEY, TORCHSCRIPT_SUFFIX, ModelCard, load_model, quiet_jit, sidecar_path
 
 log = logging.getLogger("ddptrain")
 
 FORMATS = ("safetensors", "torchscript", "onnx")
-SUFFIXES = {"safetensors": ".safetensors", "torchscript": ".torchscript.pt", "onnx": ".onnx"}
+SUFFIXES = {"safetensors": ".safetensors", "torchscript": TORCHSCRIPT_SUFFIX, "onnx": ".onnx"}
 
 
 class ExportError(DdptrainError):
@@ -56,6 +56,12 @@ def export(source: str | Path, fmt: str, out: Optional[str | Path] = None) -> Pa
         config=config.to_flat(),
     )
     path = Path(out) if out else default_output(source, fmt)
+    if fmt == "torchscript" and not path.name.endswith(TORCHSCRIPT_SUFFIX):
+        raise ExportError(
+            f"name a TorchScript export *{TORCHSCRIPT_SUFFIX} (not {path.name}): that name is what "
+            "predict and eval load TorchScript from (with --trust-torchscript); any other name is "
+            "read as a checkpoint"
+        )
     if path.resolve() == source.resolve():
         raise ExportError(f"--out {path} is the file being exported; choose another name")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,7 @@ class EvalOptions:
     device: str = "auto"
     amp: str = "auto"
     dist_timeout: float = 1800.0
+    trust_torchscript: bool = False  # a *.torchscript.pt file runs its own code when loaded
 
 
 def eval_samples(opts: EvalOptions, loaded: LoadedModel) -> List[Tuple[str, int]]:
@@ -55,7 +56,7 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel) -> List[Tuple[str, int]
 def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
     rt = dist.setup(env, opts.device, opts.dist_timeout)
     try:
-        loaded = load_model(opts.checkpoint, rt.device)
+        loaded = load_model(opts.checkpoint, rt.device, opts.trust_torchscript)
         workers = auto_workers(opts.workers, cpus_per_process(env.local_world_size))
         settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers)
         loader = evaluation_images(
@@ -102,10 +103,11 @@ def run_predict(
     device: str = "auto",
     batch_size: int = 32,
     out=sys.stdout,
+    trust_torchscript: bool = False,
 ) -> int:
     """Print one JSON object per image; return 1 when any path could not be read, else 0."""
     torch_device = torch.device(dist.resolve_device_kind(device))
-    loaded = load_model(checkpoint_path, torch_device)
+    loaded = load_model(checkpoint_path, torch_device, trust_torchscript)
     img_size = loaded.config.data.img_size
     transform = eval_transform(img_size)
     k = max(1, min(topk, len(loaded.class_names)))

@@ -20,7 +20,8 @@ from ..errors import CheckpointError, DdptrainError
 from ..models import build_model
 from ..train import checkpointer
 
-META_KEY = "ddptrain.json"  # safetensors metadata key / TorchScript extra file / ONNX metadata entry
+META_KEY = "ddptrain.json"
+TORCHSCRIPT_SUFFIX = ".torchscript.pt"  # the only name a TorchScript program is loaded from (with --trust-torchscript)  # safetensors metadata key / TorchScript extra file / ONNX metadata entry
 
 
 class ModelFileError(DdptrainError):
@@ -76,14 +77,22 @@ def quiet_jit():
         yield
 
 
-def load_model(path: str | Path, device: torch.device) -> LoadedModel:
-    """From a ddptrain checkpoint or an exported .safetensors / TorchScript file."""
+def load_model(path: str | Path, device: torch.device, trust_torchscript: bool = False) -> LoadedModel:
+    """From a ddptrain checkpoint (read with weights_only=True, whatever its name) or an exported .safetensors file;
+    a TorchScript program only when it is named *.torchscript.pt and the caller trusts it: loading one runs the
+    code inside it."""
     path = Path(path)
     fmt = exported_format(path)
     if fmt is None:
+        _refuse_disguised_program(path)
         return _load_checkpoint(path, device)
     if not path.is_file():
         raise CheckpointError(f"model file {path} does not exist")
+    if fmt == "torchscript" and not trust_torchscript:
+        raise ModelFileError(
+            f"{path} is a TorchScript program: loading it runs the code it holds. Pass "
+            "--trust-torchscript if you trust where it came from, or use its .safetensors export"
+        )
     if fmt == "onnx":
         raise ModelFileError(
             f"{path} is an ONNX model: run it with onnxruntime (its .json holds the class names "
@@ -93,16 +102,29 @@ def load_model(path: str | Path, device: torch.device) -> LoadedModel:
 
 
 def exported_format(path: Path) -> Optional[str]:
-    """'safetensors' / 'torchscript' / 'onnx' for a file written by `ddptrain export`, None otherwise."""
+    """'safetensors' / 'torchscript' / 'onnx' by the name `ddptrain export` gives each; None: a checkpoint."""
     if path.suffix == ".safetensors":
         return "safetensors"
     if path.suffix == ".onnx":
         return "onnx"
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            if any(name.endswith("/extra/" + META_KEY) for name in archive.namelist()):
-                return "torchscript"
+    if path.name.endswith(TORCHSCRIPT_SUFFIX):
+        return "torchscript"
     return None
+
+
+def _refuse_disguised_program(path: Path) -> None:
+    """A TorchScript archive named like a checkpoint is refused from its file list alone, before anything loads."""
+    if path.is_file() and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+        if any(
+            "/code/" in name or name.endswith("/constants.pkl") or name.endswith("/extra/" + META_KEY) for name in names
+        ):
+            raise ModelFileError(
+                f"{path} is a TorchScript program, not a checkpoint: loading it would run the code "
+                f"it holds, so it is not loaded. If you trust it, name it "
+                f"{path.stem}{TORCHSCRIPT_SUFFIX} and pass --trust-torchscript"
+            )
 
 
 def _train_config(flat: Dict[str, Any], source: Path) -> Config:
