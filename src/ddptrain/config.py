@@ -71,6 +71,13 @@ class DataConfig:
     val_split: float = opt(0.2, "fraction of each class held out for validation")
     img_size: int = opt(224, "training and evaluation image size in pixels")
     min_crop_scale: float = opt(0.08, "smallest RandomResizedCrop area fraction")
+    max_image_pixels: int = opt(
+        64_000_000,
+        "images with more pixels are skipped and counted as unreadable "
+        "(decompression bombs); PIL itself warns at 89 Mpx",
+        report=TABLE,
+    )
+    max_image_mb: float = opt(128.0, "files larger than this (MB) are skipped without being read", report=TABLE)
     workers: Optional[int] = opt(
         None,
         "DataLoader workers per process (default: CPUs per process, at most 8)",
@@ -86,6 +93,10 @@ class DataConfig:
                 (self.img_size >= 8, "--img-size must be at least 8"),
                 (0.0 < self.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
                 (self.workers is None or self.workers >= 0, "--workers must be 0 or more"),
+                (
+                    self.max_image_pixels > 0 and self.max_image_mb > 0,
+                    "--max-image-pixels and --max-image-mb must be positive",
+                ),
             ]
         )
         return self

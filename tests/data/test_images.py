@@ -91,3 +91,21 @@ def test_fast_path_keeps_the_decompression_bomb_guard(tmp_path, monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 120 x 90 is now over twice the limit
     with pytest.raises(Image.DecompressionBombError):
         load_rgb(path)
+
+
+def test_images_over_the_caps_are_refused_before_they_are_decoded(tmp_path, monkeypatch):
+    from ddptrain.data.images import ImageLimits, ImageTooLarge
+
+    Image.new("L", (300, 200)).save(tmp_path / "big.png")
+    Image.new("RGB", (300, 200)).save(tmp_path / "big.jpg")
+    small = ImageLimits(max_pixels=300 * 200 - 1)
+    for name in ("big.png", "big.jpg"):  # PIL's path and the libjpeg-turbo fast path
+        with pytest.raises(ImageTooLarge, match="300x200 = 0 Mpx, over the --max-image-pixels limit"):
+            load_rgb(tmp_path / name, limits=small)
+        assert load_rgb(tmp_path / name, limits=ImageLimits(max_pixels=300 * 200)) is not None
+
+    opened = []
+    monkeypatch.setattr("builtins.open", lambda *a, **k: opened.append(a) or (_ for _ in ()).throw(AssertionError))
+    with pytest.raises(ImageTooLarge, match=r"MB file, over the --max-image-mb limit .*; not read"):
+        load_rgb(tmp_path / "big.png", limits=ImageLimits(max_bytes=10))
+    assert opened == []  # the size comes from stat(): the file was never opened

@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from ..conftest import read_metrics, run_cli, write_synthetic
 
@@ -193,3 +194,13 @@ def test_unreachable_master_fails_after_the_rendezvous_timeout_with_an_explanati
     assert (
         "the launcher failed on node 1" in proc.stderr and "init timeout: The processes did not all meet" in proc.stderr
     ), proc.stderr[-2000:]
+
+
+def test_an_image_over_the_pixel_cap_is_skipped_and_counted(tmp_path):
+    """70 Mpx: under PIL's own warning threshold (89 Mpx), so PIL alone would decode it — 70 MB in a loader worker."""
+    root = write_synthetic(tmp_path / "d", classes=2, per_class=6)
+    Image.new("L", (8400, 8400)).save(root / "disc" / "scan.png")  # compresses to a few hundred KB
+    proc = run_cli(["train", "--data", root, "--out", tmp_path / "run", *TINY, "--val-split", 0])
+    record = read_metrics(tmp_path / "run")[0]
+    assert record["skipped_images"] >= 1
+    assert "scan.png: 8400x8400 = 71 Mpx, over the --max-image-pixels limit of 64 Mpx" in proc.stderr

@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import Dataset
 
 from .folder import Sample
-from .images import UNREADABLE_ERRORS, describe_unreadable, load_rgb
+from .images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, load_rgb
 from .transforms import normalize
 
 log = logging.getLogger("ddptrain")
@@ -50,8 +50,10 @@ class ImageDataset(Dataset):
         decode_min_side: Optional[int],
         seed: int = 0,
         substitute: bool = False,
+        limits: ImageLimits = ImageLimits(),
     ):
         self.samples: List[Sample] = list(samples)
+        self.limits = limits
         self.transform = transform
         self.decode_min_side = decode_min_side
         self.seed = seed
@@ -68,7 +70,7 @@ class ImageDataset(Dataset):
             current = (index + attempt * _SUBSTITUTE_STRIDE) % len(self.samples)
             path, label = self.samples[current]
             try:
-                image = load_rgb(path, self.decode_min_side)
+                image = load_rgb(path, self.decode_min_side, self.limits)
             except UNREADABLE_ERRORS as error:
                 failures.append(f"{path}: {describe_unreadable(error)}")
                 continue

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import io
+import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Optional, Union
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
+
+from ..config import DataConfig
 
 if TYPE_CHECKING:
     import torch
@@ -25,7 +29,7 @@ class NotAnImageError(ValueError):
 
 def describe_unreadable(error: BaseException) -> str:
     """What went wrong with one file, in words a user can act on."""
-    if isinstance(error, NotAnImageError):
+    if isinstance(error, (NotAnImageError, ImageTooLarge)):  # their messages say it all
         return str(error)
     return f"{type(error).__name__}: {error}"
 
@@ -34,12 +38,36 @@ _HIGH_BIT_MODES = {"I;16", "I;16B", "I;16L", "I;16N", "I", "F"}
 _ALPHA_MODES = {"RGBA", "LA", "PA", "RGBa", "La"}
 
 
+@dataclass(frozen=True)
+class ImageLimits:
+    """What a file may be before it is decoded: beyond these it is skipped and counted like any unreadable file.
+    The pixel cap sits well below PIL's own warning (89 Mpx) and error (178 Mpx) thresholds: a worker that
+    decodes a 178-Mpx image holds over half a gigabyte for it."""
+
+    max_pixels: int = 64_000_000
+    max_bytes: int = 128 * 2**20  # never read into memory beyond this
+
+    @property
+    def max_mb(self) -> float:
+        return self.max_bytes / 2**20
+
+    @classmethod
+    def of(cls, data: DataConfig) -> ImageLimits:
+        return cls(data.max_image_pixels, int(data.max_image_mb * 2**20))
+
+
+class ImageTooLarge(ValueError):
+    """Over an ImageLimits cap."""
+
+
 def is_image_file(path: Union[str, Path]) -> bool:
     name = Path(path).name
     return not name.startswith(".") and Path(name).suffix.lower() in IMAGE_EXTENSIONS
 
 
-def open_rgb(path: Union[str, Path, BinaryIO], min_side: Optional[int] = None) -> Image.Image:
+def open_rgb(
+    path: Union[str, Path, BinaryIO], min_side: Optional[int] = None, limits: ImageLimits = ImageLimits()
+) -> Image.Image:
     """Decode `path` to an RGB image.
 
     `min_side` lets the JPEG decoder scale down by 1/2, 1/4 or 1/8 while keeping the shorter side
@@ -51,23 +79,40 @@ def open_rgb(path: Union[str, Path, BinaryIO], min_side: Optional[int] = None) -
     except UnidentifiedImageError:
         raise NotAnImageError("not an image (no image format recognised in its content)") from None
     with opened as img:
+        _check_pixels(img.size[0], img.size[1], limits)  # from the header: nothing decoded yet
         if min_side and img.format == "JPEG":
             img.draft("RGB", (min_side, min_side))
         img.load()  # decode now, inside the caller's error handling, so truncation surfaces here
         return to_rgb(img)
 
 
-def load_rgb(path: Union[str, Path], min_side: Optional[int] = None) -> Union[Image.Image, torch.Tensor]:
+def _check_pixels(width: int, height: int, limits: ImageLimits) -> None:
+    if width * height > limits.max_pixels:
+        raise ImageTooLarge(
+            f"{width}x{height} = {width * height / 1e6:.0f} Mpx, over the --max-image-pixels limit of "
+            f"{limits.max_pixels / 1e6:.0f} Mpx (a decompression bomb, or a scan too large to train on)"
+        )
+
+
+def load_rgb(
+    path: Union[str, Path], min_side: Optional[int] = None, limits: ImageLimits = ImageLimits()
+) -> Union[Image.Image, torch.Tensor]:
     """Decode `path` to RGB, the fastest correct way: a colour or grayscale JPEG that reduced decoding
     would not shrink goes straight to a uint8 CHW tensor through libjpeg-turbo (torchvision.io),
     skipping PIL's four-bytes-per-pixel copy and the conversion after it; every other file (PNG,
     CMYK JPEG, a JPEG large enough for draft decoding) and any JPEG that path refuses goes through
     PIL, as `open_rgb`. Transforms accept either."""
+    size = os.stat(path).st_size
+    if size > limits.max_bytes:
+        raise ImageTooLarge(
+            f"{size / 2**20:.1f} MB file, over the --max-image-mb limit of {limits.max_mb:g} MB; not read"
+        )
     with open(path, "rb") as handle:
         data = handle.read()
     header = _jpeg_header(data) if _decode_jpeg is not None else None
     if header is not None:
         width, height, components = header
+        _check_pixels(width, height, limits)
         if width * height > 2 * (Image.MAX_IMAGE_PIXELS or float("inf")):
             raise Image.DecompressionBombError(
                 f"{width}x{height} pixels: over twice PIL's limit of "
@@ -78,7 +123,7 @@ def load_rgb(path: Union[str, Path], min_side: Optional[int] = None) -> Union[Im
                 return _decode_jpeg(data)
             except RuntimeError:
                 pass  # PIL decides: it gives broken files their usual error
-    return open_rgb(io.BytesIO(data), min_side)
+    return open_rgb(io.BytesIO(data), min_side, limits)
 
 
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start of frame: baseline, progressive, ...

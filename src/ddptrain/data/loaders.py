@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from ..runtime.preempt import ignore_stop_signals
 from .datasets import ImageDataset, collate
 from .folder import Sample
+from .images import ImageLimits
 from .samplers import EpochSampler, ShardSampler
 from .transforms import eval_decode_min_side, eval_transform, train_decode_min_side, train_transform
 
@@ -100,6 +101,7 @@ def training_images(
     rank: int,
     world_size: int,
     settings: LoaderSettings,
+    limits: ImageLimits = ImageLimits(),
 ) -> DataLoader:
     """Random crops and flips, one draw per (seed, epoch, sample); an unreadable file is substituted."""
     dataset = ImageDataset(
@@ -108,6 +110,7 @@ def training_images(
         train_decode_min_side(img_size, min_crop_scale),
         seed=seed,
         substitute=True,
+        limits=limits,
     )
     sampler = EpochSampler(len(dataset), rank, world_size, seed)
     return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate())
@@ -120,7 +123,8 @@ def evaluation_images(
     world_size: int,
     settings: LoaderSettings,
     persistent: bool = True,
+    limits: ImageLimits = ImageLimits(),
 ) -> DataLoader:
     """Resize and centre crop; an unreadable file is left out (and reported)."""
-    dataset = ImageDataset(samples, eval_transform(img_size), eval_decode_min_side(img_size))
+    dataset = ImageDataset(samples, eval_transform(img_size), eval_decode_min_side(img_size), limits=limits)
     return eval_loader(dataset, rank, world_size, settings, persistent, collate_fn=settings.image_collate())

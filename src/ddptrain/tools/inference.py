@@ -14,7 +14,7 @@ import torch
 
 from ..data.datasets import UnreadableFiles
 from ..data.folder import all_images, load_split
-from ..data.images import UNREADABLE_ERRORS, describe_unreadable, is_image_file, load_rgb
+from ..data.images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
 from ..data.transforms import eval_decode_min_side, eval_transform, normalize
 from ..errors import DataError
@@ -60,7 +60,13 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
         workers = auto_workers(opts.workers, cpus_per_process(env.local_world_size))
         settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers)
         loader = evaluation_images(
-            eval_samples(opts, loaded), loaded.config.data.img_size, rt.rank, rt.world_size, settings, persistent=False
+            eval_samples(opts, loaded),
+            loaded.config.data.img_size,
+            rt.rank,
+            rt.world_size,
+            settings,
+            persistent=False,
+            limits=ImageLimits.of(loaded.config.data),  # the caps the model was trained with
         )
         result = evaluate(
             loaded.model,
@@ -116,7 +122,8 @@ def run_predict(
     for path, error in expand_paths(paths):
         if error is None:
             try:
-                pending.append((path, transform(load_rgb(path, eval_decode_min_side(img_size)))))
+                image = load_rgb(path, eval_decode_min_side(img_size), ImageLimits.of(loaded.config.data))
+                pending.append((path, transform(image)))
             except UNREADABLE_ERRORS as exc:
                 error = describe_unreadable(exc)
         if error is not None:

@@ -15,6 +15,7 @@ import torch
 from ..config import Config
 from ..data.datasets import UnreadableFiles
 from ..data.folder import classes_without_validation, load_split
+from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
 from ..data.samplers import EpochSampler
 from ..errors import CheckpointError, DataError, NonFiniteLossError
@@ -104,11 +105,21 @@ class Trainer:
         cfg, rt, split = self.cfg, self.rt, self.split
         self.workers = auto_workers(cfg.data.workers, self.cpus)
         settings = LoaderSettings.for_device(rt.device, cfg.optim.batch_size, self.workers)
+        limits = ImageLimits.of(cfg.data)
         self.train_loader = training_images(
-            split.train, cfg.data.img_size, cfg.data.min_crop_scale, cfg.optim.seed, rt.rank, rt.world_size, settings
+            split.train,
+            cfg.data.img_size,
+            cfg.data.min_crop_scale,
+            cfg.optim.seed,
+            rt.rank,
+            rt.world_size,
+            settings,
+            limits,
         )
         self.train_sampler = cast(EpochSampler, self.train_loader.sampler)
-        self.val_loader = evaluation_images(split.val, cfg.data.img_size, rt.rank, rt.world_size, settings)
+        self.val_loader = evaluation_images(
+            split.val, cfg.data.img_size, rt.rank, rt.world_size, settings, limits=limits
+        )
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
         if self.steps_per_epoch == 0:
             raise DataError(
