@@ -7,7 +7,18 @@ import json
 import sys
 import time
 
-from ..conftest import CLI_TIMEOUT_S, _kill_group, cli_env, fault_env, load_checkpoint, read_metrics, run_cli, started
+from ..conftest import (
+    CLI_TIMEOUT_S,
+    _kill_group,
+    cli_env,
+    fault_env,
+    json_lines,
+    load_checkpoint,
+    read_metrics,
+    run_cli,
+    started,
+    write_synthetic,
+)
 
 TINY = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--workers", 0, "--val-split", 0.25]
 
@@ -139,3 +150,39 @@ def test_on_resume_the_command_lines_optimizer_settings_win(tiny_shapes, tmp_pat
     state = load_checkpoint(run_dir / "checkpoints" / "last.pt")["optimizer"]["state"]
     assert all("exp_avg" in entry for entry in state.values())  # AdamW's own state, not SGD's momentum buffers
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]
+
+
+def test_the_runs_split_is_the_source_of_truth_once_written(tmp_path):
+    """Images added to the folder would reshuffle a recomputed split and put former training images into validation;
+    resume and eval --split val read the run's own split back instead."""
+    data = write_synthetic(tmp_path / "data", classes=3, per_class=12)
+    run_dir = tmp_path / "run"
+    flags = ["--data", data, "--out", run_dir, *TINY, "--nproc", 2, "--resume", "auto"]
+    run_cli(["train", *flags, "--epochs", 1])
+    val_before = (run_dir / "splits" / "val.txt").read_text()
+    write_synthetic(data, classes=3, per_class=4, start=100)  # 12 new images, 4 per class
+    best = run_dir / "checkpoints" / "best.pt"
+    evaluated = run_cli(["eval", "--checkpoint", best, "--data", data, "--nproc", 2])
+    assert json_lines(evaluated.stdout)[0]["samples"] == val_before.count("\n") == 9
+    assert evaluated.stderr.count("12 image(s) added to") == 1 and "left out of --split val" in evaluated.stderr
+    resumed = run_cli(["train", *flags, "--epochs", 2])
+    assert "resume: train/val split read back" in resumed.stderr and "12 image(s) added to" in resumed.stderr
+    assert (run_dir / "splits" / "val.txt").read_text() == val_before
+    assert [m["val_samples"] for m in read_metrics(run_dir)] == [9, 9]
+    gone = data / val_before.splitlines()[0].split("\t")[0]
+    gone.unlink()
+    refused = run_cli(["train", *flags, "--epochs", 3], check=False)
+    assert refused.returncode != 0 and f"are gone from {data}: {gone}" in refused.stderr
+
+
+def test_eval_on_another_folder_says_the_split_differs(tmp_path):
+    data = write_synthetic(tmp_path / "data", classes=3, per_class=12)
+    run_cli(["train", "--data", data, "--out", tmp_path / "run", *TINY, "--epochs", 1])
+    moved = tmp_path / "model.pt"  # the checkpoint alone, away from its run's splits/
+    moved.write_bytes((tmp_path / "run" / "checkpoints" / "best.pt").read_bytes())
+    other = write_synthetic(tmp_path / "other", classes=3, per_class=14)
+    proc = run_cli(["eval", "--checkpoint", moved, "--data", other], check=False)
+    assert proc.returncode != 0
+    assert "does not give the validation split" in proc.stderr and "here 30 train / 12 val" in proc.stderr
+    assert "the checkpoint's 27 / 9" in proc.stderr
+    assert json_lines(run_cli(["eval", "--checkpoint", moved, "--data", data]).stdout)[0]["samples"] == 9

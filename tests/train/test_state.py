@@ -13,7 +13,8 @@ from ddptrain.train.state import FORMAT_VERSION, EpochPosition, PartialEpoch, Tr
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ddptrain"
 STATE_MODULE = PACKAGE / "train" / "state.py"
 
-# The file format as `ddptrain train` has always written it (an epoch end, then a mid-epoch checkpoint).
+# The file format `ddptrain train` writes (an epoch end, then a mid-epoch checkpoint): the keys it has always had,
+# and `split` (digest and sizes of the train/val split the checkpoint was trained on).
 EPOCH_END_KEYS = [
     "format",
     "model",
@@ -27,6 +28,7 @@ EPOCH_END_KEYS = [
     "config",
     "class_names",
     "world_size",
+    "split",
     "metrics",
 ]
 MID_EPOCH_KEYS = EPOCH_END_KEYS[:-1] + ["partial"]

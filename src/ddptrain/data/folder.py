@@ -6,6 +6,7 @@ file list has to be broadcast and two machines agree without talking.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass
@@ -103,12 +104,71 @@ def all_images(root: str | Path, classes: Sequence[str]) -> List[Sample]:
     return [(str(p), label) for label, name in enumerate(classes) for p in images[name]]
 
 
+def split_lines(split: Split) -> Dict[str, List[str]]:
+    """The split as its files hold it: `relative/path.jpg<TAB>class` per image, for train and for val."""
+    return {
+        name: [f"{Path(p).relative_to(split.root).as_posix()}\t{split.classes[label]}" for p, label in samples]
+        for name, samples in (("train", split.train), ("val", split.val))
+    }
+
+
+def split_summary(split: Split) -> Dict[str, object]:
+    """What a checkpoint keeps of its split: a digest of both file lists and their sizes."""
+    lines = split_lines(split)
+    digest = hashlib.sha1("\n".join([*lines["train"], "--", *lines["val"]]).encode()).hexdigest()[:16]
+    return {"digest": digest, "train": len(split.train), "val": len(split.val)}
+
+
 def write_split_files(split: Split, run_dir: Path) -> None:
     """class_indices.json and the two split lists, relative to the data root (rank 0 only)."""
     indices = {str(i): name for i, name in enumerate(split.classes)}
     (run_dir / "class_indices.json").write_text(json.dumps(indices, indent=2) + "\n")
     split_dir = run_dir / "splits"
     split_dir.mkdir(parents=True, exist_ok=True)
-    for name, samples in (("train", split.train), ("val", split.val)):
-        lines = [f"{Path(p).relative_to(split.root).as_posix()}\t{split.classes[label]}" for p, label in samples]
+    for name, lines in split_lines(split).items():
         (split_dir / f"{name}.txt").write_text("".join(line + "\n" for line in lines))
+
+
+def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[str]]]:
+    """The run's own split, read back from RUN_DIR/splits (the source of truth once written), checked against
+    what the data folder holds now (`scanned`): (split, files added to the folder since). A file of the split
+    that is gone, or a class folder the run does not know, is an error naming them. None: no split written."""
+    split_dir = run_dir / "splits"
+    files = [run_dir / "class_indices.json", split_dir / "train.txt", split_dir / "val.txt"]
+    if not all(f.is_file() for f in files):
+        return None
+    indices = json.loads(files[0].read_text())
+    classes = [indices[str(i)] for i in range(len(indices))]
+    unknown = sorted(set(scanned.classes) - set(classes))
+    if unknown:
+        raise DataError(
+            f"cannot resume or evaluate this run on {scanned.root}: it has class folder(s) "
+            f"{', '.join(repr(c) for c in unknown)} that the run's split ({split_dir}) does not know; "
+            "a model trained on the run's classes cannot learn or score them. Start another run (another "
+            "--out, or --overwrite) for another class list"
+        )
+    train, val = (_read_samples(f, scanned.root, classes) for f in files[1:])
+    stored = Split(classes, train, val, f"{scanned.layout}, from {split_dir}", scanned.root)
+    missing = sorted(p for p, _ in train + val if not Path(p).is_file())
+    if missing:
+        raise DataError(
+            f"{len(missing)} image(s) of the run's split ({split_dir}) are gone from {scanned.root}: "
+            f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; put them back, or start another "
+            "run (another --out, or --overwrite)"
+        )
+    known = {p for p, _ in train + val}
+    added = sorted(p for p, _ in scanned.train + scanned.val if p not in known)
+    return stored, added
+
+
+def _read_samples(path: Path, root: Path, classes: List[str]) -> List[Sample]:
+    samples = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        relative, _, name = line.rpartition("\t")
+        if not relative or name not in classes:
+            raise DataError(
+                f"{path}:{number} is not a split line (relative/path<TAB>class name); the run's split files "
+                "were changed or damaged"
+            )
+        samples.append((str(root / relative), classes.index(name)))
+    return samples

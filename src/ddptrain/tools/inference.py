@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ..data.datasets import UnreadableFiles
-from ..data.folder import all_images, load_split
+from ..data.folder import all_images, load_split, read_run_split, split_summary
 from ..data.images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
 from ..data.transforms import eval_decode_min_side, eval_transform, normalize
@@ -40,11 +40,34 @@ class EvalOptions:
     trust_torchscript: bool = False  # a *.torchscript.pt file runs its own code when loaded
 
 
-def eval_samples(opts: EvalOptions, loaded: LoadedModel) -> List[Tuple[str, int]]:
+def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -> List[Tuple[str, int]]:
+    """`--split all`: every image. `--split val`: the run's own validation split, read back from its splits/ when
+    the checkpoint sits in its run directory; otherwise computed again, and refused when it is not the split the
+    checkpoint was trained with."""
     if opts.split == "all":
         return all_images(opts.data, loaded.class_names)
     cfg = loaded.config
     split = load_split(opts.data, cfg.data.val_split, cfg.optim.seed)
+    run_dir = Path(opts.checkpoint).resolve().parent.parent  # RUN_DIR/checkpoints/best.pt
+    found = read_run_split(run_dir, split) if (run_dir / "splits").is_dir() else None
+    if found is not None:
+        split, added = found
+        if added and is_main:
+            log.warning(
+                "%d image(s) added to %s since the run's split was written are left out of --split val: %s%s",
+                len(added),
+                split.root,
+                ", ".join(added[:5]),
+                " ..." if len(added) > 5 else "",
+            )
+    elif loaded.split is not None and split_summary(split) != loaded.split:
+        here = split_summary(split)
+        raise DataError(
+            f"{opts.data} does not give the validation split {opts.checkpoint} was trained with (its run's splits/ "
+            f"are not beside it): here {here['train']} train / {here['val']} val images and another file list, "
+            f"the checkpoint's {loaded.split['train']} / {loaded.split['val']}. Evaluate on the folder it was trained "
+            "on, or use --split all"
+        )
     if split.classes != loaded.class_names:
         raise DataError(
             f"{opts.data} has classes {split.classes} but the checkpoint knows "
@@ -60,7 +83,7 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
         workers = auto_workers(opts.workers, cpus_per_process(env.local_world_size))
         settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers)
         loader = evaluation_images(
-            eval_samples(opts, loaded),
+            eval_samples(opts, loaded, rt.is_main),
             loaded.config.data.img_size,
             rt.rank,
             rt.world_size,

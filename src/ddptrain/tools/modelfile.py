@@ -61,6 +61,7 @@ class LoadedModel:
     class_names: List[str]
     config: Config  # the training run's options
     epoch: Optional[int] = None
+    split: Optional[Dict[str, Any]] = None  # the checkpoint's train/val split summary (digest, sizes)
 
 
 def sidecar_path(path: Path) -> Path:
@@ -137,7 +138,7 @@ def _load_checkpoint(path: Path, device: torch.device) -> LoadedModel:
     config = _train_config(state.config, path)
     model = build_model(config.model.name, len(state.class_names))
     model.load_state_dict(state.model)
-    return LoadedModel(model.to(device).eval(), list(state.class_names), config, state.epoch)
+    return LoadedModel(model.to(device).eval(), list(state.class_names), config, state.epoch, state.split)
 
 
 def _load_safetensors(path: Path, device: torch.device) -> LoadedModel:

@@ -14,7 +14,7 @@ import torch
 
 from ..config import Config
 from ..data.datasets import UnreadableFiles
-from ..data.folder import classes_without_validation, load_split
+from ..data.folder import Split, classes_without_validation, load_split, read_run_split, split_summary
 from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
 from ..data.samplers import EpochSampler
@@ -82,7 +82,7 @@ class Trainer:
         self.cpus = cpus_per_process(rt.env.local_world_size)
         if rt.device.type == "cpu":
             torch.set_num_threads(self.cpus)
-        self.split = load_split(cfg.data.folder(), cfg.data.val_split, cfg.optim.seed)
+        self.split = self._load_split()
         self._build_loaders()
         self.clock.mark("data")
         self._build_model()
@@ -101,6 +101,31 @@ class Trainer:
         self.clock.mark("resume and DDP")
 
     # ---- set-up -------------------------------------------------------------------------------
+    def _load_split(self) -> Split:
+        """A fresh run splits the folder; a resumed one reads its own split back from RUN_DIR/splits, so images added
+        to the folder since cannot move between training and validation."""
+        cfg = self.cfg
+        scanned = load_split(cfg.data.folder(), cfg.data.val_split, cfg.optim.seed)
+        found = read_run_split(self.run_dir, scanned) if cfg.run.resume else None
+        if found is None:
+            return scanned
+        split, added = found
+        log.info(
+            "resume: train/val split read back from %s (%d train, %d val images)",
+            self.run_dir / "splits",
+            len(split.train),
+            len(split.val),
+        )
+        if added and self.rt.is_main:
+            log.warning(
+                "%d image(s) added to %s since this run's split was written are left out: %s%s",
+                len(added),
+                split.root,
+                ", ".join(added[:5]),
+                " ..." if len(added) > 5 else "",
+            )
+        return split
+
     def _build_loaders(self) -> None:
         cfg, rt, split = self.cfg, self.rt, self.split
         self.workers = auto_workers(cfg.data.workers, self.cpus)
@@ -427,6 +452,7 @@ class Trainer:
             config=self.cfg.to_flat(),
             class_names=list(self.split.classes),
             world_size=self.rt.world_size,
+            split=split_summary(self.split),
             metrics=metrics,
         )
 
