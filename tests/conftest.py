@@ -32,6 +32,8 @@ TIMING_KEYS = {
     "gpu_util",
 }
 FAULT_HOOK = Path(__file__).parent / "fault_hook"
+# The smallest training run: a tiny timm model on 32 px images, in-process loading, a quarter for validation.
+TINY = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--workers", 0, "--val-split", 0.25]
 # The short 2-epoch run that resume, restart and preemption tests compare against, bit for bit.
 RESUME_FLAGS = [
     "--model",

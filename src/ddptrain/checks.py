@@ -24,8 +24,11 @@ def check_before_start(cfg: Config) -> None:
     if cfg.launch.node_rank == 0:
         run_dir = Path(cfg.run.out)
         ensure_writable(run_dir)
-        check_fresh_start(run_dir, cfg.run.resume, cfg.run.overwrite)
-        check_not_in_use(run_dir)
+        if cfg.launch.rdzv_endpoint is None:
+            # In an elastic job every node looks like node 0 and one may join while the others train (holding the
+            # lock): there, rank 0's own claim at start-up is the check.
+            check_fresh_start(run_dir, cfg.run.resume, cfg.run.overwrite)
+            check_not_in_use(run_dir)
     if cfg.launch.uses_launcher:
         from .runtime.launch import network_environment
 

@@ -220,6 +220,12 @@ class LaunchConfig:
         report=TABLE,
     )
     rdzv_id: str = opt("ddptrain", "job id shared by every node of an elastic job", report=HIDDEN)
+    rdzv_conf: Optional[str] = opt(
+        None,
+        "more settings for an elastic job's rendezvous, KEY=VALUE[,KEY=VALUE], as torchrun's --rdzv-conf: e.g. "
+        "last_call_timeout=10,keep_alive_interval=2 to re-form sooner after a node is lost (see docs/multinode.md)",
+        report=TABLE,
+    )
     rdzv_timeout: float = opt(
         300.0, "seconds to wait for every node to join (and for the master to answer)", report=TABLE
     )
@@ -268,6 +274,12 @@ class LaunchConfig:
                     "--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)",
                 ),
                 (not elastic or _is_host_port(self.rdzv_endpoint or ""), "--rdzv-endpoint must be HOST:PORT"),
+                (self.rdzv_conf is None or elastic, "--rdzv-conf applies to an elastic job (--rdzv-endpoint)"),
+                (
+                    self.rdzv_conf is None
+                    or all("=" in item and item.split("=", 1)[0].strip() for item in self.rdzv_conf.split(",")),
+                    "--rdzv-conf must be KEY=VALUE[,KEY=VALUE]",
+                ),
                 (self.rdzv_timeout > 0, "--rdzv-timeout must be positive"),
                 (self.dist_timeout > 0, "--dist-timeout must be positive"),
             ]

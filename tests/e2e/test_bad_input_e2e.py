@@ -12,22 +12,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from ..conftest import TINY as TINY_RUN
 from ..conftest import read_metrics, run_cli, write_synthetic
 
-TINY = [
-    "--model",
-    "timm:test_resnet",
-    "--img-size",
-    32,
-    "--batch-size",
-    2,
-    "--epochs",
-    1,
-    "--workers",
-    0,
-    "--val-split",
-    0.25,
-]
+TINY = [*TINY_RUN, "--epochs", 1]
 
 
 def _png_claiming(width: int, height: int) -> bytes:

@@ -114,8 +114,21 @@ def test_sigusr1_stops_every_rank_and_one_process_finishes_the_epoch(tiny_shapes
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["partial"]["position"]["samples_done"] == 16
     assert not (run_dir / "metrics.jsonl").exists()  # no epoch finished, none recorded
 
-    # the rest of epoch 1 (27 - 16 = 11 samples) re-sharded over one process: 2 steps of 4, then 6 in epoch 2
+    # the rest of epoch 1 (27 - 16 = 11 samples) re-sharded over one process, which keeps the global batch of 8 with
+    # --grad-accum 2: 1 step of 2 x 4 (the last 3 dropped, as any uneven tail), then 3 steps in epoch 2
     resumed = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS, "--resume", "auto"])
     assert "the rest of the epoch is re-sharded" in resumed.stderr
-    assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1]
-    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 2 + 2 + 6
+    assert "--grad-accum 1 -> 2 keeps the global batch at 8" in resumed.stderr
+    assert [(m["epoch"], m["global_batch"]) for m in read_metrics(run_dir)] == [(0, 8), (1, 8)]
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 2 + 1 + 3
+
+    # a later resume on the same single process keeps that global batch (the checkpoint records it), while another
+    # --grad-accum on the command line is the user's choice and is kept
+    again = run_cli(
+        ["train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS, "--epochs", 3, "--resume", "auto"]
+    )
+    assert "keeps the global batch at 8" in again.stderr
+    chosen = [*RESUME_FLAGS, "--epochs", 4, "--grad-accum", 3, "--resume", "auto"]
+    changed = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *chosen])
+    assert "the global batch changes from 8 to 12 with --batch-size/--grad-accum" in changed.stderr
+    assert [m["global_batch"] for m in read_metrics(run_dir)] == [8, 8, 8, 12]

@@ -9,6 +9,7 @@ import time
 
 from ..conftest import (
     CLI_TIMEOUT_S,
+    TINY,
     _kill_group,
     cli_env,
     fault_env,
@@ -19,8 +20,6 @@ from ..conftest import (
     started,
     write_synthetic,
 )
-
-TINY = ["--model", "timm:test_resnet", "--img-size", 32, "--batch-size", 2, "--workers", 0, "--val-split", 0.25]
 
 
 def _digest(path) -> str:

@@ -48,6 +48,8 @@ def test_elastic_job_uses_the_c10d_rendezvous():
     )
     assert (args.nnodes, args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id) == ("1:3", "c10d", "head:29400", "exp7")
     assert args.rdzv_conf == "join_timeout=90"
+    sooner = LaunchConfig(nproc=2, nnodes="1:3", rdzv_endpoint="head:29400", rdzv_conf="last_call_timeout=10")
+    assert parse_torchrun_argv(torchrun_argv(sooner, ["train"])).rdzv_conf == "join_timeout=300,last_call_timeout=10"
 
 
 def test_node_counts_and_endpoints_are_checked_before_anything_starts():
@@ -57,6 +59,8 @@ def test_node_counts_and_endpoints_are_checked_before_anything_starts():
         ({"nnodes": "1:4"}, "needs --rdzv-endpoint"),
         ({"nnodes": "2", "node_rank": 2}, "--node-rank must be in"),
         ({"nnodes": "1:2", "rdzv_endpoint": "nohost"}, "HOST:PORT"),
+        ({"rdzv_conf": "last_call_timeout=10"}, "applies to an elastic job"),
+        ({"nnodes": "1:2", "rdzv_endpoint": "h:1", "rdzv_conf": "last_call_timeout"}, "KEY=VALUE"),
     ]:
         with pytest.raises(ConfigError, match=message):
             Config.from_flat({"data": "d", **values}).validate()

@@ -14,7 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ddptrain"
 STATE_MODULE = PACKAGE / "train" / "state.py"
 
 # The file format `ddptrain train` writes (an epoch end, then a mid-epoch checkpoint): the keys it has always had,
-# and `split` (digest and sizes of the train/val split the checkpoint was trained on).
+# `global_batch` (images per optimizer step, kept when the number of processes changes) and `split` (digest and sizes
+# of the train/val split the checkpoint was trained on).
 EPOCH_END_KEYS = [
     "format",
     "model",
@@ -28,6 +29,7 @@ EPOCH_END_KEYS = [
     "config",
     "class_names",
     "world_size",
+    "global_batch",
     "split",
     "metrics",
 ]
@@ -74,6 +76,7 @@ def test_a_checkpoint_of_an_older_layout_loads_with_defaults():
     old = {"model": {"w": torch.zeros(1)}, "optimizer": {}, "epoch": 0, "step": 4}  # no format, rng, world_size
     state = TrainState.from_dict(old, "old.pt")
     assert (state.epoch, state.step, state.world_size, state.best_top1, state.partial) == (0, 4, 1, -1.0, None)
+    assert state.global_batch == 0  # not recorded: a resume computes it from the saved config
 
 
 def _string_keys(tree: ast.AST, reads_only: bool = False):

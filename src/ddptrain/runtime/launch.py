@@ -75,7 +75,7 @@ def torchrun_argv(spec: LaunchConfig, worker_argv: Sequence[str]) -> List[str]:
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={spec.rdzv_endpoint}",
             f"--rdzv-id={spec.rdzv_id}",
-            f"--rdzv-conf=join_timeout={timeout}",
+            f"--rdzv-conf=join_timeout={timeout}" + (f",{spec.rdzv_conf}" if spec.rdzv_conf else ""),
             *tail,
         ]
     addr = spec.master_addr or LOOPBACK  # IPv4 loopback: avoids IPv6 'Address family not supported'

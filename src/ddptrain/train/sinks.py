@@ -33,7 +33,9 @@ METRICS = "metrics.jsonl"
 BEST_EVAL = "best_eval.json"
 
 
-def epoch_record(epoch: int, step: int, world_size: int, stats: EpochStats, result: EvalResult) -> Dict:
+def epoch_record(
+    epoch: int, step: int, world_size: int, global_batch: int, stats: EpochStats, result: EvalResult
+) -> Dict:
     """One line of metrics.jsonl."""
     record = {
         "epoch": epoch,
@@ -49,6 +51,7 @@ def epoch_record(epoch: int, step: int, world_size: int, stats: EpochStats, resu
         "data_wait_frac": stats.data_wait_frac,
         "skipped_images": stats.skipped_images + result.skipped,
         "world_size": world_size,
+        "global_batch": global_batch,  # images per optimizer step over all processes
         "time": time.time(),
     }
     if stats.ranks:

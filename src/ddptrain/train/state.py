@@ -76,6 +76,7 @@ class TrainState:
     config: Dict[str, Any] = field(default_factory=dict)  # the flat config (as in config.yaml)
     class_names: List[str] = field(default_factory=list)
     world_size: int = 1
+    global_batch: int = 0  # images per optimizer step over all processes (0: not recorded)
     split: Optional[Dict[str, Any]] = None  # digest and sizes of the train/val split it was trained on
     metrics: Optional[Dict[str, Any]] = None  # at an epoch end: that epoch's metrics.jsonl record
     partial: Optional[PartialEpoch] = None  # in the middle of an epoch: where it stopped

@@ -78,6 +78,9 @@ class Trainer:
         self.run_lock = rundir.claim(self.run_dir, cfg.run.resume, cfg.run.overwrite) if rt.is_main else None
         self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main)
         self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main)
+        self.resumed = self.checkpointer.resume_from(cfg.run.resume)  # read first: it can change --grad-accum
+        self.requested = cfg  # as given; checkpoints and config.yaml keep it, so every resume starts from the same
+        self.cfg = cfg = self._keep_global_batch(cfg)
         self.unreadable = UnreadableFiles(rt.rank)
         self.cpus = cpus_per_process(rt.env.local_world_size)
         if rt.device.type == "cpu":
@@ -96,7 +99,7 @@ class Trainer:
         self.resume_rng: Optional[Dict] = None  # this rank's RNG state at that point
         self._maybe_resume()
         self._wrap_ddp()
-        self.sinks.write_run_files(cfg, self.split)
+        self.sinks.write_run_files(self.requested, self.split)
         self.sinks.start(self.start_epoch - 1, self.global_step)
         self.clock.mark("resume and DDP")
 
@@ -203,8 +206,49 @@ class Trainer:
             "torch": torch.__version__,
         }
 
+    def _keep_global_batch(self, cfg: Config) -> Config:
+        """A resumed run keeps its global batch when the number of processes changed (an elastic job that lost or
+        gained a node, a restart on fewer GPUs): --grad-accum takes up the difference when the numbers divide;
+        otherwise the change is said here and recorded in metrics.jsonl (global_batch). Another --batch-size or
+        --grad-accum than the run was started with is the user's choice and is kept."""
+        if self.resumed is None:
+            return cfg
+        path, state = self.resumed
+        saved = Config.from_flat(state.config, str(path), strict=False).optim
+        world, optim = self.rt.world_size, cfg.optim
+        now = optim.batch_size * optim.grad_accum * world
+        target = state.global_batch or saved.batch_size * saved.grad_accum * state.world_size
+        if target == now:
+            return cfg
+        if (saved.batch_size, saved.grad_accum) != (optim.batch_size, optim.grad_accum):
+            log.info("resume: the global batch changes from %d to %d with --batch-size/--grad-accum", target, now)
+            return cfg
+        if target % (optim.batch_size * world) == 0:
+            accum = target // (optim.batch_size * world)
+            log.warning(
+                "resume on %d process(es) (the checkpoint's: %d): --grad-accum %d -> %d keeps the global batch at %d",
+                world,
+                state.world_size,
+                optim.grad_accum,
+                accum,
+                target,
+            )
+            return cfg.replace(grad_accum=accum)
+        log.warning(
+            "resume on %d process(es) (the checkpoint's: %d): the global batch changes from %d to %d "
+            "(--batch-size %d x %d processes does not divide %d); the learning rate stays as configured",
+            world,
+            state.world_size,
+            target,
+            now,
+            optim.batch_size,
+            world,
+            target,
+        )
+        return cfg
+
     def _maybe_resume(self) -> None:
-        found = self.checkpointer.resume_from(self.cfg.run.resume)
+        found = self.resumed
         if found is None:
             if self.cfg.run.resume == "auto":
                 log.info("resume auto: no checkpoint in %s, starting fresh", self.checkpointer.folder)
@@ -295,7 +339,7 @@ class Trainer:
             self.rt.world_size,
             self.rt.device.type,
             self.precision.name,
-            cfg.optim.batch_size * cfg.optim.grad_accum * self.rt.world_size,
+            self.global_batch,
         )
         try:
             for epoch in range(self.start_epoch, last_epoch):
@@ -370,9 +414,14 @@ class Trainer:
         self.clock.mark("first step")
         self.sinks.startup(self.clock)
 
-    def _samples_per_epoch(self) -> int:
+    @property
+    def global_batch(self) -> int:
+        """Images per optimizer step over all processes."""
         optim = self.cfg.optim
-        return self.steps_per_epoch * optim.grad_accum * optim.batch_size * self.rt.world_size
+        return optim.batch_size * optim.grad_accum * self.rt.world_size
+
+    def _samples_per_epoch(self) -> int:
+        return self.steps_per_epoch * self.global_batch
 
     def _leave(self, epoch: int, position: Optional[EpochPosition]) -> None:
         dist.barrier()  # rank 0 has written the checkpoint
@@ -398,7 +447,7 @@ class Trainer:
 
     # ---- what is kept -------------------------------------------------------------------------
     def _record_epoch(self, epoch: int, stats: EpochStats, result: EvalResult) -> None:
-        record = epoch_record(epoch, self.global_step, self.rt.world_size, stats, result)
+        record = epoch_record(epoch, self.global_step, self.rt.world_size, self.global_batch, stats, result)
         is_best = result.top1 > self.best_top1  # the same on every rank: the result is all-reduced
         self.best_top1 = max(self.best_top1, result.top1)
         self.sinks.epoch_end(record, result, stats, self.workers)
@@ -449,9 +498,10 @@ class Trainer:
             step=self.global_step if step is None else step,
             best_top1=self.best_top1,
             rng=capture_rng(),
-            config=self.cfg.to_flat(),
+            config=self.requested.to_flat(),
             class_names=list(self.split.classes),
             world_size=self.rt.world_size,
+            global_batch=self.global_batch,
             split=split_summary(self.split),
             metrics=metrics,
         )
