@@ -116,6 +116,24 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def stack_dump(root: int) -> str:
+    """Python and native stacks of `root` and every process below it (py-spy, a dev dependency), to say where a
+    command that should have ended is stuck."""
+    dumps, py_spy = [], Path(sys.executable).with_name("py-spy")
+    for pid in [root, *_descendants(root)]:
+        try:
+            found = subprocess.run(
+                [str(py_spy), "dump", "--native", "--pid", str(pid)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            dumps.append(f"pid {pid}:\n{found.stdout[-8000:]}{found.stderr[-1000:]}")
+        except (OSError, subprocess.TimeoutExpired) as error:
+            dumps.append(f"pid {pid}: no stack ({error})")
+    return "\n".join(dumps)
+
+
 def _descendants(root: int) -> List[int]:
     """Every process below `root`, from /proc (Linux)."""
     children: dict = {}
@@ -142,6 +160,14 @@ def run_cli(
     )
     try:
         stdout, stderr = popen.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stacks = stack_dump(popen.pid)  # before the kill: where every process of the hung command is
+        _kill_group(popen)
+        stdout, stderr = popen.communicate()
+        raise AssertionError(
+            f"ddptrain {' '.join(map(str, args))} still ran after {timeout} s\n--- stderr\n{stderr[-6000:]}\n"
+            f"--- stacks\n{stacks}"
+        ) from None
     finally:
         _kill_group(popen)
     proc = subprocess.CompletedProcess(cmd, popen.returncode, stdout, stderr)

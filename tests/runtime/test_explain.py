@@ -60,7 +60,8 @@ def test_the_launcher_explains_a_rank_failure_once_naming_the_rank(tiny_shapes, 
     summary = [
         line for line in proc.stderr.splitlines() if line.startswith("ddptrain train: error: worker processes failed")
     ]
-    assert len(summary) == 1 and "rank 1 (local 1" in summary[0] and "[out of memory]" in summary[0], proc.stderr[-4000:]
+    tail = proc.stderr[-4000:]
+    assert len(summary) == 1 and "rank 1 (local 1" in summary[0] and "[out of memory]" in summary[0], tail
     assert proc.stderr.count("out of memory: A process ran out of GPU memory") == 1
 
 
