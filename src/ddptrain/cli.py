@@ -9,6 +9,8 @@ anything heavy is loaded or any process is started.
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import logging
 import os
 import sys
@@ -296,6 +298,10 @@ COMMANDS = {
 
 def main(argv: Optional[List[str]] = None) -> int:
     mark_command_start()
+    # Registered first, so it runs after every other exit handler: the objects left then (torch's modules and
+    # tensors) are kept out of the interpreter's last cycle collections, which otherwise take 1-2 s per process
+    # after the work is done. Files and sinks are closed explicitly before this point.
+    atexit.register(gc.freeze)
     clock = StartupClock()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
