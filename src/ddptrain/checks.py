@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .config import Config
 from .errors import CheckpointError, ConfigError, missing_data_folder, missing_weights_file
-from .train.rundir import check_fresh_start, check_not_in_use
+from .train.rundir import check_fresh_start, check_metrics_readable, check_not_in_use
 
 
 def check_before_start(cfg: Config) -> None:
@@ -29,6 +29,8 @@ def check_before_start(cfg: Config) -> None:
             # lock): there, rank 0's own claim at start-up is the check.
             check_fresh_start(run_dir, cfg.run.resume, cfg.run.overwrite)
             check_not_in_use(run_dir)
+        if cfg.run.resume:
+            check_metrics_readable(run_dir)
     if cfg.launch.uses_launcher:
         from .runtime.launch import network_environment
 

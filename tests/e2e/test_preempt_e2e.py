@@ -120,15 +120,7 @@ def test_sigusr1_stops_every_rank_and_one_process_finishes_the_epoch(tiny_shapes
     assert "the rest of the epoch is re-sharded" in resumed.stderr
     assert "--grad-accum 1 -> 2 keeps the global batch at 8" in resumed.stderr
     assert [(m["epoch"], m["global_batch"]) for m in read_metrics(run_dir)] == [(0, 8), (1, 8)]
-    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 2 + 1 + 3
-
-    # a later resume on the same single process keeps that global batch (the checkpoint records it), while another
-    # --grad-accum on the command line is the user's choice and is kept
-    again = run_cli(
-        ["train", "--data", tiny_shapes, "--out", run_dir, *RESUME_FLAGS, "--epochs", 3, "--resume", "auto"]
-    )
-    assert "keeps the global batch at 8" in again.stderr
-    chosen = [*RESUME_FLAGS, "--epochs", 4, "--grad-accum", 3, "--resume", "auto"]
-    changed = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *chosen])
-    assert "the global batch changes from 8 to 12 with --batch-size/--grad-accum" in changed.stderr
-    assert [m["global_batch"] for m in read_metrics(run_dir)] == [8, 8, 8, 12]
+    saved = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    assert saved["step"] == 2 + 1 + 3
+    # a later resume starts from the recipe as given and the global batch recorded (tests/train/test_optim.py)
+    assert saved["config"]["grad_accum"] == 1 and saved["global_batch"] == 8

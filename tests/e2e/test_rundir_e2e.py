@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 import time
+
+import pytest
 
 from ..conftest import (
     CLI_TIMEOUT_S,
@@ -26,9 +29,20 @@ def _digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_second_run_into_the_same_out_is_refused_and_overwrite_starts_clean(tiny_shapes, tmp_path):
-    run_dir = tmp_path / "run"
+@pytest.fixture(scope="module")
+def one_epoch(tiny_shapes, tmp_path_factory):
+    """A finished 1-epoch run on 2 processes with the default recipe (kept pristine; tests use copies of it)."""
+    run_dir = tmp_path_factory.mktemp("one_epoch") / "run"
     run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 1, "--nproc", 2])
+    return run_dir
+
+
+def _copy(run_dir, tmp_path):
+    return shutil.copytree(run_dir, tmp_path / "run")
+
+
+def test_a_second_run_into_the_same_out_is_refused_and_overwrite_starts_clean(tiny_shapes, one_epoch, tmp_path):
+    run_dir = _copy(one_epoch, tmp_path)
     metrics, last = (run_dir / "metrics.jsonl").read_text(), _digest(run_dir / "checkpoints" / "last.pt")
 
     again = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 1, "--nproc", 2], check=False)
@@ -100,10 +114,9 @@ def test_resume_auto_continues_from_the_newest_checkpoint_that_loads(tiny_shapes
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]  # each epoch once, the interrupted one redone
 
 
-def test_a_metrics_line_cut_short_by_a_crash_does_not_stop_the_resume(tiny_shapes, tmp_path):
-    run_dir = tmp_path / "run"
+def test_a_metrics_line_cut_short_by_a_crash_does_not_stop_the_resume(tiny_shapes, one_epoch, tmp_path):
+    run_dir = _copy(one_epoch, tmp_path)
     flags = ["--data", tiny_shapes, "--out", run_dir, *TINY, "--nproc", 2, "--resume", "auto"]
-    run_cli(["train", *flags, "--epochs", 1])
     metrics = run_dir / "metrics.jsonl"
     whole = metrics.read_text()
     metrics.write_text(whole + '{"epoch": 1, "train_loss": 0.9')  # the crash came in the middle of an append
@@ -131,10 +144,9 @@ def test_weights_that_turn_nan_are_never_checkpointed(tiny_shapes, tmp_path):
     assert last["epoch"] == 0 and all(v.isfinite().all() for v in last["model"].values() if v.is_floating_point())
 
 
-def test_on_resume_the_command_lines_optimizer_settings_win(tiny_shapes, tmp_path):
-    run_dir = tmp_path / "run"
+def test_on_resume_the_command_lines_optimizer_settings_win(tiny_shapes, one_epoch, tmp_path):
+    run_dir = _copy(one_epoch, tmp_path)  # sgd, momentum 0.9, weight decay 1e-4: the defaults
     flags = ["--data", tiny_shapes, "--out", run_dir, *TINY, "--nproc", 2, "--resume", "auto"]
-    run_cli(["train", *flags, "--epochs", 1, "--optimizer", "sgd", "--momentum", 0.9, "--weight-decay", 1e-4])
     changed = run_cli(["train", *flags, "--epochs", 2, "--momentum", 0.8, "--weight-decay", 5e-4])
     assert (
         "optimizer settings replace the checkpoint's: weight_decay 0.0001 -> 0.0005, momentum 0.9 -> 0.8"
@@ -174,14 +186,12 @@ def test_the_runs_split_is_the_source_of_truth_once_written(tmp_path):
     assert refused.returncode != 0 and f"are gone from {data}: {gone}" in refused.stderr
 
 
-def test_eval_on_another_folder_says_the_split_differs(tmp_path):
-    data = write_synthetic(tmp_path / "data", classes=3, per_class=12)
-    run_cli(["train", "--data", data, "--out", tmp_path / "run", *TINY, "--epochs", 1])
+def test_eval_on_another_folder_says_the_split_differs(tiny_shapes, one_epoch, tmp_path):
     moved = tmp_path / "model.pt"  # the checkpoint alone, away from its run's splits/
-    moved.write_bytes((tmp_path / "run" / "checkpoints" / "best.pt").read_bytes())
+    moved.write_bytes((one_epoch / "checkpoints" / "best.pt").read_bytes())
     other = write_synthetic(tmp_path / "other", classes=3, per_class=14)
     proc = run_cli(["eval", "--checkpoint", moved, "--data", other], check=False)
     assert proc.returncode != 0
     assert "does not give the validation split" in proc.stderr and "here 30 train / 12 val" in proc.stderr
     assert "the checkpoint's 27 / 9" in proc.stderr
-    assert json_lines(run_cli(["eval", "--checkpoint", moved, "--data", data]).stdout)[0]["samples"] == 9
+    assert json_lines(run_cli(["eval", "--checkpoint", moved, "--data", tiny_shapes]).stdout)[0]["samples"] == 9

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Dict, List
 
 import torch
 from torch import nn
 
+from ..config import OptimConfig
 from ..errors import ConfigError
+
+log = logging.getLogger("ddptrain")
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list:
@@ -19,6 +23,36 @@ def param_groups(model: nn.Module, weight_decay: float) -> list:
         if param.requires_grad:
             (no_decay if param.ndim <= 1 else decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def resumed_grad_accum(optim: OptimConfig, saved: OptimConfig, saved_world: int, saved_global: int, world: int) -> int:
+    """The --grad-accum a resumed run uses so that it keeps its global batch when the number of processes changed (an
+    elastic job that lost or gained a node, a restart on fewer GPUs). `saved` is the recipe the run was started with,
+    `saved_global` the global batch its checkpoint records (0 in older checkpoints). Another --batch-size or
+    --grad-accum than the run's is the user's choice and is kept; a change that no --grad-accum can take up is said."""
+    now = optim.batch_size * optim.grad_accum * world
+    target = saved_global or saved.batch_size * saved.grad_accum * saved_world
+    if target == now:
+        return optim.grad_accum
+    if (saved.batch_size, saved.grad_accum) != (optim.batch_size, optim.grad_accum):
+        log.info("resume: the global batch changes from %d to %d with --batch-size/--grad-accum", target, now)
+        return optim.grad_accum
+    where = f"resume on {world} process(es) (the checkpoint's: {saved_world})"
+    if target % (optim.batch_size * world) == 0:
+        accum = target // (optim.batch_size * world)
+        log.warning("%s: --grad-accum %d -> %d keeps the global batch at %d", where, optim.grad_accum, accum, target)
+        return accum
+    log.warning(
+        "%s: the global batch changes from %d to %d (--batch-size %d x %d processes does not divide %d); the learning "
+        "rate stays as configured",
+        where,
+        target,
+        now,
+        optim.batch_size,
+        world,
+        target,
+    )
+    return optim.grad_accum
 
 
 def build_optimizer(

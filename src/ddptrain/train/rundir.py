@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import IO, List, Optional
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
+from ..util import DamagedLine, read_epoch_records
 
 log = logging.getLogger("ddptrain")
 
@@ -69,6 +70,17 @@ def check_fresh_start(run_dir: Path, resume: Optional[str], overwrite: bool) -> 
             f"--out {run_dir} already holds a run ({previous}); use --resume auto to continue it, "
             "--overwrite to delete it and start over, or another --out"
         )
+
+
+def check_metrics_readable(run_dir: Path) -> None:
+    """A resume stops here, before any process starts, on a damaged line in the middle of metrics.jsonl (rank 0
+    drops a last line cut short by a crash later, with a warning)."""
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.is_file():
+        try:
+            read_epoch_records(metrics)
+        except DamagedLine as error:
+            raise DataError(str(error)) from None
 
 
 class RunLock:

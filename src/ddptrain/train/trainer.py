@@ -41,7 +41,7 @@ from .checkpointer import BEST, Checkpointer
 from .evaluate import evaluate
 from .loop import EpochPlan, EpochStats, StepSettings, steps_per_epoch, train_one_epoch
 from .metrics import EvalResult
-from .optim import LrSchedule, apply_settings, build_optimizer
+from .optim import LrSchedule, apply_settings, build_optimizer, resumed_grad_accum
 from .precision import resolve_precision
 from .sinks import epoch_record, open_sinks
 from .state import (
@@ -207,45 +207,13 @@ class Trainer:
         }
 
     def _keep_global_batch(self, cfg: Config) -> Config:
-        """A resumed run keeps its global batch when the number of processes changed (an elastic job that lost or
-        gained a node, a restart on fewer GPUs): --grad-accum takes up the difference when the numbers divide;
-        otherwise the change is said here and recorded in metrics.jsonl (global_batch). Another --batch-size or
-        --grad-accum than the run was started with is the user's choice and is kept."""
+        """On resume, --grad-accum takes up a change in the number of processes (see resumed_grad_accum)."""
         if self.resumed is None:
             return cfg
         path, state = self.resumed
         saved = Config.from_flat(state.config, str(path), strict=False).optim
-        world, optim = self.rt.world_size, cfg.optim
-        now = optim.batch_size * optim.grad_accum * world
-        target = state.global_batch or saved.batch_size * saved.grad_accum * state.world_size
-        if target == now:
-            return cfg
-        if (saved.batch_size, saved.grad_accum) != (optim.batch_size, optim.grad_accum):
-            log.info("resume: the global batch changes from %d to %d with --batch-size/--grad-accum", target, now)
-            return cfg
-        if target % (optim.batch_size * world) == 0:
-            accum = target // (optim.batch_size * world)
-            log.warning(
-                "resume on %d process(es) (the checkpoint's: %d): --grad-accum %d -> %d keeps the global batch at %d",
-                world,
-                state.world_size,
-                optim.grad_accum,
-                accum,
-                target,
-            )
-            return cfg.replace(grad_accum=accum)
-        log.warning(
-            "resume on %d process(es) (the checkpoint's: %d): the global batch changes from %d to %d "
-            "(--batch-size %d x %d processes does not divide %d); the learning rate stays as configured",
-            world,
-            state.world_size,
-            target,
-            now,
-            optim.batch_size,
-            world,
-            target,
-        )
-        return cfg
+        accum = resumed_grad_accum(cfg.optim, saved, state.world_size, state.global_batch, self.rt.world_size)
+        return cfg if accum == cfg.optim.grad_accum else cfg.replace(grad_accum=accum)
 
     def _maybe_resume(self) -> None:
         found = self.resumed
