@@ -111,6 +111,7 @@ def test_resume_auto_continues_from_the_newest_checkpoint_that_loads(tiny_shapes
         f"refused last.pt: not a zip archive (truncated, or not a PyTorch checkpoint); continuing from {steps[-1].name}"
         in resumed.stderr
     )
+    assert resumed.stderr.count("refused last.pt") == 1  # every rank reads the files; one says so
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]  # each epoch once, the interrupted one redone
 
 
@@ -158,6 +159,7 @@ def test_on_resume_the_command_lines_optimizer_settings_win(tiny_shapes, one_epo
     assert (
         "--optimizer adamw replaces the checkpoint's sgd; its state (momentum, moments) starts fresh" in switched.stderr
     )
+    assert switched.stderr.count("--optimizer adamw replaces") == 1
     state = load_checkpoint(run_dir / "checkpoints" / "last.pt")["optimizer"]["state"]
     assert all("exp_avg" in entry for entry in state.values())  # AdamW's own state, not SGD's momentum buffers
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]

@@ -43,3 +43,25 @@ def test_trainer_advances_the_sampler_epoch_and_records_each_epoch(tiny_shapes, 
         dist.cleanup()
     assert seen_epochs == [0, 1, 2]  # set_epoch before every epoch: a new shuffle each time
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+
+
+@pytest.mark.slow
+def test_resuming_a_run_that_reached_its_epochs_trains_nothing_and_says_so(tiny_shapes, tmp_path, capfd):
+    flags = {"data": str(tiny_shapes), "out": str(tmp_path / "run"), "model": "timm:test_resnet", "img_size": 32}
+    flags.update({"batch_size": 8, "epochs": 1, "workers": 0, "val_split": 0.25})
+    setup_logging(0, 1)
+    rt = dist.setup(DistEnv(), "cpu", 60)
+    try:
+        Trainer(build_config(flags), rt).fit()
+        last = tmp_path / "run" / "checkpoints" / "last.pt"
+        written = last.stat().st_mtime_ns
+        capfd.readouterr()
+        Trainer(build_config({**flags, "resume": "auto"}), rt).fit()
+    finally:
+        dist.cleanup()
+    assert (
+        "its 1 finished epoch(s) already reach --epochs 1; nothing to train (raise --epochs" in capfd.readouterr().err
+    )
+    assert (
+        last.stat().st_mtime_ns == written and len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 1
+    )

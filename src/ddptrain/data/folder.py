@@ -148,7 +148,7 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
             "--out, or --overwrite) for another class list"
         )
     train, val = (_read_samples(f, scanned.root, classes) for f in files[1:])
-    stored = Split(classes, train, val, f"{scanned.layout}, from {split_dir}", scanned.root)
+    stored = Split(classes, train, val, scanned.layout, scanned.root)
     missing = sorted(p for p, _ in train + val if not Path(p).is_file())
     if missing:
         raise DataError(

@@ -104,10 +104,10 @@ def resume_candidates(folder: Path) -> List[Path]:
     return found
 
 
-def load_for_resume(resume: Optional[str], run_dir: Path) -> Optional[Tuple[Path, TrainState]]:
+def load_for_resume(resume: Optional[str], run_dir: Path, say: bool = True) -> Optional[Tuple[Path, TrainState]]:
     """The checkpoint to continue from. `auto`: the first of `resume_candidates` that loads (None when there is
-    none yet); refused ones are logged with their errors, and only when every one is refused is it an error.
-    A path: that file, which must load."""
+    none yet); refused ones are logged (when `say`: every rank reads the same files, one says it) with their
+    errors, and only when every one is refused is it an error. A path: that file, which must load."""
     if not resume:
         return None
     if resume != "auto":
@@ -124,13 +124,14 @@ def load_for_resume(resume: Optional[str], run_dir: Path) -> Optional[Tuple[Path
         except UnreadableCheckpoint as error:
             refused.append(f"{path.name}: {error.reason}")
             continue
-        if refused:
+        if refused and say:
             log.warning("resume auto: refused %s; continuing from %s", "; ".join(refused), path.name)
         return path, state
     if refused:
         raise CheckpointError(
             f"resume auto: no checkpoint in {run_dir / 'checkpoints'} can be loaded: {'; '.join(refused)}. "
-            "Resume from a good copy with --resume PATH, or start over with --overwrite"
+            "Resume from a good copy with --resume PATH, or start over with --overwrite",
+            every_rank=True,
         )
     return None
 
@@ -155,7 +156,7 @@ class Checkpointer:
             self.folder.mkdir(parents=True, exist_ok=True)
 
     def resume_from(self, resume: Optional[str]) -> Optional[Tuple[Path, TrainState]]:
-        return load_for_resume(resume, self.run_dir)
+        return load_for_resume(resume, self.run_dir, say=self.is_main)
 
     def save_epoch(self, state: TrainState, is_best: bool) -> None:
         """last.pt (and best.pt on a new best) at an epoch's end."""

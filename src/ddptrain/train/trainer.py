@@ -242,6 +242,16 @@ class Trainer:
                     self.rt.world_size,
                     state.world_size,
                 )
+        if self.start_epoch >= self.cfg.optim.epochs:
+            if self.rt.is_main:
+                log.warning(
+                    "resumed from %s: its %d finished epoch(s) already reach --epochs %d; nothing to train (raise "
+                    "--epochs to train on)",
+                    path,
+                    self.start_epoch,
+                    self.cfg.optim.epochs,
+                )
+            return
         log.info(
             "resumed from %s: continuing at epoch %d/%d%s (step %d, written by %s processes)",
             path,
@@ -259,11 +269,12 @@ class Trainer:
         if state.optimizer is None:
             return
         if saved.optim.optimizer != optim.optimizer:
-            log.warning(
-                "resume: --optimizer %s replaces the checkpoint's %s; its state (momentum, moments) starts fresh",
-                optim.optimizer,
-                saved.optim.optimizer,
-            )
+            if self.rt.is_main:  # the same on every rank
+                log.warning(
+                    "resume: --optimizer %s replaces the checkpoint's %s; its state (momentum, moments) starts fresh",
+                    optim.optimizer,
+                    saved.optim.optimizer,
+                )
             return
         self.optimizer.load_state_dict(state.optimizer)
         changes = apply_settings(self.optimizer, optim.momentum, optim.weight_decay)
