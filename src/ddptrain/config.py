@@ -69,7 +69,27 @@ class DataConfig:
         elsewhere=("data_dir", "data_path"),
     )
     val_split: float = opt(0.2, "fraction of each class held out for validation")
-    img_size: int = opt(224, "training and evaluation image size in pixels")
+    img_size: Optional[int] = opt(
+        None,
+        "training and evaluation image size in pixels (default: the model's pretrained input size, else 224)",
+        elsewhere=("input_size",),
+    )
+    mean: Optional[str] = opt(
+        None,
+        "per-channel mean in [0, 1] units, e.g. 0.5,0.5,0.5 (default: the model's pretrained config, else ImageNet's)",
+    )
+    std: Optional[str] = opt(None, "per-channel std, e.g. 0.5,0.5,0.5 (default: as for --mean)")
+    interpolation: Optional[str] = opt(
+        None,
+        "resize interpolation (default: the model's pretrained config, else bilinear)",
+        choices=["bilinear", "bicubic", "nearest"],
+    )
+    crop_fraction: Optional[float] = opt(
+        None,
+        "evaluation resizes to img_size / this and centre-crops img_size (default: the model's pretrained config, "
+        "else 0.875)",
+        elsewhere=("crop_pct",),
+    )
     min_crop_scale: float = opt(0.08, "smallest RandomResizedCrop area fraction")
     max_image_pixels: int = opt(
         64_000_000,
@@ -90,7 +110,8 @@ class DataConfig:
             [
                 (self.path is not None, "--data is required: a folder of class sub-folders"),
                 (0.0 <= self.val_split < 1.0, "--val-split must be in [0, 1)"),
-                (self.img_size >= 8, "--img-size must be at least 8"),
+                (self.img_size is None or self.img_size >= 8, "--img-size must be at least 8"),
+                (self.crop_fraction is None or 0.0 < self.crop_fraction <= 1.0, "--crop-fraction must be in (0, 1]"),
                 (0.0 < self.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
                 (self.workers is None or self.workers >= 0, "--workers must be 0 or more"),
                 (
@@ -99,6 +120,10 @@ class DataConfig:
                 ),
             ]
         )
+        for name in ("mean", "std"):
+            value = getattr(self, name)
+            if value is not None:
+                channels(value, f"--{name}", positive=name == "std")
         return self
 
     def folder(self) -> str:
@@ -393,6 +418,18 @@ class Config:
         return self
 
 
+def channels(text: str, what: str = "a per-channel value", positive: bool = False) -> Tuple[float, ...]:
+    """ "0.5,0.5,0.5" -> (0.5, 0.5, 0.5): three numbers (std: above 0), or a ConfigError saying what is wrong."""
+    try:
+        values = tuple(float(part) for part in text.replace(" ", "").split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or (positive and min(values) <= 0):
+        kind = "three numbers above 0" if positive else "three numbers"
+        raise ConfigError(f"{what} must be {kind}, one per RGB channel, such as 0.5,0.5,0.5; not {text!r}")
+    return values
+
+
 def require(checks: List[Tuple[bool, str]]) -> None:
     """Raise a ConfigError with the message of the first check that fails."""
     for ok, message in checks:
@@ -456,6 +493,8 @@ def _to_float(value: Any) -> Optional[float]:
 def _to_str(value: Any) -> Optional[str]:
     if isinstance(value, str):
         return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):  # `mean: [0.5, ...]`
+        return ",".join(str(v) for v in value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):  # `nnodes: 2`, `rdzv_id: 7`
         return str(value)
     return None

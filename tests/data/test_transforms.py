@@ -7,7 +7,8 @@ from PIL import Image
 from torchvision.transforms import v2
 from torchvision.transforms.v2.functional import pil_to_tensor
 
-from ddptrain.data.transforms import IMAGENET_MEAN, IMAGENET_STD, normalize, train_transform
+from ddptrain.config import DataConfig
+from ddptrain.data.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocess, eval_transform, normalize, train_transform
 
 
 def test_normalize_equals_the_per_image_float_pipeline():
@@ -37,3 +38,27 @@ def test_tensor_and_pil_inputs_get_the_same_crop_and_flip(seed):
     from_tensor = transform(pil_to_tensor(image))
     assert from_pil.dtype == from_tensor.dtype == torch.uint8 and from_pil.shape == from_tensor.shape == (3, 32, 32)
     assert (from_pil.float() - from_tensor.float()).abs().mean() < 2.0  # out of 255: same region, same flip
+
+
+def test_normalize_uses_the_models_mean_and_std():
+    images = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+    half = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+    torch.testing.assert_close(normalize(images, half), images.float() / 127.5 - 1.0, rtol=0, atol=1e-5)
+
+
+def test_a_config_without_preprocessing_values_means_imagenets():
+    """Runs written before these options existed were trained with ImageNet's values: eval and predict keep them."""
+    old = Preprocess.of(DataConfig(img_size=64))
+    assert old == Preprocess(64, IMAGENET_MEAN, IMAGENET_STD, "bilinear", 0.875)
+    recorded = Preprocess.of(DataConfig(img_size=32, mean="0.5,0.5,0.5", std="0.5,0.5,0.5", crop_fraction=0.95))
+    assert recorded.stats == ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)) and recorded.crop_fraction == 0.95
+    assert Preprocess.of(DataConfig(**recorded.flat())) == recorded  # what config.yaml records reads back the same
+
+
+def test_evaluation_resizes_by_the_crop_fraction_with_the_interpolation_given():
+    image = torch.randint(0, 256, (3, 60, 48), dtype=torch.uint8)
+    bicubic = Preprocess(32, interpolation="bicubic", crop_fraction=0.8)
+    expected = v2.functional.center_crop(
+        v2.functional.resize(image, 40, interpolation=v2.InterpolationMode.BICUBIC, antialias=True), 32
+    )
+    assert torch.equal(eval_transform(32, bicubic)(image), expected)  # 32 / 0.8 = 40, then the centre 32

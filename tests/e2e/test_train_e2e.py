@@ -9,8 +9,7 @@ import pytest
 import timm
 import torch
 from PIL import Image
-
-from ddptrain.data.transforms import eval_transform, normalize
+from torchvision.transforms import v2
 
 from ..conftest import json_lines, read_metrics, run_cli, save_odd_modes, write_synthetic
 
@@ -155,9 +154,25 @@ def test_checkpoint_loads_into_a_plain_model_and_predict_agrees(trained, dataset
     model.eval()
     images = sorted((dataset / "val").rglob("*.jpg"))[:4] + [dataset / "val" / "disc" / "gray.png"]
     images = [p for p in images if p.name != "broken.jpg"]
-    transform = eval_transform(32)
+    # test_resnet's pretrained config: mean and std 0.5, bilinear, evaluation crop 0.95 (resize to 33, crop 32)
+    saved = state["config"]
+    assert (saved["mean"], saved["std"], saved["interpolation"], saved["crop_fraction"]) == (
+        "0.5,0.5,0.5",
+        "0.5,0.5,0.5",
+        "bilinear",
+        0.95,
+    )
+    reference = v2.Compose(
+        [
+            v2.Resize(33, antialias=True),
+            v2.CenterCrop(32),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize([0.5] * 3, [0.5] * 3),
+        ]
+    )
     with torch.no_grad():
-        batch = normalize(torch.stack([transform(Image.open(p).convert("RGB")) for p in images]))
+        batch = torch.stack([reference(Image.open(p).convert("RGB")) for p in images])
         expected = [state["class_names"][i] for i in model(batch).argmax(1).tolist()]
     predicted = json_lines(run_cli(["predict", "--checkpoint", ckpt, *images, "--topk", 2]).stdout)
     assert [p["path"] for p in predicted] == [str(p) for p in images]

@@ -37,7 +37,8 @@ def ckpt(tmp_path_factory) -> Path:
                 module.running_mean.uniform_(-0.2, 0.2)
                 module.running_var.uniform_(0.5, 1.5)
         model.get_classifier().weight.mul_(20)
-    config = Config.from_flat({"data": "unused", "model": "timm:test_resnet", "img_size": 32}).to_flat()
+    preprocessing = {"img_size": 32, "mean": "0.5,0.5,0.5", "std": "0.5,0.5,0.5", "crop_fraction": 0.95}
+    config = Config.from_flat({"data": "unused", "model": "timm:test_resnet", **preprocessing}).to_flat()
     path = tmp_path_factory.mktemp("run") / "best.pt"
     torch.save({"model": model.state_dict(), "config": config, "class_names": CLASSES, "epoch": 4}, path)
     return path
@@ -65,6 +66,7 @@ def test_exported_model_predicts_like_the_checkpoint(ckpt, images, fmt):
     assert exported.name == {"torchscript": "best.torchscript.pt", "safetensors": "best.safetensors"}[fmt]
     meta = json.loads(sidecar_path(exported).read_text())
     assert meta["class_names"] == CLASSES and meta["img_size"] == 32 and meta["epoch"] == 4
+    assert (meta["mean"], meta["std"], meta["crop_fraction"]) == ([0.5] * 3, [0.5] * 3, 0.95)  # as trained
     want = predictions(ckpt, images)
     assert len(want) == 9 and len({p["topk"][0]["prob"] for p in want}) > 1  # outputs depend on the image
     assert_same_predictions(predictions(exported, images), want)

@@ -11,7 +11,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from ddptrain.data.datasets import Batch, ImageDataset, Item
 from ddptrain.data.loaders import LoaderSettings, eval_loader, train_loader
 from ddptrain.data.samplers import EpochSampler
-from ddptrain.data.transforms import train_transform
+from ddptrain.data.transforms import Preprocess, train_transform
 from ddptrain.models import place_model, unwrap, wrap_ddp
 from ddptrain.train.evaluate import evaluate
 from ddptrain.train.loop import EpochPlan, StepSettings, train_one_epoch
@@ -170,7 +170,9 @@ def _train_loader(dataset, rt, workers: int, seed: int = 7):
     """ddptrain's training loader: EpochSampler shards, 4 images per rank and step."""
     settings = _settings(4, workers)
     sampler = EpochSampler(len(dataset), rt.rank, rt.world_size, seed)
-    return train_loader(dataset, sampler, settings, seed, rt.rank, collate_fn=settings.image_collate())
+    return train_loader(
+        dataset, sampler, settings, seed, rt.rank, collate_fn=settings.image_collate(Preprocess().stats)
+    )
 
 
 def _shards(rt, image_path: str):
@@ -233,7 +235,11 @@ def _evaluate(rt, counts):
     for count in counts:
         settings = _settings(2, workers=0)
         loader = eval_loader(
-            _TensorDataset(count), rt.rank, rt.world_size, settings, collate_fn=settings.image_collate()
+            _TensorDataset(count),
+            rt.rank,
+            rt.world_size,
+            settings,
+            collate_fn=settings.image_collate(Preprocess().stats),
         )
         result = evaluate(model, loader, resolve_precision("off", rt.device), 3, rt)
         results[count] = {

@@ -6,7 +6,7 @@ from ddptrain.config import build_config
 from ddptrain.logs import setup_logging
 from ddptrain.runtime import dist
 from ddptrain.runtime.env import DistEnv
-from ddptrain.train.trainer import Trainer
+from ddptrain.train.trainer import Trainer, resolve_preprocessing
 
 
 @pytest.mark.slow
@@ -65,3 +65,17 @@ def test_resuming_a_run_that_reached_its_epochs_trains_nothing_and_says_so(tiny_
     assert (
         last.stat().st_mtime_ns == written and len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 1
     )
+
+
+def test_preprocessing_comes_from_the_command_line_then_the_checkpoint_then_the_model():
+    cfg = build_config({"data": "d", "model": "timm:test_resnet", "img_size": 32})
+    fresh, source = resolve_preprocessing(cfg, None)
+    assert (fresh.data.img_size, fresh.data.mean, fresh.data.crop_fraction) == (32, "0.5,0.5,0.5", 0.95)
+    assert source == "timm:test_resnet's pretrained config; img_size from the command line"
+    before = {"model": "timm:test_resnet", "img_size": 32}  # a checkpoint from before these options: ImageNet's
+    resumed, source = resolve_preprocessing(cfg, before)
+    assert (resumed.data.mean, resumed.data.crop_fraction) == ("0.485,0.456,0.406", 0.875)
+    assert source.startswith("the checkpoint's")
+    given = build_config({"data": "d", "model": "timm:test_resnet", "mean": "0.4,0.4,0.4", "std": "0.2,0.2,0.2"})
+    chosen, _ = resolve_preprocessing(given, fresh.to_flat())
+    assert (chosen.data.mean, chosen.data.std, chosen.data.img_size) == ("0.4,0.4,0.4", "0.2,0.2,0.2", 32)

@@ -11,7 +11,7 @@ from torch.utils.data import Dataset
 
 from .folder import Sample
 from .images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, load_rgb
-from .transforms import normalize
+from .transforms import IMAGENET_MEAN, IMAGENET_STD, Stats, normalize
 
 log = logging.getLogger("ddptrain")
 
@@ -98,19 +98,20 @@ class Batch(NamedTuple):
     labels: torch.Tensor
     failures: Tuple[str, ...]
     load_s: float = 0.0  # summed over its items: the input pipeline's cost, wherever it ran
+    stats: Stats = (IMAGENET_MEAN, IMAGENET_STD)  # the (mean, std) its uint8 images are normalised with
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def to_device(self, device: torch.device, channels_last: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
         """(images, labels) on `device`: uint8 travels, the float copy is made and normalised there."""
-        images = normalize(self.images.to(device, non_blocking=True))
+        images = normalize(self.images.to(device, non_blocking=True), self.stats)
         if channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         return images, self.labels.to(device, non_blocking=True)
 
 
-def collate(items: Sequence[Item], normalized: bool = False) -> Batch:
+def collate(items: Sequence[Item], normalized: bool = False, stats: Stats = (IMAGENET_MEAN, IMAGENET_STD)) -> Batch:
     """Stack readable samples; keep the failures so the training loop can count them.
 
     Batches stay uint8 for a GPU, which normalises them itself (Batch.to_device); `normalized`
@@ -120,12 +121,12 @@ def collate(items: Sequence[Item], normalized: bool = False) -> Batch:
     failures = tuple(f for item in items for f in item.failures)
     load_s = sum(item.load_s for item in items)
     if not kept:
-        return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures, load_s)
+        return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures, load_s, stats)
     images = torch.stack([image for image, _ in kept])
     if normalized:
-        images = normalize(images)
+        images = normalize(images, stats)
     labels = torch.tensor([label for _, label in kept], dtype=torch.long)
-    return Batch(images, labels, failures, load_s)
+    return Batch(images, labels, failures, load_s, stats)
 
 
 class UnreadableFiles:

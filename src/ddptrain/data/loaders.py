@@ -17,7 +17,14 @@ from .datasets import ImageDataset, collate
 from .folder import Sample
 from .images import ImageLimits
 from .samplers import EpochSampler, ShardSampler
-from .transforms import eval_decode_min_side, eval_transform, train_decode_min_side, train_transform
+from .transforms import (
+    Preprocess,
+    Stats,
+    eval_decode_min_side,
+    eval_transform,
+    train_decode_min_side,
+    train_transform,
+)
 
 MAX_AUTO_WORKERS = 8
 TRAIN_PREFETCH = 4  # batches per worker kept ready: covers a slow image or two without stalling the step
@@ -37,9 +44,9 @@ class LoaderSettings:
         on_cpu = device.type == "cpu"
         return cls(batch_size, workers, pin_memory=not on_cpu, normalize_in_workers=on_cpu)
 
-    def image_collate(self) -> Callable:
+    def image_collate(self, stats: Stats) -> Callable:
         """uint8 batches for an accelerator (it normalises them); normalised floats for a CPU model."""
-        return partial(collate, normalized=True) if self.normalize_in_workers else collate
+        return partial(collate, normalized=self.normalize_in_workers, stats=stats)
 
 
 def auto_workers(requested: Optional[int], cpus_per_process: int) -> int:
@@ -95,7 +102,7 @@ def eval_loader(
 
 def training_images(
     samples: Sequence[Sample],
-    img_size: int,
+    preprocess: Preprocess,
     min_crop_scale: float,
     seed: int,
     rank: int,
@@ -104,21 +111,22 @@ def training_images(
     limits: ImageLimits = ImageLimits(),
 ) -> DataLoader:
     """Random crops and flips, one draw per (seed, epoch, sample); an unreadable file is substituted."""
+    size = preprocess.img_size
     dataset = ImageDataset(
         samples,
-        train_transform(img_size, min_crop_scale),
-        train_decode_min_side(img_size, min_crop_scale),
+        train_transform(size, min_crop_scale, preprocess),
+        train_decode_min_side(size, min_crop_scale),
         seed=seed,
         substitute=True,
         limits=limits,
     )
     sampler = EpochSampler(len(dataset), rank, world_size, seed)
-    return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate())
+    return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate(preprocess.stats))
 
 
 def evaluation_images(
     samples: Sequence[Sample],
-    img_size: int,
+    preprocess: Preprocess,
     rank: int,
     world_size: int,
     settings: LoaderSettings,
@@ -126,5 +134,10 @@ def evaluation_images(
     limits: ImageLimits = ImageLimits(),
 ) -> DataLoader:
     """Resize and centre crop; an unreadable file is left out (and reported)."""
-    dataset = ImageDataset(samples, eval_transform(img_size), eval_decode_min_side(img_size), limits=limits)
-    return eval_loader(dataset, rank, world_size, settings, persistent, collate_fn=settings.image_collate())
+    size, fraction = preprocess.img_size, preprocess.crop_fraction
+    dataset = ImageDataset(
+        samples, eval_transform(size, preprocess), eval_decode_min_side(size, fraction), limits=limits
+    )
+    return eval_loader(
+        dataset, rank, world_size, settings, persistent, collate_fn=settings.image_collate(preprocess.stats)
+    )

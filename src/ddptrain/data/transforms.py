@@ -1,53 +1,102 @@
-"""Train and evaluation transforms (torchvision, in uint8), normalisation of whole batches, and the
-decode size each transform needs."""
+"""How images become model input: the preprocessing values (`Preprocess`), train and evaluation transforms
+(torchvision, in uint8), normalisation of whole batches, and the decode size each transform needs."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, Dict, Tuple
 
 import torch
 from torchvision.transforms import v2
 
+from ..config import DataConfig, channels
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 EVAL_CROP_FRACTION = 0.875  # Resize(S / 0.875) then CenterCrop(S), the usual ImageNet evaluation
+DEFAULT_IMG_SIZE = 224
+Stats = Tuple[Tuple[float, ...], Tuple[float, ...]]  # (mean, std) per channel, in [0, 1] units
 
 
-def eval_resize_size(img_size: int) -> int:
-    return int(math.floor(img_size / EVAL_CROP_FRACTION))
+@dataclass(frozen=True)
+class Preprocess:
+    """What a model expects of its input. A run resolves it once (flags, else the model's pretrained config, else
+    ImageNet's values) and records it in config.yaml, its checkpoints and exported files; eval, predict and exports
+    read it back from there."""
+
+    img_size: int = DEFAULT_IMG_SIZE
+    mean: Tuple[float, ...] = IMAGENET_MEAN
+    std: Tuple[float, ...] = IMAGENET_STD
+    interpolation: str = "bilinear"
+    crop_fraction: float = EVAL_CROP_FRACTION
+
+    @classmethod
+    def of(cls, data: DataConfig) -> Preprocess:
+        """From a config; what it leaves unset (a run written before these options existed) is ImageNet's."""
+        return cls(
+            data.img_size or DEFAULT_IMG_SIZE,
+            channels(data.mean) if data.mean else IMAGENET_MEAN,
+            channels(data.std) if data.std else IMAGENET_STD,
+            data.interpolation or "bilinear",
+            data.crop_fraction or EVAL_CROP_FRACTION,
+        )
+
+    def flat(self) -> Dict[str, Any]:
+        """As config options (`img_size`, `mean: "0.5,0.5,0.5"`, ...)."""
+        return {
+            "img_size": self.img_size,
+            "mean": ",".join(f"{v:g}" for v in self.mean),
+            "std": ",".join(f"{v:g}" for v in self.std),
+            "interpolation": self.interpolation,
+            "crop_fraction": self.crop_fraction,
+        }
+
+    @property
+    def stats(self) -> Stats:
+        return self.mean, self.std
+
+    @property
+    def mode(self) -> v2.InterpolationMode:
+        return v2.InterpolationMode(self.interpolation)
 
 
-def train_transform(img_size: int, min_crop_scale: float) -> v2.Compose:
+def eval_resize_size(img_size: int, crop_fraction: float = EVAL_CROP_FRACTION) -> int:
+    return int(math.floor(img_size / crop_fraction))
+
+
+def train_transform(img_size: int, min_crop_scale: float, preprocess: Preprocess = Preprocess()) -> v2.Compose:
     """Crop, resize and flip in 8 bits; the result is a uint8 CHW tensor (see `normalize`)."""
     return v2.Compose(
         [
-            v2.RandomResizedCrop(img_size, scale=(min_crop_scale, 1.0), antialias=True),
+            v2.RandomResizedCrop(img_size, scale=(min_crop_scale, 1.0), interpolation=preprocess.mode, antialias=True),
             v2.RandomHorizontalFlip(),
             v2.ToImage(),
         ]
     )
 
 
-def eval_transform(img_size: int) -> v2.Compose:
+def eval_transform(img_size: int, preprocess: Preprocess = Preprocess()) -> v2.Compose:
     return v2.Compose(
         [
-            v2.Resize(eval_resize_size(img_size), antialias=True),
+            v2.Resize(eval_resize_size(img_size, preprocess.crop_fraction), preprocess.mode, antialias=True),
             v2.CenterCrop(img_size),
             v2.ToImage(),
         ]
     )
 
 
-def normalize(images: torch.Tensor) -> torch.Tensor:
+def normalize(images: torch.Tensor, stats: Stats = (IMAGENET_MEAN, IMAGENET_STD)) -> torch.Tensor:
     """uint8 images (N, C, H, W), on any device -> float32 scaled to [0, 1] and normalised with the
-    ImageNet mean and std, in one pass over the batch where it lives (the GPU, in training).
+    per-channel (mean, std) `stats`, in one pass over the batch where it lives (the GPU, in training).
 
     Loader workers therefore hand over a quarter of the bytes and never touch floats; a batch that is
     already floating point is returned unchanged."""
     if images.is_floating_point():
         return images
-    mean = torch.tensor([255.0 * m for m in IMAGENET_MEAN], device=images.device).view(1, -1, 1, 1)
-    scale = torch.tensor([1.0 / (255.0 * s) for s in IMAGENET_STD], device=images.device).view(1, -1, 1, 1)
+    mean_of, std_of = stats
+    mean = torch.tensor([255.0 * m for m in mean_of], device=images.device).view(1, -1, 1, 1)
+    scale = torch.tensor([1.0 / (255.0 * s) for s in std_of], device=images.device).view(1, -1, 1, 1)
     return images.float().sub_(mean).mul_(scale)  # one float32 copy, then two in-place passes
 
 
@@ -57,5 +106,5 @@ def train_decode_min_side(img_size: int, min_crop_scale: float) -> int:
     return int(math.ceil(img_size / math.sqrt(min_crop_scale * 0.75)))
 
 
-def eval_decode_min_side(img_size: int) -> int:
-    return eval_resize_size(img_size)
+def eval_decode_min_side(img_size: int, crop_fraction: float = EVAL_CROP_FRACTION) -> int:
+    return eval_resize_size(img_size, crop_fraction)

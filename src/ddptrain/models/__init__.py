@@ -1,6 +1,7 @@
 """Models: build by name (`build`), fit weights into them (`weights`), wrap for training and unwrap (`wrap`)."""
 
 from .build import TIMM_PREFIX, build_model, freeze_backbone, head_name
+from .preprocess import pretrained_preprocessing
 from .weights import describe_mismatch, load_weights, strip_prefixes
 from .wrap import compile_model, is_compiled, place_model, unwrap, wrap_ddp
 
@@ -9,10 +10,10 @@ __all__ = [
     "build_model",
     "freeze_backbone",
     "head_name",
+    "pretrained_preprocessing",
     "describe_mismatch",
     "load_weights",
     "strip_prefixes",
-    "compile_model",
     "compile_model",
     "is_compiled",
     "place_model",

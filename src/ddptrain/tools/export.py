@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 import torch
 from torch import nn
 
-from ..data.transforms import IMAGENET_MEAN, IMAGENET_STD
+from ..data.transforms import Preprocess
 from ..errors import DdptrainError
 from ..version import __version__
 from .modelfile import META_KEY, TORCHSCRIPT_SUFFIX, ModelCard, load_model, quiet_jit, sidecar_path
@@ -42,14 +42,20 @@ def export(source: str | Path, fmt: str, out: Optional[str | Path] = None) -> Pa
     source = Path(source)
     loaded = load_model(source, torch.device("cpu"))
     config = loaded.config
+    preprocess = Preprocess.of(config.data)  # as the model was trained
     card = ModelCard(
         format=fmt,
         model=config.model.name,
-        img_size=config.data.img_size,
+        img_size=preprocess.img_size,
         class_names=loaded.class_names,
-        input="float32 NCHW RGB in [0, 1], normalised with mean and std",
-        mean=list(IMAGENET_MEAN),
-        std=list(IMAGENET_STD),
+        input=(
+            f"float32 NCHW RGB in [0, 1], normalised with mean and std; resized ({preprocess.interpolation}) to "
+            f"img_size / crop_fraction and centre-cropped to img_size"
+        ),
+        mean=list(preprocess.mean),
+        std=list(preprocess.std),
+        interpolation=preprocess.interpolation,
+        crop_fraction=preprocess.crop_fraction,
         epoch=loaded.epoch,
         source=str(source),
         ddptrain_version=__version__,

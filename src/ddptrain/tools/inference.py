@@ -16,7 +16,7 @@ from ..data.datasets import UnreadableFiles
 from ..data.folder import all_images, load_split, read_run_split, split_summary
 from ..data.images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
-from ..data.transforms import eval_decode_min_side, eval_transform, normalize
+from ..data.transforms import Preprocess, eval_decode_min_side, eval_transform, normalize
 from ..errors import DataError
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process
@@ -84,7 +84,7 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
         settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers)
         loader = evaluation_images(
             eval_samples(opts, loaded, rt.is_main),
-            loaded.config.data.img_size,
+            Preprocess.of(loaded.config.data),  # as the model was trained
             rt.rank,
             rt.world_size,
             settings,
@@ -137,35 +137,36 @@ def run_predict(
     """Print one JSON object per image; return 1 when any path could not be read, else 0."""
     torch_device = torch.device(dist.resolve_device_kind(device))
     loaded = load_model(checkpoint_path, torch_device, trust_torchscript)
-    img_size = loaded.config.data.img_size
-    transform = eval_transform(img_size)
+    preprocess = Preprocess.of(loaded.config.data)  # as the model was trained
+    transform = eval_transform(preprocess.img_size, preprocess)
+    decode_side = eval_decode_min_side(preprocess.img_size, preprocess.crop_fraction)
     k = max(1, min(topk, len(loaded.class_names)))
     failures = 0
     pending: List[Tuple[str, torch.Tensor]] = []
     for path, error in expand_paths(paths):
         if error is None:
             try:
-                image = load_rgb(path, eval_decode_min_side(img_size), ImageLimits.of(loaded.config.data))
+                image = load_rgb(path, decode_side, ImageLimits.of(loaded.config.data))
                 pending.append((path, transform(image)))
             except UNREADABLE_ERRORS as exc:
                 error = describe_unreadable(exc)
         if error is not None:
             failures += 1
             if pending:  # keep the output in input order
-                _emit(loaded, pending, k, torch_device, out)
+                _emit(loaded, pending, k, torch_device, out, preprocess)
                 pending = []
             print(json.dumps({"path": path, "error": error}), file=out, flush=True)
         if len(pending) == batch_size:
-            _emit(loaded, pending, k, torch_device, out)
+            _emit(loaded, pending, k, torch_device, out, preprocess)
             pending = []
     if pending:
-        _emit(loaded, pending, k, torch_device, out)
+        _emit(loaded, pending, k, torch_device, out, preprocess)
     return 1 if failures else 0
 
 
 @torch.inference_mode()
-def _emit(loaded: LoadedModel, pending, k: int, device: torch.device, out) -> None:
-    images = normalize(torch.stack([tensor for _, tensor in pending]).to(device))
+def _emit(loaded: LoadedModel, pending, k: int, device: torch.device, out, preprocess: Preprocess) -> None:
+    images = normalize(torch.stack([tensor for _, tensor in pending]).to(device), preprocess.stats)
     probs = torch.softmax(loaded.model(images).float(), dim=1)
     values, indices = probs.topk(k, dim=1)
     for (path, _), row_values, row_indices in zip(pending, values.tolist(), indices.tolist()):

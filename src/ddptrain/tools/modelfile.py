@@ -39,6 +39,8 @@ class ModelCard:
     input: str
     mean: List[float]
     std: List[float]
+    interpolation: Optional[str]  # None in files exported before these were recorded: bilinear
+    crop_fraction: Optional[float]  # and 0.875
     epoch: Optional[int]
     source: str
     ddptrain_version: str

@@ -7,7 +7,7 @@ import logging
 import math
 import random
 from pathlib import Path
-from typing import Any, Dict, Optional, cast
+from typing import Any, Dict, Optional, Tuple, cast
 
 import numpy as np
 import torch
@@ -18,6 +18,7 @@ from ..data.folder import Split, classes_without_validation, load_split, read_ru
 from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
 from ..data.samplers import EpochSampler
+from ..data.transforms import Preprocess
 from ..errors import CheckpointError, DataError, NonFiniteLossError
 from ..models import (
     build_model,
@@ -27,6 +28,7 @@ from ..models import (
     head_name,
     load_weights,
     place_model,
+    pretrained_preprocessing,
     unwrap,
     wrap_ddp,
 )
@@ -66,6 +68,34 @@ def seed_everything(seed: int, epoch: int, rank: int) -> None:
     random.seed(value)
 
 
+def resolve_preprocessing(cfg: Config, saved: Optional[Dict[str, Any]]) -> Tuple[Config, str]:
+    """`cfg` with every preprocessing option set — the command line's, else the resumed checkpoint's (a run keeps
+    its input as it was; one written before these options existed had ImageNet's), else the model's pretrained
+    config, else ImageNet's — and where the values came from."""
+    if saved is not None:
+        base, source = (
+            Preprocess.of(Config.from_flat(saved, "the checkpoint", strict=False).data).flat(),
+            "the checkpoint's",
+        )
+    else:
+        found = pretrained_preprocessing(cfg.model.name)
+        base = {**Preprocess().flat(), **found}
+        source = f"{cfg.model.name}'s pretrained config" if found else "ImageNet's"
+    flat = cfg.to_flat()
+    given = sorted(key for key in base if flat[key] is not None)
+    if given:
+        source += f"; {', '.join(given)} from the command line"
+    return cfg.replace(**{key: flat[key] if key in given else value for key, value in base.items()}), source
+
+
+def describe(preprocess: Preprocess) -> str:
+    flat = preprocess.flat()
+    return (
+        f"{flat['img_size']} px, mean {flat['mean']}, std {flat['std']}, {flat['interpolation']}, evaluation crop "
+        f"{flat['crop_fraction']:g}"
+    )
+
+
 class Trainer:
     def __init__(
         self, cfg: Config, rt: dist.Runtime, stop: Optional[StopRequest] = None, clock: Optional[StartupClock] = None
@@ -79,6 +109,10 @@ class Trainer:
         self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main)
         self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main)
         self.resumed = self.checkpointer.resume_from(cfg.run.resume)  # read first: it can change --grad-accum
+        cfg, source = resolve_preprocessing(cfg, self.resumed[1].config if self.resumed else None)
+        self.preprocess = Preprocess.of(cfg.data)
+        if rt.is_main:
+            log.info("preprocessing: %s (%s)", describe(self.preprocess), source)
         self.requested = cfg  # as given; checkpoints and config.yaml keep it, so every resume starts from the same
         self.cfg = cfg = self._keep_global_batch(cfg)
         self.unreadable = UnreadableFiles(rt.rank)
@@ -136,7 +170,7 @@ class Trainer:
         limits = ImageLimits.of(cfg.data)
         self.train_loader = training_images(
             split.train,
-            cfg.data.img_size,
+            self.preprocess,
             cfg.data.min_crop_scale,
             cfg.optim.seed,
             rt.rank,
@@ -145,9 +179,7 @@ class Trainer:
             limits,
         )
         self.train_sampler = cast(EpochSampler, self.train_loader.sampler)
-        self.val_loader = evaluation_images(
-            split.val, cfg.data.img_size, rt.rank, rt.world_size, settings, limits=limits
-        )
+        self.val_loader = evaluation_images(split.val, self.preprocess, rt.rank, rt.world_size, settings, limits=limits)
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
         if self.steps_per_epoch == 0:
             raise DataError(
