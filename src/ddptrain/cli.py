@@ -114,6 +114,13 @@ def _add_tool_commands(sub) -> None:
     mk.add_argument("--per-class", type=int, default=160)
     mk.add_argument("--seed", type=int, default=0)
 
+    fw = sub.add_parser(
+        "fetch-weights",
+        help="download a model's pretrained weights into the libraries' cache (TORCH_HOME, the Hugging Face cache), "
+        "for --pretrained on machines without network",
+    )
+    fw.add_argument("models", nargs="+", metavar="MODEL", help="as for --model: resnet34, timm:vit_small_patch16_224")
+
     doc = sub.add_parser("doctor", help="check this machine and run a real N-process collective test")
     doc.add_argument(
         "--nproc", type=int, default=None, help="processes for the smoke test (default: the visible GPUs, or 2 on CPU)"
@@ -275,6 +282,17 @@ def cmd_report(args: argparse.Namespace, argv: List[str], clock: StartupClock) -
     return 0
 
 
+def cmd_fetch_weights(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    """One line per model: where its weights are, and whether they were downloaded now or already cached."""
+    from .models.pretrained import fetch
+
+    setup_logging(0, 1)
+    for name in args.models:
+        path, downloaded = fetch(name)
+        print(f"{name}: {'downloaded to' if downloaded else 'already in the cache:'} {path}", flush=True)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
     from .tools.demo import run_demo
 
@@ -291,6 +309,7 @@ COMMANDS = {
     "make-dataset": cmd_make_dataset,
     "lint": cmd_lint,
     "doctor": cmd_doctor,
+    "fetch-weights": cmd_fetch_weights,
     "bench": cmd_bench,
     "demo": cmd_demo,
 }

@@ -142,6 +142,12 @@ class ModelConfig:
         node_local=True,
         elsewhere=("initial_checkpoint", "pretrained_path"),
     )
+    pretrained: bool = opt(
+        False,
+        "start from the model's pretrained weights (torchvision: its DEFAULT weights; timm: its default tag), from "
+        "the libraries' caches (TORCH_HOME, the Hugging Face cache), downloaded there when missing",
+        elsewhere=("pretrained_weights",),
+    )
     freeze_backbone: bool = opt(False, "train only the classifier head")
     sync_bn: bool = opt(False, "convert BatchNorm to SyncBatchNorm when more than one process")
     channels_last: bool = opt(False, "use channels_last memory format")
@@ -151,7 +157,9 @@ class ModelConfig:
     )
 
     def validate(self) -> ModelConfig:
-        return self  # the name and the weights file are checked where they are used (models.build, checks.py)
+        # the name and the weights file are checked where they are used (models.build, checks.py)
+        require([(not (self.pretrained and self.weights), "give --pretrained or --weights PATH, not both")])
+        return self
 
 
 @dataclass

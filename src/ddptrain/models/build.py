@@ -2,7 +2,7 @@
 
 Naming rule: a bare name (`resnet18`) is a torchvision model; `timm:NAME` is a timm model.
 Nothing here downloads: torchvision models are built with weights=None and timm models with
-pretrained=False; pretrained weights come from `--weights PATH` only.
+pretrained=False; pretrained weights come from `--weights PATH` or `--pretrained` (models.pretrained).
 """
 
 from __future__ import annotations

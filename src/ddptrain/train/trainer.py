@@ -19,11 +19,13 @@ from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
 from ..data.samplers import EpochSampler
 from ..data.transforms import Preprocess
-from ..errors import CheckpointError, DataError, NonFiniteLossError
+from ..errors import CheckpointError, DataError, NonFiniteLossError, WeightsError
 from ..models import (
     build_model,
+    build_pretrained,
     compile_model,
     describe_mismatch,
+    fetch,
     freeze_backbone,
     head_name,
     load_weights,
@@ -34,7 +36,7 @@ from ..models import (
 )
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process, restart_count
-from ..runtime.heartbeat import naming_stalled_peers
+from ..runtime.heartbeat import is_peer_failure, naming_stalled_peers
 from ..runtime.preempt import Preempted, StopRequest
 from ..runtime.preflight import check_agreement, digest, weights_checksum
 from ..runtime.startup import StartupClock
@@ -211,7 +213,11 @@ class Trainer:
     def _build_model(self) -> None:
         cfg, rt, classes = self.cfg, self.rt, len(self.split.classes)
         torch.manual_seed(cfg.optim.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
-        model = build_model(cfg.model.name, classes)
+        if cfg.model.pretrained and self.resumed is None:  # a resumed run has its weights in the checkpoint
+            self._fetch_once_per_node(cfg.model.name)
+            model = build_pretrained(cfg.model.name, classes, log.info if rt.is_main else log.debug)
+        else:
+            model = build_model(cfg.model.name, classes)
         head = head_name(model, classes)
         if cfg.model.weights:  # a resumed checkpoint overrides these, but a bad path still fails early
             load_weights(model, read_model_weights(cfg.model.weights), head, cfg.model.weights)
@@ -222,6 +228,20 @@ class Trainer:
         self.optimizer = build_optimizer(
             self.model, cfg.optim.optimizer, cfg.optim.lr, cfg.optim.momentum, cfg.optim.weight_decay, rt.device
         )
+
+    def _fetch_once_per_node(self, name: str) -> None:
+        """One process per node downloads what the weights cache lacks; the others wait for it."""
+        if self.rt.env.local_rank == 0:
+            fetch(name)
+        try:
+            dist.barrier()
+        except RuntimeError as error:
+            if not is_peer_failure(error):
+                raise
+            raise WeightsError(
+                f"a process stopped while the pretrained weights of {name} were fetched; its error is printed above",
+                rank=self.rt.rank,
+            ) from None
 
     def _preflight_facts(self) -> Dict[str, Any]:
         """What every rank must agree on before the first step (node-local options left out)."""
