@@ -181,6 +181,11 @@ class OptimConfig:
     clip_grad: Optional[float] = opt(None, "clip the global gradient norm to this value", elsewhere=("clip_grad_norm",))
     grad_accum: int = opt(1, "micro-batches per optimizer step", elsewhere=("grad_accum_steps",))
     seed: int = opt(42, "seed for the split, the shuffling and the augmentations")
+    patience: Optional[int] = opt(
+        None,
+        "stop early when val_top1 has not improved for this many evaluations in a row (best.pt keeps the best)",
+        elsewhere=("early_stopping_patience",),
+    )
 
     def validate(self) -> OptimConfig:
         require(
@@ -190,6 +195,7 @@ class OptimConfig:
                 (self.grad_accum >= 1, "--grad-accum must be at least 1"),
                 (self.lr > 0, "--lr must be positive"),
                 (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
+                (self.patience is None or self.patience >= 1, "--patience must be at least 1"),
             ]
         )
         return self
@@ -220,6 +226,9 @@ class RunConfig:
         0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch ends)", report=TABLE
     )
     keep_last: int = opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted", report=TABLE)
+    eval_every: int = opt(
+        1, "evaluate every this many epochs, and after the last one", report=TABLE, elsewhere=("eval_interval",)
+    )
     overwrite: bool = opt(
         False,
         "delete what an earlier run left in --out (checkpoints, metrics, TensorBoard, logs) "
@@ -232,6 +241,7 @@ class RunConfig:
         require(
             [
                 (self.log_every >= 1, "--log-every must be at least 1"),
+                (self.eval_every >= 1, "--eval-every must be at least 1"),
                 (self.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
                 (self.keep_last >= 1, "--keep-last must be at least 1"),
             ]

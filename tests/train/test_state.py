@@ -15,7 +15,7 @@ STATE_MODULE = PACKAGE / "train" / "state.py"
 
 # The file format `ddptrain train` writes (an epoch end, then a mid-epoch checkpoint): the keys it has always had,
 # `global_batch` (images per optimizer step, kept when the number of processes changes) and `split` (digest and sizes
-# of the train/val split the checkpoint was trained on).
+# of the train/val split the checkpoint was trained on), `since_best` (evaluations without a better val_top1).
 EPOCH_END_KEYS = [
     "format",
     "model",
@@ -25,6 +25,7 @@ EPOCH_END_KEYS = [
     "epoch",
     "step",
     "best_top1",
+    "since_best",
     "rng",
     "config",
     "class_names",

@@ -34,26 +34,22 @@ BEST_EVAL = "best_eval.json"
 
 
 def epoch_record(
-    epoch: int, step: int, world_size: int, global_batch: int, stats: EpochStats, result: EvalResult
+    epoch: int, step: int, world_size: int, global_batch: int, stats: EpochStats, result: Optional[EvalResult]
 ) -> Dict:
-    """One line of metrics.jsonl."""
-    record = {
-        "epoch": epoch,
-        "step": step,
-        "train_loss": stats.train_loss,
-        "val_loss": result.loss,
-        "val_top1": result.top1,
-        "val_top5": result.top5,
-        "val_samples": result.samples,
-        "lr": stats.lr,
-        "images_per_sec": stats.images_per_sec,
-        "epoch_time_s": stats.epoch_time_s,
-        "data_wait_frac": stats.data_wait_frac,
-        "skipped_images": stats.skipped_images + result.skipped,
-        "world_size": world_size,
-        "global_batch": global_batch,  # images per optimizer step over all processes
-        "time": time.time(),
-    }
+    """One line of metrics.jsonl (the val_ entries only after an epoch that was evaluated: --eval-every)."""
+    record: Dict = {"epoch": epoch, "step": step, "train_loss": stats.train_loss}
+    if result is not None:
+        record.update(val_loss=result.loss, val_top1=result.top1, val_top5=result.top5, val_samples=result.samples)
+    record.update(
+        lr=stats.lr,
+        images_per_sec=stats.images_per_sec,
+        epoch_time_s=stats.epoch_time_s,
+        data_wait_frac=stats.data_wait_frac,
+        skipped_images=stats.skipped_images + (result.skipped if result is not None else 0),
+        world_size=world_size,
+        global_batch=global_batch,  # images per optimizer step over all processes
+        time=time.time(),
+    )
     if stats.ranks:
         record.update(timing.summarize(stats.ranks))
     return record
@@ -183,45 +179,43 @@ class RunSinks:
     def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _StepProgress:
         return _StepProgress(progress_bar(steps, epoch, self.epochs, True), self.tb, global_step)
 
-    def epoch_end(self, record: Dict, result: EvalResult, stats: EpochStats, workers: int) -> None:
+    def epoch_end(self, record: Dict, result: Optional[EvalResult], stats: EpochStats, workers: int) -> None:
         """The metrics line (written before the checkpoint: a crash in between is redone, not lost),
         TensorBoard points, the epoch's console line, and advice the first time it applies."""
         epoch = record["epoch"]
         self.metrics.append(record)
+        evaluated = (
+            {} if result is None else {"val/loss": result.loss, "val/top1": result.top1, "val/top5": result.top5}
+        )
         self.tb.scalars(
-            {
-                "val/loss": result.loss,
-                "val/top1": result.top1,
-                "val/top5": result.top5,
-                "perf/images_per_sec": stats.images_per_sec,
-                **perf_scalars(record),
-            },
-            record["step"],
+            {**evaluated, "perf/images_per_sec": stats.images_per_sec, **perf_scalars(record)}, record["step"]
+        )
+        validation = (
+            "not evaluated (--eval-every)"
+            if result is None
+            else f"val_loss {result.loss:.4f}  val_top1 {result.top1:.4f}  val_top5 {result.top5:.4f}  "
+            f"({result.samples} images)"
         )
         log.info(
-            "epoch %d/%d: train_loss %.4f  val_loss %.4f  val_top1 %.4f  val_top5 %.4f  (%d images)  "
-            "%.1f img/s  data_wait %.0f%%  %.1fs",
+            "epoch %d/%d: train_loss %.4f  %s  %.1f img/s  data_wait %.0f%%  %.1fs",
             epoch + 1,
             self.epochs,
             stats.train_loss,
-            result.loss,
-            result.top1,
-            result.top5,
-            result.samples,
+            validation,
             stats.images_per_sec,
             100 * stats.data_wait_frac,
             stats.epoch_time_s,
         )
         for message in self.advice.new(timing.advice(stats.ranks, workers, self.straggler_history)):
             log.warning("epoch %d: %s", epoch + 1, message)
-        skipped = stats.skipped_images + result.skipped
-        if skipped:
+        val_skipped = result.skipped if result is not None else 0
+        if stats.skipped_images + val_skipped:
             log.warning(
                 "epoch %d: %d unreadable images skipped (%d train, %d val); see warnings above",
                 epoch + 1,
-                skipped,
+                stats.skipped_images + val_skipped,
                 stats.skipped_images,
-                result.skipped,
+                val_skipped,
             )
 
     def startup(self, clock: StartupClock) -> None:
@@ -260,7 +254,7 @@ class NullSinks:
     def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _NoProgress:
         return _NoProgress()
 
-    def epoch_end(self, record: Dict, result: EvalResult, stats: EpochStats, workers: int) -> None:
+    def epoch_end(self, record: Dict, result: Optional[EvalResult], stats: EpochStats, workers: int) -> None:
         pass
 
     def startup(self, clock: StartupClock) -> None:

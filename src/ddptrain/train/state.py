@@ -72,6 +72,7 @@ class TrainState:
     epoch: int = -1  # the last complete epoch (0-based); -1 before the first
     step: int = 0  # optimizer steps taken
     best_top1: float = -1.0
+    since_best: int = 0  # evaluations since val_top1 last improved (--patience)
     rng: Optional[Dict[str, Any]] = None  # the saving rank's RNG state
     config: Dict[str, Any] = field(default_factory=dict)  # the flat config (as in config.yaml)
     class_names: List[str] = field(default_factory=list)

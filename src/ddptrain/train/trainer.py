@@ -130,7 +130,7 @@ class Trainer:
         self.clock.mark("preflight")
         self.precision = resolve_precision(cfg.optim.amp, rt.device)
         self.schedule = LrSchedule(cfg.optim.lr, cfg.optim.epochs, cfg.optim.warmup_epochs, cfg.optim.min_lr_ratio)
-        self.start_epoch, self.global_step, self.best_top1 = 0, 0, -1.0
+        self.start_epoch, self.global_step, self.best_top1, self.since_best = 0, 0, -1.0, 0
         self.start_position: Optional[EpochPosition] = None  # set when resuming mid-epoch
         self.resume_rng: Optional[Dict] = None  # this rank's RNG state at that point
         self._maybe_resume()
@@ -281,6 +281,7 @@ class Trainer:
         if self.precision.scaler is not None and state.scaler:
             self.precision.scaler.load_state_dict(state.scaler)
         self.start_epoch, self.global_step, self.best_top1 = state.next_epoch(), state.step, state.best_top1
+        self.since_best = state.since_best
         where = ""
         if state.partial is not None:
             self.start_position = state.partial.position
@@ -374,8 +375,10 @@ class Trainer:
         )
         try:
             for epoch in range(self.start_epoch, last_epoch):
+                if self._patience_spent(epoch):  # also a resumed run that had stopped early
+                    break
                 with naming_stalled_peers(self.rt, epoch):  # evaluation, saving and barriers have collectives too
-                    result = self._run_epoch(epoch)
+                    result = self._run_epoch(epoch) or result
         finally:
             self.sinks.close()
             if self.run_lock is not None:
@@ -385,7 +388,29 @@ class Trainer:
         log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
         return result
 
-    def _run_epoch(self, epoch: int) -> EvalResult:
+    def _patience_spent(self, epoch: int) -> bool:
+        """--patience: val_top1 has not improved for that many evaluations in a row. Every rank decides alike (the
+        evaluation is all-reduced), at the same epoch end."""
+        patience = self.cfg.optim.patience
+        if patience is None or self.since_best < patience:
+            return False
+        log.info(
+            "early stop before epoch %d of %d: val_top1 has not improved for %d evaluation(s) (--patience %d); "
+            "best %.4f is in %s",
+            epoch + 1,
+            self.cfg.optim.epochs,
+            self.since_best,
+            patience,
+            self.best_top1,
+            self.checkpointer.folder / BEST,
+        )
+        return True
+
+    def _evaluates(self, epoch: int) -> bool:
+        """--eval-every N: after every N-th epoch, and after the last."""
+        return (epoch + 1) % self.cfg.run.eval_every == 0 or epoch + 1 == self.cfg.optim.epochs
+
+    def _run_epoch(self, epoch: int) -> Optional[EvalResult]:
         start = self._epoch_start(epoch)
         self.train_sampler.set_epoch(epoch, start.samples_done)  # same shard order on every rank
         progress = self.sinks.epoch_progress(self.steps_per_epoch, epoch, self.global_step)
@@ -416,16 +441,18 @@ class Trainer:
         if stats.stopped is not None:  # rank 0 saved the position; every rank leaves together
             self._leave(epoch, stats.stopped)
         dist.broadcast_buffers(unwrap(self.ddp))  # evaluate exactly the model rank 0 saves
-        result = evaluate(
-            self.ddp,
-            self.val_loader,
-            self.precision,
-            len(self.split.classes),
-            self.rt,
-            self.cfg.model.channels_last,
-            self.unreadable,
-        )
-        self._refuse_non_finite(epoch, result.loss)
+        result = None
+        if self._evaluates(epoch):
+            result = evaluate(
+                self.ddp,
+                self.val_loader,
+                self.precision,
+                len(self.split.classes),
+                self.rt,
+                self.cfg.model.channels_last,
+                self.unreadable,
+            )
+        self._refuse_non_finite(epoch, result.loss if result is not None else None)
         self._record_epoch(epoch, stats, result)
         dist.barrier()  # nobody starts the next epoch (or exits) before rank 0 has saved
         if epoch + 1 < self.cfg.optim.epochs and dist.any_rank(self.stop.requested(), self.rt.device):
@@ -477,13 +504,15 @@ class Trainer:
         )
 
     # ---- what is kept -------------------------------------------------------------------------
-    def _record_epoch(self, epoch: int, stats: EpochStats, result: EvalResult) -> None:
+    def _record_epoch(self, epoch: int, stats: EpochStats, result: Optional[EvalResult]) -> None:
         record = epoch_record(epoch, self.global_step, self.rt.world_size, self.global_batch, stats, result)
-        is_best = result.top1 > self.best_top1  # the same on every rank: the result is all-reduced
-        self.best_top1 = max(self.best_top1, result.top1)
+        is_best = result is not None and result.top1 > self.best_top1  # the same on every rank: all-reduced
+        if result is not None:
+            self.best_top1 = max(self.best_top1, result.top1)
+            self.since_best = 0 if is_best else self.since_best + 1
         self.sinks.epoch_end(record, result, stats, self.workers)
         self.checkpointer.save_epoch(self._state(last_complete_epoch=epoch, metrics=record), is_best)
-        if is_best:
+        if is_best and result is not None:
             self.sinks.best_eval(epoch, f"checkpoints/{BEST}", result, self.split.classes)
 
     def _save_mid_epoch(self, epoch: int, position: EpochPosition, global_step: int) -> None:
@@ -528,6 +557,7 @@ class Trainer:
             epoch=last_complete_epoch,
             step=self.global_step if step is None else step,
             best_top1=self.best_top1,
+            since_best=self.since_best,
             rng=capture_rng(),
             config=self.requested.to_flat(),
             class_names=list(self.split.classes),
