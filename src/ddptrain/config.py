@@ -168,12 +168,26 @@ class OptimConfig:
     batch_size: int = opt(32, "batch size per process (global batch = this x processes x grad-accum)")
     optimizer: str = opt("sgd", "optimizer", choices=["sgd", "adamw"], elsewhere=("opt",))
     lr: float = opt(0.05, "peak learning rate for the global batch")
+    lr_base: Optional[float] = opt(
+        None,
+        "peak learning rate per 256 images of global batch: --lr becomes this x global batch / 256, so a recipe "
+        "keeps its meaning on another number of GPUs (the learning rate used is logged)",
+    )
     momentum: float = opt(0.9, "SGD momentum")
     weight_decay: float = opt(1e-4, "weight decay (never applied to norm layers and biases)", elsewhere=("wd",))
     warmup_epochs: float = opt(
-        1.0, "linear warmup length in epochs, then cosine decay per step", elsewhere=("lr_warmup_epochs",)
+        1.0, "linear warmup length in epochs, then the --schedule, per step", elsewhere=("lr_warmup_epochs",)
     )
-    min_lr_ratio: float = opt(0.01, "final learning rate as a fraction of --lr")
+    schedule: str = opt(
+        "cosine",
+        "learning-rate decay after the warmup, on fractional epochs: cosine or linear to --min-lr-ratio, or step "
+        "(x --decay-rate every --decay-epochs)",
+        choices=["cosine", "linear", "step"],
+        elsewhere=("sched", "lr_scheduler"),
+    )
+    decay_epochs: float = opt(30.0, "step schedule: epochs between decays", elsewhere=("lr_step_size",))
+    decay_rate: float = opt(0.1, "step schedule: factor at each decay", elsewhere=("lr_gamma",))
+    min_lr_ratio: float = opt(0.01, "final learning rate as a fraction of --lr (cosine, linear)")
     label_smoothing: float = opt(0.0, "label smoothing for the cross-entropy loss", elsewhere=("smoothing",))
     amp: str = opt(
         "auto", "mixed precision: auto = bf16 on capable CUDA, off on CPU", choices=["auto", "bf16", "fp16", "off"]
@@ -194,6 +208,11 @@ class OptimConfig:
                 (self.batch_size >= 1, "--batch-size must be at least 1"),
                 (self.grad_accum >= 1, "--grad-accum must be at least 1"),
                 (self.lr > 0, "--lr must be positive"),
+                (self.lr_base is None or self.lr_base > 0, "--lr-base must be positive"),
+                (
+                    self.decay_epochs > 0 and 0 < self.decay_rate <= 1,
+                    "--decay-epochs must be positive, --decay-rate in (0, 1]",
+                ),
                 (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
                 (self.patience is None or self.patience >= 1, "--patience must be at least 1"),
             ]

@@ -85,24 +85,43 @@ def apply_settings(optimizer: torch.optim.Optimizer, momentum: float, weight_dec
     return changes
 
 
+def peak_lr(optim: OptimConfig, global_batch: int) -> float:
+    """--lr, or with --lr-base the linear scaling rule: lr_base x global batch / 256."""
+    return optim.lr if optim.lr_base is None else optim.lr_base * global_batch / 256
+
+
 class LrSchedule:
-    """Linear warmup, then cosine decay to `min_ratio` x base LR, as a function of fractional epochs.
+    """Linear warmup, then cosine or linear decay to `min_ratio` x base LR, or a step decay, as a function of
+    fractional epochs.
 
     Defined on epochs rather than step counts, so a run resumed with a different number of processes
     (and so a different number of steps per epoch) continues on the same curve."""
 
-    def __init__(self, base_lr: float, epochs: int, warmup_epochs: float, min_ratio: float):
+    def __init__(
+        self,
+        base_lr: float,
+        epochs: int,
+        warmup_epochs: float,
+        min_ratio: float,
+        kind: str = "cosine",
+        decay_epochs: float = 30.0,
+        decay_rate: float = 0.1,
+    ):
         self.base_lr = base_lr
         self.epochs = epochs
         self.warmup_epochs = min(max(0.0, warmup_epochs), epochs * 0.5)
         self.min_ratio = min_ratio
+        self.kind, self.decay_epochs, self.decay_rate = kind, decay_epochs, decay_rate
 
     def factor(self, progress_epochs: float) -> float:
         if progress_epochs < self.warmup_epochs:
             return progress_epochs / self.warmup_epochs
-        span = max(self.epochs - self.warmup_epochs, 1e-9)
-        done = min(1.0, (progress_epochs - self.warmup_epochs) / span)
-        return self.min_ratio + (1 - self.min_ratio) * 0.5 * (1 + math.cos(math.pi * done))
+        after = progress_epochs - self.warmup_epochs
+        if self.kind == "step":
+            return self.decay_rate ** math.floor(after / self.decay_epochs + 1e-9)
+        done = min(1.0, after / max(self.epochs - self.warmup_epochs, 1e-9))
+        shape = 1 - done if self.kind == "linear" else 0.5 * (1 + math.cos(math.pi * done))
+        return self.min_ratio + (1 - self.min_ratio) * shape
 
     def apply(self, optimizer, epoch: int, samples_done: int, samples_per_epoch: int) -> float:
         """Set the LR for the step that ends with `samples_done` of the epoch's samples consumed

@@ -45,7 +45,7 @@ from .checkpointer import BEST, Checkpointer
 from .evaluate import evaluate
 from .loop import EpochPlan, EpochStats, StepSettings, steps_per_epoch, train_one_epoch
 from .metrics import EvalResult
-from .optim import LrSchedule, apply_settings, build_optimizer, resumed_grad_accum
+from .optim import LrSchedule, apply_settings, build_optimizer, peak_lr, resumed_grad_accum
 from .precision import resolve_precision
 from .sinks import epoch_record, open_sinks
 from .state import (
@@ -129,7 +129,19 @@ class Trainer:
         check_agreement(self._preflight_facts(), rt.rank, rt.world_size)
         self.clock.mark("preflight")
         self.precision = resolve_precision(cfg.optim.amp, rt.device)
-        self.schedule = LrSchedule(cfg.optim.lr, cfg.optim.epochs, cfg.optim.warmup_epochs, cfg.optim.min_lr_ratio)
+        optim = cfg.optim
+        lr = peak_lr(optim, self.global_batch)
+        if optim.lr_base is not None and rt.is_main:
+            log.info("learning rate %.6g: --lr-base %g x global batch %d / 256", lr, optim.lr_base, self.global_batch)
+        self.schedule = LrSchedule(
+            lr,
+            optim.epochs,
+            optim.warmup_epochs,
+            optim.min_lr_ratio,
+            optim.schedule,
+            optim.decay_epochs,
+            optim.decay_rate,
+        )
         self.start_epoch, self.global_step, self.best_top1, self.since_best = 0, 0, -1.0, 0
         self.start_position: Optional[EpochPosition] = None  # set when resuming mid-epoch
         self.resume_rng: Optional[Dict] = None  # this rank's RNG state at that point
