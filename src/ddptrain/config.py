@@ -467,6 +467,11 @@ def channels(text: str, what: str = "a per-channel value", positive: bool = Fals
     return values
 
 
+def channels_text(values) -> str:
+    """(0.5, 0.5, 0.5) -> "0.5,0.5,0.5": how per-channel values are written in config.yaml (see `channels`)."""
+    return ",".join(f"{float(v):g}" for v in values)
+
+
 def require(checks: List[Tuple[bool, str]]) -> None:
     """Raise a ConfigError with the message of the first check that fails."""
     for ok, message in checks:

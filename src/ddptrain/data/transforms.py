@@ -10,7 +10,7 @@ from typing import Any, Dict, Tuple
 import torch
 from torchvision.transforms import v2
 
-from ..config import DataConfig, channels
+from ..config import DataConfig, channels, channels_text
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -46,8 +46,8 @@ class Preprocess:
         """As config options (`img_size`, `mean: "0.5,0.5,0.5"`, ...)."""
         return {
             "img_size": self.img_size,
-            "mean": ",".join(f"{v:g}" for v in self.mean),
-            "std": ",".join(f"{v:g}" for v in self.std),
+            "mean": channels_text(self.mean),
+            "std": channels_text(self.std),
             "interpolation": self.interpolation,
             "crop_fraction": self.crop_fraction,
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from ..config import channels_text
 from .build import TIMM_PREFIX
 
 
@@ -26,7 +27,7 @@ def _timm(name: str) -> Dict[str, Any]:
     if cfg.input_size:
         found["img_size"] = int(cfg.input_size[-1])
     if cfg.mean and cfg.std:
-        found["mean"], found["std"] = _text(cfg.mean), _text(cfg.std)
+        found["mean"], found["std"] = channels_text(cfg.mean), channels_text(cfg.std)
     if cfg.interpolation in ("bilinear", "bicubic", "nearest"):
         found["interpolation"] = cfg.interpolation
     if cfg.crop_pct:
@@ -45,12 +46,8 @@ def _torchvision(name: str) -> Dict[str, Any]:
     crop, resize = int(transforms.crop_size[0]), int(transforms.resize_size[0])
     return {
         "img_size": crop,
-        "mean": _text(transforms.mean),
-        "std": _text(transforms.std),
+        "mean": channels_text(transforms.mean),
+        "std": channels_text(transforms.std),
         "interpolation": transforms.interpolation.value,
         "crop_fraction": round(crop / resize, 4),
     }
-
-
-def _text(values) -> str:
-    return ",".join(f"{float(v):g}" for v in values)
