@@ -127,9 +127,10 @@ def test_a_config_written_for_another_tool_gets_every_unknown_option_at_once(tmp
         "opt -> optimizer",
         "grad_accum_steps -> grad_accum",
         "data_dir -> data",
+        "aa -> auto_augment",  # timm's name for the augmentation policy (its values are written differently)
     ):
         assert hint in message
-    assert "bn_momentum ->" not in message and "aa ->" not in message
+    assert "bn_momentum ->" not in message
 
 
 def test_every_unusable_value_is_named_at_once(tmp_path):

@@ -91,6 +91,19 @@ class DataConfig:
         elsewhere=("crop_pct",),
     )
     min_crop_scale: float = opt(0.08, "smallest RandomResizedCrop area fraction")
+    auto_augment: Optional[str] = opt(
+        None,
+        "per-image augmentation policy after the crop and flip (torchvision's RandAugment, TrivialAugmentWide, "
+        "AutoAugment's ImageNet policy)",
+        choices=["randaugment", "trivialaugment", "autoaugment"],
+        elsewhere=("aa",),
+    )
+    augment_magnitude: int = opt(9, "RandAugment's magnitude (0-30)")
+    random_erasing: float = opt(
+        0.0,
+        "probability of erasing a random rectangle of each training image (black)",
+        elsewhere=("reprob", "random_erase"),
+    )
     max_image_pixels: int = opt(
         64_000_000,
         "images with more pixels are skipped and counted as unreadable "
@@ -113,6 +126,8 @@ class DataConfig:
                 (self.img_size is None or self.img_size >= 8, "--img-size must be at least 8"),
                 (self.crop_fraction is None or 0.0 < self.crop_fraction <= 1.0, "--crop-fraction must be in (0, 1]"),
                 (0.0 < self.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
+                (0 <= self.augment_magnitude <= 30, "--augment-magnitude must be in [0, 30]"),
+                (0.0 <= self.random_erasing <= 1.0, "--random-erasing must be a probability in [0, 1]"),
                 (self.workers is None or self.workers >= 0, "--workers must be 0 or more"),
                 (
                     self.max_image_pixels > 0 and self.max_image_mb > 0,

@@ -8,7 +8,15 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2.functional import pil_to_tensor
 
 from ddptrain.config import DataConfig
-from ddptrain.data.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocess, eval_transform, normalize, train_transform
+from ddptrain.data.transforms import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    Augment,
+    Preprocess,
+    eval_transform,
+    normalize,
+    train_transform,
+)
 
 
 def test_normalize_equals_the_per_image_float_pipeline():
@@ -62,3 +70,15 @@ def test_evaluation_resizes_by_the_crop_fraction_with_the_interpolation_given():
         v2.functional.resize(image, 40, interpolation=v2.InterpolationMode.BICUBIC, antialias=True), 32
     )
     assert torch.equal(eval_transform(32, bicubic)(image), expected)  # 32 / 0.8 = 40, then the centre 32
+
+
+@pytest.mark.parametrize("policy", ["randaugment", "trivialaugment", "autoaugment"])
+def test_augmentation_policies_change_the_image_and_repeat_for_the_same_draws(policy):
+    image = _gradient_image()
+    plain, augmented = train_transform(32, 0.5), train_transform(32, 0.5, Preprocess(), Augment(policy, 15, 1.0))
+    outputs = []
+    for transform in (plain, augmented, augmented):
+        torch.manual_seed(4)
+        outputs.append(transform(image))
+    assert outputs[1].dtype == torch.uint8 and outputs[1].shape == (3, 32, 32)  # still the uint8 fast path
+    assert not torch.equal(outputs[0], outputs[1]) and torch.equal(outputs[1], outputs[2])

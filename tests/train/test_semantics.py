@@ -8,10 +8,10 @@ import torch
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from ddptrain.data.datasets import Batch, ImageDataset, Item
+from ddptrain.data.datasets import Batch, ImageDataset, Item, collate
 from ddptrain.data.loaders import LoaderSettings, eval_loader, train_loader
 from ddptrain.data.samplers import EpochSampler
-from ddptrain.data.transforms import Preprocess, train_transform
+from ddptrain.data.transforms import Augment, Preprocess, train_transform
 from ddptrain.models import place_model, unwrap, wrap_ddp
 from ddptrain.train.evaluate import evaluate
 from ddptrain.train.loop import EpochPlan, StepSettings, train_one_epoch
@@ -133,6 +133,42 @@ def test_two_ranks_equal_one_process_on_the_global_batch(equivalence, scenario):
     initial = _net(SCENARIOS[scenario][3]).state_dict()
     moved = any(not torch.equal(value, initial[name]) for name, value in single[scenario]["state"].items())
     assert moved  # the steps did something
+
+
+def _augmented(rt, paths):
+    """3 steps of the plain scenario, the batches made by ddptrain's dataset with RandAugment and random erasing on:
+    each image's draws depend on (seed, epoch, index) only, so the union of the ranks' batches is the single
+    process's batch, augmented alike."""
+    preprocess = Preprocess(img_size=16)
+    transform = train_transform(16, 0.5, preprocess, Augment("randaugment", 9, 0.5))
+    dataset = ImageDataset([(path, i % 3) for i, path in enumerate(paths)], transform, None, seed=7)
+    size = PER_RANK_BATCH * (WORLD // rt.world_size)
+    batches = []
+    for k in range(STEPS):
+        start = (k * rt.world_size + rt.rank) * size
+        items = [dataset[(i, 0)] for i in range(start, start + size)]
+        batches.append(collate(items, normalized=True, stats=preprocess.stats))
+    model = wrap_ddp(place_model(_net(), rt.device, rt.world_size, False, False), rt.device, "off")
+    optimizer = build_optimizer(model, "sgd", 0.5, 0.9, 0.01, rt.device)
+    settings = StepSettings(grad_accum=1, clip_grad=None, log_every=1, channels_last=False, label_smoothing=0.0)
+    precision = resolve_precision("off", rt.device)
+    train_one_epoch(model, batches, optimizer, LrSchedule(0.5, 1, 0.0, 1.0), precision, settings, rt, EpochPlan(0, 0))
+    return {"state": {k: v.detach().clone() for k, v in unwrap(model).state_dict().items()}}
+
+
+def test_per_image_augmentations_keep_two_ranks_equal_to_one_process(tmp_path):
+    from PIL import Image
+
+    gen = torch.Generator().manual_seed(3)
+    paths = []
+    for i in range(STEPS * WORLD * PER_RANK_BATCH):
+        pixels = torch.randint(0, 256, (20, 24, 3), generator=gen, dtype=torch.uint8).numpy()
+        paths.append(str(tmp_path / f"{i}.png"))
+        Image.fromarray(pixels).save(paths[-1])
+    ranks, single = run_ranks(_augmented, WORLD, paths), run_single(_augmented, paths)
+    for name, value in single["state"].items():
+        torch.testing.assert_close(ranks[0]["state"][name], value, rtol=1e-5, atol=1e-5, msg=name)
+        assert torch.equal(ranks[0]["state"][name], ranks[1]["state"][name])
 
 
 def test_accumulation_micro_steps_do_not_communicate(equivalence):

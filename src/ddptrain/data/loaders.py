@@ -18,6 +18,7 @@ from .folder import Sample
 from .images import ImageLimits
 from .samplers import EpochSampler, ShardSampler
 from .transforms import (
+    Augment,
     Preprocess,
     Stats,
     eval_decode_min_side,
@@ -109,12 +110,13 @@ def training_images(
     world_size: int,
     settings: LoaderSettings,
     limits: ImageLimits = ImageLimits(),
+    augment: Augment = Augment(),
 ) -> DataLoader:
-    """Random crops and flips, one draw per (seed, epoch, sample); an unreadable file is substituted."""
+    """Random crops and flips (and `augment`), one draw per (seed, epoch, sample); an unreadable file is substituted."""
     size = preprocess.img_size
     dataset = ImageDataset(
         samples,
-        train_transform(size, min_crop_scale, preprocess),
+        train_transform(size, min_crop_scale, preprocess, augment),
         train_decode_min_side(size, min_crop_scale),
         seed=seed,
         substitute=True,

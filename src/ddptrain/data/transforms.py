@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torchvision.transforms import v2
@@ -65,13 +65,40 @@ def eval_resize_size(img_size: int, crop_fraction: float = EVAL_CROP_FRACTION) -
     return int(math.floor(img_size / crop_fraction))
 
 
-def train_transform(img_size: int, min_crop_scale: float, preprocess: Preprocess = Preprocess()) -> v2.Compose:
-    """Crop, resize and flip in 8 bits; the result is a uint8 CHW tensor (see `normalize`)."""
+@dataclass(frozen=True)
+class Augment:
+    """Per-image training augmentation beyond the crop and flip; each draw a function of (seed, epoch, sample index),
+    like the crop's (see datasets.ImageDataset)."""
+
+    policy: Optional[str] = None  # randaugment, trivialaugment, autoaugment
+    magnitude: int = 9  # RandAugment's
+    erasing: float = 0.0  # RandomErasing's probability
+
+    @classmethod
+    def of(cls, data: DataConfig) -> Augment:
+        return cls(data.auto_augment, data.augment_magnitude, data.random_erasing)
+
+    def policy_transform(self, mode: v2.InterpolationMode) -> List[Any]:
+        if self.policy == "randaugment":
+            return [v2.RandAugment(magnitude=self.magnitude, interpolation=mode)]
+        if self.policy == "trivialaugment":
+            return [v2.TrivialAugmentWide(interpolation=mode)]
+        if self.policy == "autoaugment":
+            return [v2.AutoAugment(v2.AutoAugmentPolicy.IMAGENET, interpolation=mode)]
+        return []
+
+
+def train_transform(
+    img_size: int, min_crop_scale: float, preprocess: Preprocess = Preprocess(), augment: Augment = Augment()
+) -> v2.Compose:
+    """Crop, resize, flip (and `augment`) in 8 bits; the result is a uint8 CHW tensor (see `normalize`)."""
     return v2.Compose(
         [
             v2.RandomResizedCrop(img_size, scale=(min_crop_scale, 1.0), interpolation=preprocess.mode, antialias=True),
             v2.RandomHorizontalFlip(),
+            *augment.policy_transform(preprocess.mode),
             v2.ToImage(),
+            *([v2.RandomErasing(p=augment.erasing, value=0)] if augment.erasing > 0 else []),
         ]
     )
 

@@ -18,7 +18,7 @@ from ..data.folder import Split, classes_without_validation, load_split, read_ru
 from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
 from ..data.samplers import EpochSampler
-from ..data.transforms import Preprocess
+from ..data.transforms import Augment, Preprocess
 from ..errors import CheckpointError, DataError, NonFiniteLossError, WeightsError
 from ..models import (
     build_model,
@@ -191,6 +191,7 @@ class Trainer:
             rt.world_size,
             settings,
             limits,
+            Augment.of(cfg.data),
         )
         self.train_sampler = cast(EpochSampler, self.train_loader.sampler)
         self.val_loader = evaluation_images(split.val, self.preprocess, rt.rank, rt.world_size, settings, limits=limits)

@@ -34,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="generated images per class (default 128 in 5 classes; startup: 12 in 3)",
     )
     parser.add_argument("--count", type=int, default=256, help="input: number of JPEGs")
+    parser.add_argument(
+        "--auto-augment",
+        choices=["randaugment", "trivialaugment", "autoaugment"],
+        default=None,
+        help="input: ddptrain's pipeline with this augmentation policy too (as `train --auto-augment`)",
+    )
     parser.add_argument("--compile", action="store_true", help="precision: also with torch.compile")
     parser.add_argument(
         "--synthetic",
@@ -62,11 +68,12 @@ def run_bench(args: argparse.Namespace) -> int:
 def _input_bench(args: argparse.Namespace, device: str) -> int:
     from .input import run_input_bench
 
-    result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device)
+    result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device, args.auto_augment)
     rows = [
         {"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
         {
-            "pipeline": "ddptrain (uint8, normalise on device)",
+            "pipeline": "ddptrain (uint8, normalise on device)"
+            + (f", {args.auto_augment}" if args.auto_augment else ""),
             "images/s/core": result["ddptrain_images_per_sec_per_core"],
         },
     ]

@@ -20,7 +20,15 @@ from typing import Callable, List, Optional
 import torch
 
 from ...data.datasets import ImageDataset, collate
-from ...data.transforms import IMAGENET_MEAN, IMAGENET_STD, normalize, train_decode_min_side, train_transform
+from ...data.transforms import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    Augment,
+    Preprocess,
+    normalize,
+    train_decode_min_side,
+    train_transform,
+)
 from .photos import write_photos
 
 BATCH = 32
@@ -74,13 +82,13 @@ def _time_gpu_decode(files: List[str], size: int, device: torch.device) -> float
     return time.perf_counter() - start
 
 
-def _time_both(files: List[str], size: int, device: torch.device) -> tuple:
+def _time_both(files: List[str], size: int, device: torch.device, augment: Augment = Augment()) -> tuple:
     """Seconds for the seed and the ddptrain pipeline over all files, alternating batch by batch so
     that the machine's drifting load falls on both alike."""
     load = seed_pipeline(size)
     dataset = ImageDataset(
         [(path, 0) for path in files],
-        train_transform(size, 0.08),
+        train_transform(size, 0.08, Preprocess(), augment),
         train_decode_min_side(size, 0.08),
         seed=0,
         substitute=True,
@@ -104,7 +112,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_input_bench(data: Optional[str], count: int, size: int, rounds: int, device_kind: str) -> dict:
+def run_input_bench(
+    data: Optional[str], count: int, size: int, rounds: int, device_kind: str, policy: Optional[str] = None
+) -> dict:
     device = torch.device(
         "cuda" if device_kind == "cuda" or (device_kind == "auto" and torch.cuda.is_available()) else "cpu"
     )
@@ -116,10 +126,11 @@ def run_input_bench(data: Optional[str], count: int, size: int, rounds: int, dev
             files = sorted(str(p) for p in root.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))[:count]
             if not files:
                 raise FileNotFoundError(f"no JPEG files under {root}")
-            _time_both(files[:BATCH], size, device)  # warm the page cache and the code paths
+            augment = Augment(policy)
+            _time_both(files[:BATCH], size, device, augment)  # warm the page cache and the code paths
             seed_s = ours_s = 0.0
             for _ in range(rounds):
-                seed_round, ours_round = _time_both(files, size, device)
+                seed_round, ours_round = _time_both(files, size, device, augment)
                 seed_s, ours_s = seed_s + seed_round, ours_s + ours_round
             gpu_seconds = 0.0
             if device.type == "cuda":
@@ -142,5 +153,6 @@ def run_input_bench(data: Optional[str], count: int, size: int, rounds: int, dev
         "img_size": size,
         "device": str(device),
         "rounds": rounds,
+        "auto_augment": policy,
         "source": data or "generated 500x375 JPEGs, quality 90",
     }
