@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Protocol
+from typing import Callable, Iterable, List, Optional, Protocol, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +22,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..runtime.dist import Runtime
 from ..runtime.preempt import StopRequest
+from .mixing import Mixing, soft_cross_entropy
 from .monitor import LossWindow, StepMonitor, advance
 from .optim import LrSchedule
 from .precision import Precision
@@ -40,6 +41,7 @@ class StepSettings:
     log_every: int
     channels_last: bool
     label_smoothing: float
+    mixing: Optional[Mixing] = None  # Mixup/CutMix with soft targets (label smoothing folded in)
 
 
 @dataclass
@@ -97,8 +99,9 @@ def train_one_epoch(
         with monitor.step(global_step):
             for micro in range(settings.grad_accum):
                 batch = monitor.next_batch(batches)
+                draw = (plan.epoch, global_step, rt.rank, micro)  # Mixup/CutMix: a pure function of these
                 loss = forward_backward(
-                    model, batch, precision, settings, rt.device, monitor.timer, sync=micro == settings.grad_accum - 1
+                    model, batch, precision, settings, rt.device, monitor.timer, micro == settings.grad_accum - 1, draw
                 )
                 window.add(loss, len(batch), len(batch.failures))
             if step == 0:  # every rank's batches have the same size (the sampler drops the uneven tail)
@@ -124,16 +127,31 @@ def train_one_epoch(
 
 
 def forward_backward(
-    model, batch, precision: Precision, settings: StepSettings, device: torch.device, timer: StepTimer, sync: bool
+    model,
+    batch,
+    precision: Precision,
+    settings: StepSettings,
+    device: torch.device,
+    timer: StepTimer,
+    sync: bool,
+    draw: Tuple[int, int, int, int] = (0, 0, 0, 0),
 ) -> torch.Tensor:
     """One micro-batch: forward under autocast, backward of the (scaled) loss share; DDP all-reduces
-    only when `sync` (the last micro-batch of an optimizer step)."""
+    only when `sync` (the last micro-batch of an optimizer step). `draw`: (epoch, step, rank, micro) for
+    Mixup/CutMix."""
     images, labels = batch.to_device(device, settings.channels_last)
+    mixing = settings.mixing
+    targets = None
+    if mixing is not None and mixing.active:
+        images, targets = mixing.apply(images, labels, *draw)
     context = contextlib.nullcontext() if sync else model.no_sync()
     with context:
         with precision.autocast(), timer.forward():
             logits = forward(model, images)
-            loss = F.cross_entropy(logits.float(), labels, label_smoothing=settings.label_smoothing)
+            if targets is not None:
+                loss = soft_cross_entropy(logits, targets)
+            else:
+                loss = F.cross_entropy(logits.float(), labels, label_smoothing=settings.label_smoothing)
         scaled = loss / settings.grad_accum
         (precision.scaler.scale(scaled) if precision.scaler else scaled).backward()
     return loss

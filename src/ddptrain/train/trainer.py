@@ -45,6 +45,7 @@ from .checkpointer import BEST, Checkpointer
 from .evaluate import evaluate
 from .loop import EpochPlan, EpochStats, StepSettings, steps_per_epoch, train_one_epoch
 from .metrics import EvalResult
+from .mixing import Mixing
 from .optim import LrSchedule, apply_settings, build_optimizer, peak_lr, resumed_grad_accum
 from .precision import resolve_precision
 from .sinks import epoch_record, open_sinks
@@ -508,12 +509,16 @@ class Trainer:
 
     def _step_settings(self) -> StepSettings:
         cfg = self.cfg
+        mixing = Mixing(
+            cfg.data.mixup, cfg.data.cutmix, len(self.split.classes), cfg.optim.label_smoothing, cfg.optim.seed
+        )
         return StepSettings(
             cfg.optim.grad_accum,
             cfg.optim.clip_grad,
             cfg.run.log_every,
             cfg.model.channels_last,
             cfg.optim.label_smoothing,
+            mixing if mixing.active else None,
         )
 
     # ---- what is kept -------------------------------------------------------------------------
