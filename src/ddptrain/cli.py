@@ -44,6 +44,12 @@ def _add_trust_torchscript(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_ema(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ema", action="store_true", help="use the checkpoint's EMA weights (a run trained with --ema-decay)"
+    )
+
+
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="also show torchrun's own log lines")
 
@@ -81,6 +87,7 @@ def _add_training_commands(sub) -> None:
     ev.add_argument("--nproc", type=int, default=None, help="processes (launches through torchrun)")
     ev.add_argument("--dist-timeout", type=float, default=1800.0)
     _add_trust_torchscript(ev)
+    _add_ema(ev)
     _add_verbose(ev)
     _add_legacy_local_rank(ev)
 
@@ -93,6 +100,7 @@ def _add_model_file_commands(sub) -> None:
     pr.add_argument("--batch-size", type=int, default=32)
     pr.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     _add_trust_torchscript(pr)
+    _add_ema(pr)
 
     ex = sub.add_parser(
         "export", help="write a checkpoint's model as safetensors, TorchScript or ONNX (class names beside it)"
@@ -104,6 +112,7 @@ def _add_model_file_commands(sub) -> None:
         choices=["safetensors", "torchscript", "onnx"],
         help="onnx needs the onnx package installed",
     )
+    _add_ema(ex)
     ex.add_argument("--out", default=None, help="output file (default: next to the checkpoint, e.g. best.safetensors)")
 
 
@@ -206,6 +215,7 @@ def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
             amp=args.amp,
             dist_timeout=args.dist_timeout,
             trust_torchscript=args.trust_torchscript,
+            ema=args.ema,
         ),
         env,
     )
@@ -217,7 +227,13 @@ def cmd_predict(args: argparse.Namespace, argv: List[str], clock: StartupClock) 
 
     setup_logging(0, 1)
     return run_predict(
-        args.checkpoint, args.paths, args.topk, args.device, args.batch_size, trust_torchscript=args.trust_torchscript
+        args.checkpoint,
+        args.paths,
+        args.topk,
+        args.device,
+        args.batch_size,
+        trust_torchscript=args.trust_torchscript,
+        ema=args.ema,
     )
 
 
@@ -226,7 +242,7 @@ def cmd_export(args: argparse.Namespace, argv: List[str], clock: StartupClock) -
     from .tools.modelfile import sidecar_path
 
     setup_logging(0, 1)
-    path = export(args.checkpoint, args.format, args.out)
+    path = export(args.checkpoint, args.format, args.out, args.ema)
     print(path)
     print(sidecar_path(path))
     return 0

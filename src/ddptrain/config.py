@@ -215,6 +215,13 @@ class OptimConfig:
     clip_grad: Optional[float] = opt(None, "clip the global gradient norm to this value", elsewhere=("clip_grad_norm",))
     grad_accum: int = opt(1, "micro-batches per optimizer step", elsewhere=("grad_accum_steps",))
     seed: int = opt(42, "seed for the split, the shuffling and the augmentations")
+    ema_decay: float = opt(
+        0.0,
+        "keep an exponential moving average of the weights with this decay (e.g. 0.9998; 0: off), evaluated each "
+        "epoch next to the model (val_top1_ema) and saved in every checkpoint",
+        elsewhere=("model_ema_decay",),
+    )
+    ema_warmup: bool = opt(True, "EMA decay warmup (timm's): a lower decay over the first steps")
     patience: Optional[int] = opt(
         None,
         "stop early when val_top1 has not improved for this many evaluations in a row (best.pt keeps the best)",
@@ -235,6 +242,7 @@ class OptimConfig:
                 ),
                 (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
                 (self.patience is None or self.patience >= 1, "--patience must be at least 1"),
+                (0.0 <= self.ema_decay < 1.0, "--ema-decay must be in [0, 1) (0: off)"),
             ]
         )
         return self

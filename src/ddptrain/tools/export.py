@@ -33,14 +33,14 @@ def default_output(source: Path, fmt: str) -> Path:
     return source.with_name(source.stem + SUFFIXES[fmt])
 
 
-def export(source: str | Path, fmt: str, out: Optional[str | Path] = None) -> Path:
+def export(source: str | Path, fmt: str, out: Optional[str | Path] = None, ema: bool = False) -> Path:
     """Write the exported model and its `.json`; return the model file's path."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format '{fmt}'; choose one of {', '.join(FORMATS)}")
     if fmt == "onnx":
         _require_onnx()  # before the model is loaded: say it at once
     source = Path(source)
-    loaded = load_model(source, torch.device("cpu"))
+    loaded = load_model(source, torch.device("cpu"), ema=ema)
     config = loaded.config
     preprocess = Preprocess.of(config.data)  # as the model was trained
     card = ModelCard(

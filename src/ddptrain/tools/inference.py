@@ -38,6 +38,7 @@ class EvalOptions:
     amp: str = "auto"
     dist_timeout: float = 1800.0
     trust_torchscript: bool = False  # a *.torchscript.pt file runs its own code when loaded
+    ema: bool = False  # the checkpoint's EMA weights
 
 
 def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -> List[Tuple[str, int]]:
@@ -79,7 +80,7 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
 def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
     rt = dist.setup(env, opts.device, opts.dist_timeout)
     try:
-        loaded = load_model(opts.checkpoint, rt.device, opts.trust_torchscript)
+        loaded = load_model(opts.checkpoint, rt.device, opts.trust_torchscript, opts.ema)
         workers = auto_workers(opts.workers, cpus_per_process(env.local_world_size))
         settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers)
         loader = evaluation_images(
@@ -133,10 +134,11 @@ def run_predict(
     batch_size: int = 32,
     out=sys.stdout,
     trust_torchscript: bool = False,
+    ema: bool = False,
 ) -> int:
     """Print one JSON object per image; return 1 when any path could not be read, else 0."""
     torch_device = torch.device(dist.resolve_device_kind(device))
-    loaded = load_model(checkpoint_path, torch_device, trust_torchscript)
+    loaded = load_model(checkpoint_path, torch_device, trust_torchscript, ema)
     preprocess = Preprocess.of(loaded.config.data)  # as the model was trained
     transform = eval_transform(preprocess.img_size, preprocess)
     decode_side = eval_decode_min_side(preprocess.img_size, preprocess.crop_fraction)

@@ -80,7 +80,9 @@ def quiet_jit():
         yield
 
 
-def load_model(path: str | Path, device: torch.device, trust_torchscript: bool = False) -> LoadedModel:
+def load_model(
+    path: str | Path, device: torch.device, trust_torchscript: bool = False, ema: bool = False
+) -> LoadedModel:
     """From a ddptrain checkpoint (read with weights_only=True, whatever its name) or an exported .safetensors file;
     a TorchScript program only when it is named *.torchscript.pt and the caller trusts it: loading one runs the
     code inside it."""
@@ -88,7 +90,9 @@ def load_model(path: str | Path, device: torch.device, trust_torchscript: bool =
     fmt = exported_format(path)
     if fmt is None:
         _refuse_disguised_program(path)
-        return _load_checkpoint(path, device)
+        return _load_checkpoint(path, device, ema)
+    if ema:
+        raise ModelFileError(f"--ema takes a checkpoint; {path} is an export, which holds one set of weights already")
     if not path.is_file():
         raise CheckpointError(f"model file {path} does not exist")
     if fmt == "torchscript" and not trust_torchscript:
@@ -135,11 +139,13 @@ def _train_config(flat: Dict[str, Any], source: Path) -> Config:
     return Config.from_flat(flat, str(source), strict=False)
 
 
-def _load_checkpoint(path: Path, device: torch.device) -> LoadedModel:
+def _load_checkpoint(path: Path, device: torch.device, ema: bool = False) -> LoadedModel:
     state = checkpointer.load(path)
     config = _train_config(state.config, path)
     model = build_model(config.model.name, len(state.class_names))
-    model.load_state_dict(state.model)
+    if ema and state.ema is None:
+        raise ModelFileError(f"--ema: {path} holds no EMA weights (its run was trained without --ema-decay)")
+    model.load_state_dict(state.ema if ema and state.ema is not None else state.model)
     return LoadedModel(model.to(device).eval(), list(state.class_names), config, state.epoch, state.split)
 
 

@@ -58,6 +58,7 @@ class EpochPlan:
     stop: Optional[StopRequest] = None  # this rank's wish to stop; ranks agree at reduction points
     on_failure: Optional[Callable[[Iterable[str]], None]] = None  # unreadable files met in a batch
     after_first_step: Optional[Callable[[], None]] = None  # once, when this call's first step is done
+    after_step: Optional[Callable[[int], None]] = None  # after every optimizer step (global step): e.g. the EMA
 
     def saves_after(self, global_step: int) -> bool:
         return bool(self.save_every_steps) and global_step % self.save_every_steps == 0
@@ -110,6 +111,8 @@ def train_one_epoch(
             samples_done = plan.start.samples_done + (step + 1) * per_step
             schedule.apply(optimizer, plan.epoch, samples_done, per_epoch)
             optimizer_step(model, optimizer, precision, settings.clip_grad)
+            if plan.after_step is not None:
+                plan.after_step(global_step)
         last = step + 1 == n_steps
         save = plan.saves_after(global_step) and not last
         if save or last or (step + 1) % settings.log_every == 0:

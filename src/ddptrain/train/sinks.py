@@ -34,12 +34,20 @@ BEST_EVAL = "best_eval.json"
 
 
 def epoch_record(
-    epoch: int, step: int, world_size: int, global_batch: int, stats: EpochStats, result: Optional[EvalResult]
+    epoch: int,
+    step: int,
+    world_size: int,
+    global_batch: int,
+    stats: EpochStats,
+    result: Optional[EvalResult],
+    ema: Optional[EvalResult] = None,
 ) -> Dict:
     """One line of metrics.jsonl (the val_ entries only after an epoch that was evaluated: --eval-every)."""
     record: Dict = {"epoch": epoch, "step": step, "train_loss": stats.train_loss}
     if result is not None:
         record.update(val_loss=result.loss, val_top1=result.top1, val_top5=result.top5, val_samples=result.samples)
+    if ema is not None:
+        record.update(val_loss_ema=ema.loss, val_top1_ema=ema.top1, val_top5_ema=ema.top5)
     record.update(
         lr=stats.lr,
         images_per_sec=stats.images_per_sec,
@@ -179,7 +187,14 @@ class RunSinks:
     def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _StepProgress:
         return _StepProgress(progress_bar(steps, epoch, self.epochs, True), self.tb, global_step)
 
-    def epoch_end(self, record: Dict, result: Optional[EvalResult], stats: EpochStats, workers: int) -> None:
+    def epoch_end(
+        self,
+        record: Dict,
+        result: Optional[EvalResult],
+        stats: EpochStats,
+        workers: int,
+        ema: Optional[EvalResult] = None,
+    ) -> None:
         """The metrics line (written before the checkpoint: a crash in between is redone, not lost),
         TensorBoard points, the epoch's console line, and advice the first time it applies."""
         epoch = record["epoch"]
@@ -187,6 +202,8 @@ class RunSinks:
         evaluated = (
             {} if result is None else {"val/loss": result.loss, "val/top1": result.top1, "val/top5": result.top5}
         )
+        if ema is not None:
+            evaluated.update({"val_ema/loss": ema.loss, "val_ema/top1": ema.top1, "val_ema/top5": ema.top5})
         self.tb.scalars(
             {**evaluated, "perf/images_per_sec": stats.images_per_sec, **perf_scalars(record)}, record["step"]
         )
@@ -194,7 +211,7 @@ class RunSinks:
             "not evaluated (--eval-every)"
             if result is None
             else f"val_loss {result.loss:.4f}  val_top1 {result.top1:.4f}  val_top5 {result.top5:.4f}  "
-            f"({result.samples} images)"
+            f"({result.samples} images)" + (f"  ema: val_top1 {ema.top1:.4f}" if ema is not None else "")
         )
         log.info(
             "epoch %d/%d: train_loss %.4f  %s  %.1f img/s  data_wait %.0f%%  %.1fs",
@@ -254,7 +271,14 @@ class NullSinks:
     def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _NoProgress:
         return _NoProgress()
 
-    def epoch_end(self, record: Dict, result: Optional[EvalResult], stats: EpochStats, workers: int) -> None:
+    def epoch_end(
+        self,
+        record: Dict,
+        result: Optional[EvalResult],
+        stats: EpochStats,
+        workers: int,
+        ema: Optional[EvalResult] = None,
+    ) -> None:
         pass
 
     def startup(self, clock: StartupClock) -> None:

@@ -81,10 +81,11 @@ class TrainState:
     split: Optional[Dict[str, Any]] = None  # digest and sizes of the train/val split it was trained on
     metrics: Optional[Dict[str, Any]] = None  # at an epoch end: that epoch's metrics.jsonl record
     partial: Optional[PartialEpoch] = None  # in the middle of an epoch: where it stopped
+    ema: Optional[Dict[str, torch.Tensor]] = None  # --ema-decay: the averaged weights
     format: int = FORMAT_VERSION
 
     # Entries written only when set (a checkpoint is either an epoch end or a mid-epoch one).
-    _WHEN_SET = ("metrics", "partial")
+    _WHEN_SET = ("metrics", "partial", "ema")
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"format": self.format}

@@ -148,6 +148,7 @@ class Trainer:
         self.resume_rng: Optional[Dict] = None  # this rank's RNG state at that point
         self._maybe_resume()
         self._wrap_ddp()
+        self.ema = self._build_ema()
         self.sinks.write_run_files(self.requested, self.split)
         self.sinks.start(self.start_epoch - 1, self.global_step)
         self.clock.mark("resume and DDP")
@@ -373,6 +374,26 @@ class Trainer:
             model = compile_model(model)
         self.ddp = wrap_ddp(model, self.rt.device, self.cfg.model.grad_compress)
 
+    def _build_ema(self) -> Optional[Any]:
+        """--ema-decay: timm's ModelEmaV3 of the DDP-synchronised weights; a resume continues the saved average."""
+        optim = self.cfg.optim
+        if not optim.ema_decay:
+            return None
+        from timm.utils import ModelEmaV3
+
+        ema = ModelEmaV3(unwrap(self.ddp), decay=optim.ema_decay, use_warmup=optim.ema_warmup)
+        ema.module.requires_grad_(False)
+        resumed = self.resumed[1].ema if self.resumed is not None else None
+        if resumed is not None:
+            ema.module.load_state_dict(resumed)
+        elif self.resumed is not None:
+            log.warning("resume: the checkpoint has no EMA weights; the average starts from its weights now")
+        return ema
+
+    def _update_ema(self, global_step: int) -> None:
+        if self.ema is not None:
+            self.ema.update(unwrap(self.ddp), step=global_step)
+
     # ---- the loop -----------------------------------------------------------------------------
     def fit(self) -> Optional[EvalResult]:
         cfg, result = self.cfg, None
@@ -401,6 +422,17 @@ class Trainer:
             log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, cfg.optim.epochs)
         log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
         return result
+
+    def _evaluate(self, model) -> EvalResult:
+        return evaluate(
+            model,
+            self.val_loader,
+            self.precision,
+            len(self.split.classes),
+            self.rt,
+            self.cfg.model.channels_last,
+            self.unreadable,
+        )
 
     def _patience_spent(self, epoch: int) -> bool:
         """--patience: val_top1 has not improved for that many evaluations in a row. Every rank decides alike (the
@@ -439,6 +471,7 @@ class Trainer:
             stop=self.stop,
             on_failure=self.unreadable,
             after_first_step=self._first_step_done if epoch == self.start_epoch else None,
+            after_step=self._update_ema if self.ema is not None else None,
         )
         stats = train_one_epoch(
             self.ddp,
@@ -455,19 +488,14 @@ class Trainer:
         if stats.stopped is not None:  # rank 0 saved the position; every rank leaves together
             self._leave(epoch, stats.stopped)
         dist.broadcast_buffers(unwrap(self.ddp))  # evaluate exactly the model rank 0 saves
-        result = None
+        result = ema_result = None
         if self._evaluates(epoch):
-            result = evaluate(
-                self.ddp,
-                self.val_loader,
-                self.precision,
-                len(self.split.classes),
-                self.rt,
-                self.cfg.model.channels_last,
-                self.unreadable,
-            )
+            result = self._evaluate(self.ddp)
+            if self.ema is not None:
+                dist.broadcast_buffers(self.ema.module)  # each rank averaged its own BatchNorm statistics
+                ema_result = self._evaluate(self.ema.module)
         self._refuse_non_finite(epoch, result.loss if result is not None else None)
-        self._record_epoch(epoch, stats, result)
+        self._record_epoch(epoch, stats, result, ema_result)
         dist.barrier()  # nobody starts the next epoch (or exits) before rank 0 has saved
         if epoch + 1 < self.cfg.optim.epochs and dist.any_rank(self.stop.requested(), self.rt.device):
             self._leave(epoch + 1, None)
@@ -522,13 +550,15 @@ class Trainer:
         )
 
     # ---- what is kept -------------------------------------------------------------------------
-    def _record_epoch(self, epoch: int, stats: EpochStats, result: Optional[EvalResult]) -> None:
-        record = epoch_record(epoch, self.global_step, self.rt.world_size, self.global_batch, stats, result)
+    def _record_epoch(
+        self, epoch: int, stats: EpochStats, result: Optional[EvalResult], ema: Optional[EvalResult] = None
+    ) -> None:
+        record = epoch_record(epoch, self.global_step, self.rt.world_size, self.global_batch, stats, result, ema)
         is_best = result is not None and result.top1 > self.best_top1  # the same on every rank: all-reduced
         if result is not None:
             self.best_top1 = max(self.best_top1, result.top1)
             self.since_best = 0 if is_best else self.since_best + 1
-        self.sinks.epoch_end(record, result, stats, self.workers)
+        self.sinks.epoch_end(record, result, stats, self.workers, ema)
         self.checkpointer.save_epoch(self._state(last_complete_epoch=epoch, metrics=record), is_best)
         if is_best and result is not None:
             self.sinks.best_eval(epoch, f"checkpoints/{BEST}", result, self.split.classes)
@@ -576,6 +606,7 @@ class Trainer:
             step=self.global_step if step is None else step,
             best_top1=self.best_top1,
             since_best=self.since_best,
+            ema=self.ema.module.state_dict() if self.ema is not None else None,
             rng=capture_rng(),
             config=self.requested.to_flat(),
             class_names=list(self.split.classes),
