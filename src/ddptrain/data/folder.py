@@ -129,6 +129,12 @@ def write_split_files(split: Split, run_dir: Path) -> None:
         (split_dir / f"{name}.txt").write_text("".join(line + "\n" for line in lines))
 
 
+def describe_added(added: List[str], root: Path, where: str) -> str:
+    """The warning for images found in the folder but not in the run's split: they are left out of `where`."""
+    shown = ", ".join(added[:5]) + (" ..." if len(added) > 5 else "")
+    return f"{len(added)} image(s) added to {root} since the run's split was written are left out of {where}: {shown}"
+
+
 def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[str]]]:
     """The run's own split, read back from RUN_DIR/splits (the source of truth once written), checked against
     what the data folder holds now (`scanned`): (split, files added to the folder since). A file of the split

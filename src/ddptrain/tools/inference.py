@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ..data.datasets import UnreadableFiles
-from ..data.folder import all_images, load_split, read_run_split, split_summary
+from ..data.folder import all_images, describe_added, load_split, read_run_split, split_summary
 from ..data.images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
 from ..data.transforms import Preprocess, eval_decode_min_side, eval_transform, normalize
@@ -54,13 +54,7 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
     if found is not None:
         split, added = found
         if added and is_main:
-            log.warning(
-                "%d image(s) added to %s since the run's split was written are left out of --split val: %s%s",
-                len(added),
-                split.root,
-                ", ".join(added[:5]),
-                " ..." if len(added) > 5 else "",
-            )
+            log.warning("%s", describe_added(added, split.root, "--split val"))
     elif loaded.split is not None and split_summary(split) != loaded.split:
         here = split_summary(split)
         raise DataError(

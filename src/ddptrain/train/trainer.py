@@ -14,7 +14,14 @@ import torch
 
 from ..config import Config
 from ..data.datasets import UnreadableFiles
-from ..data.folder import Split, classes_without_validation, load_split, read_run_split, split_summary
+from ..data.folder import (
+    Split,
+    classes_without_validation,
+    describe_added,
+    load_split,
+    read_run_split,
+    split_summary,
+)
 from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
 from ..data.samplers import EpochSampler
@@ -170,13 +177,7 @@ class Trainer:
             len(split.val),
         )
         if added and self.rt.is_main:
-            log.warning(
-                "%d image(s) added to %s since this run's split was written are left out: %s%s",
-                len(added),
-                split.root,
-                ", ".join(added[:5]),
-                " ..." if len(added) > 5 else "",
-            )
+            log.warning("%s", describe_added(added, split.root, "training and validation"))
         return split
 
     def _build_loaders(self) -> None:
