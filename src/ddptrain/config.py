@@ -104,6 +104,12 @@ class DataConfig:
         "probability of erasing a random rectangle of each training image (black)",
         elsewhere=("reprob", "random_erase"),
     )
+    repeated_aug: int = opt(
+        1,
+        "repeated augmentation: each image K times per epoch, its copies on different processes with their own "
+        "augmentation (DeiT); an epoch keeps its length",
+        elsewhere=("aug_repeats",),
+    )
     mixup: float = opt(0.0, "Mixup: Beta(alpha, alpha) mixing of image pairs within a batch, soft targets; 0: off")
     cutmix: float = opt(
         0.0, "CutMix: Beta(alpha, alpha) pasted boxes between images of a batch; with --mixup, either per batch"
@@ -132,6 +138,7 @@ class DataConfig:
                 (0.0 < self.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
                 (0 <= self.augment_magnitude <= 30, "--augment-magnitude must be in [0, 30]"),
                 (0.0 <= self.random_erasing <= 1.0, "--random-erasing must be a probability in [0, 1]"),
+                (self.repeated_aug >= 1, "--repeated-aug must be 1 (off) or more"),
                 (self.mixup >= 0 and self.cutmix >= 0, "--mixup and --cutmix take an alpha >= 0 (0: off)"),
                 (self.workers is None or self.workers >= 0, "--workers must be 0 or more"),
                 (

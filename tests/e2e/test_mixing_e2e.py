@@ -1,6 +1,7 @@
-"""Mixup + CutMix + an EMA of the weights on 2 processes: stopped mid-epoch by SIGTERM and resumed, the run ends
-bit-identical to an uninterrupted one — model and EMA — because every draw is a function of (seed, epoch, step,
-rank) and the EMA is saved in every checkpoint, mid-epoch ones included."""
+"""Mixup + CutMix + repeated augmentation + an EMA of the weights on 2 processes: stopped mid-epoch by SIGTERM and
+resumed, the run ends bit-identical to an uninterrupted one — model and EMA — because every draw is a function of
+(seed, epoch, step, rank) or (seed, epoch, sample, copy) and the EMA is saved in every checkpoint, mid-epoch ones
+included."""
 
 import pytest
 import torch
@@ -10,9 +11,9 @@ from ..conftest import RESUME_FLAGS, assert_same_weights, fault_env, json_lines,
 EXIT_PREEMPTED = 75
 
 
-def test_mixup_cutmix_and_ema_resume_mid_epoch_bit_identical(tiny_shapes, tmp_path):
+def test_mixup_cutmix_repeated_aug_and_ema_resume_mid_epoch_bit_identical(tiny_shapes, tmp_path):
     flags = [*RESUME_FLAGS, "--nproc", 2, "--log-every", 1, "--mixup", 0.8, "--cutmix", 1.0, "--label-smoothing", 0.1]
-    flags += ["--ema-decay", 0.9]
+    flags += ["--ema-decay", 0.9, "--repeated-aug", 2]
     straight, run_dir = tmp_path / "straight", tmp_path / "run"
     run_cli(["train", "--data", tiny_shapes, "--out", straight, *flags])
     stopped = run_cli(

@@ -194,18 +194,24 @@ class _IndexDataset(torch.utils.data.Dataset):
         return 23
 
     def __getitem__(self, item):
-        index, _epoch = item
+        index = item[0]
         return Item(torch.tensor([float(index)]), index % 3, ())
+
+
+class _CopyDataset(_IndexDataset):
+    def __getitem__(self, item):
+        index, _epoch, copy = item
+        return Item(torch.tensor([float(index), float(copy)]), 0, ())
 
 
 def _settings(batch_size: int, workers: int) -> LoaderSettings:
     return LoaderSettings(batch_size, workers, pin_memory=False, normalize_in_workers=False)
 
 
-def _train_loader(dataset, rt, workers: int, seed: int = 7):
+def _train_loader(dataset, rt, workers: int, seed: int = 7, repeats: int = 1):
     """ddptrain's training loader: EpochSampler shards, 4 images per rank and step."""
     settings = _settings(4, workers)
-    sampler = EpochSampler(len(dataset), rt.rank, rt.world_size, seed)
+    sampler = EpochSampler(len(dataset), rt.rank, rt.world_size, seed, repeats)
     return train_loader(
         dataset, sampler, settings, seed, rt.rank, collate_fn=settings.image_collate(Preprocess().stats)
     )
@@ -221,7 +227,14 @@ def _shards(rt, image_path: str):
     same = ImageDataset([(image_path, 0)] * 8, train_transform(32, 0.08), None, seed=7, substitute=True)
     augmented = _train_loader(same, rt, workers=1)
     augmented.sampler.set_epoch(0)
-    return {"epoch0": order[0], "epoch1": order[1][0], "images": torch.cat([b.images for b in augmented])}
+    images = torch.cat([b.images for b in augmented])
+    repeated = _train_loader(_CopyDataset(), rt, workers=1, repeats=WORLD)  # --repeated-aug 2
+    repeated.sampler.set_epoch(1)
+    copies = [[tuple(int(v) for v in row) for row in b.images.tolist()] for b in repeated]
+    repeated_images = _train_loader(same, rt, workers=0, repeats=WORLD)
+    repeated_images.sampler.set_epoch(0)
+    copy_images = torch.cat([b.images for b in repeated_images])
+    return {"epoch0": order[0], "epoch1": order[1][0], "images": images, "copies": copies, "copy_images": copy_images}
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +260,19 @@ def test_ranks_never_draw_the_same_augmentation(shards):
     for x in a:
         assert not any(torch.equal(x, y) for y in b)
     assert not torch.equal(a[0], a[1])
+
+
+def test_repeated_augmentation_sends_each_images_copies_to_both_ranks_at_the_same_step(shards):
+    r0, r1 = shards[0]["copies"], shards[1]["copies"]
+    assert len(r0) == len(r1) == 2  # 23 positions per epoch, as without repetition: 11 per rank, 2 batches of 4
+    for step0, step1 in zip(r0, r1):
+        for (index0, copy0), (index1, copy1) in zip(step0, step1):
+            assert index0 == index1 and (copy0, copy1) == (0, 1)  # same image, other rank, other copy
+    indices = [index for step in r0 for index, _ in step]
+    assert len(set(indices)) == len(indices)  # never the same image twice on one rank
+    a, b = shards[0]["copy_images"], shards[1]["copy_images"]
+    assert len(a) == len(b) == 4
+    assert not any(torch.equal(x, y) for x, y in zip(a, b))  # each copy draws its own crop and flip
 
 
 # ---- exact evaluation ----------------------------------------------------------------------------

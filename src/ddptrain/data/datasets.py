@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import torch
 from torch.utils.data import Dataset
@@ -27,11 +27,22 @@ class Item(NamedTuple):
     load_s: float = 0.0  # seconds spent reading, decoding and transforming it
 
 
-def augmentation_seed(seed: int, epoch: int, index: int) -> int:
-    """The random draws for one sample are a pure function of (seed, epoch, sample index): they do
-    not depend on the rank, the worker, the number of processes or whether the run was resumed."""
+def augmentation_seed(seed: int, epoch: int, index: int, copy: int = 0) -> int:
+    """The random draws for one sample are a pure function of (seed, epoch, sample index) and, with repeated
+    augmentation, of which copy of the sample it is: they do not depend on the rank, the worker, the number of
+    processes or whether the run was resumed."""
     value = (seed * _MIX + epoch) * _MIX + index
+    if copy:
+        value = value * _MIX + copy
     return value % (2**63 - 1)
+
+
+def _sample_key(item: Union[int, Tuple[int, ...]]) -> Tuple[int, int, int]:
+    """(index, epoch, copy) from a training sampler's (index, epoch[, copy]) or an evaluation sampler's index."""
+    if isinstance(item, int):
+        return item, 0, 0
+    index, epoch, *rest = item
+    return index, epoch, rest[0] if rest else 0
 
 
 class ImageDataset(Dataset):
@@ -63,7 +74,7 @@ class ImageDataset(Dataset):
         return len(self.samples)
 
     def __getitem__(self, item) -> Item:
-        index, epoch = item if isinstance(item, tuple) else (item, 0)
+        index, epoch, copy = _sample_key(item)
         started = time.perf_counter()
         failures: List[str] = []
         for attempt in range(MAX_SUBSTITUTIONS if self.substitute else 1):
@@ -74,7 +85,7 @@ class ImageDataset(Dataset):
             except UNREADABLE_ERRORS as error:
                 failures.append(f"{path}: {describe_unreadable(error)}")
                 continue
-            tensor = self._transform(image, epoch, index)
+            tensor = self._transform(image, augmentation_seed(self.seed, epoch, index, copy))
             return Item(tensor, label, tuple(failures), time.perf_counter() - started)
         if self.substitute:
             raise RuntimeError(
@@ -83,10 +94,10 @@ class ImageDataset(Dataset):
             )
         return Item(None, self.samples[index][1], tuple(failures), time.perf_counter() - started)
 
-    def _transform(self, image, epoch: int, index: int) -> torch.Tensor:
+    def _transform(self, image, seed: int) -> torch.Tensor:
         generator = torch.default_generator
         saved = generator.get_state()
-        generator.manual_seed(augmentation_seed(self.seed, epoch, index))
+        generator.manual_seed(seed)
         try:
             return self.transform(image)
         finally:

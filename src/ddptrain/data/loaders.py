@@ -112,7 +112,8 @@ def training_images(
     limits: ImageLimits = ImageLimits(),
     augment: Augment = Augment(),
 ) -> DataLoader:
-    """Random crops and flips (and `augment`), one draw per (seed, epoch, sample); an unreadable file is substituted."""
+    """Random crops and flips (and `augment`), one draw per (seed, epoch, sample, copy); an unreadable file is
+    substituted."""
     size = preprocess.img_size
     dataset = ImageDataset(
         samples,
@@ -122,7 +123,7 @@ def training_images(
         substitute=True,
         limits=limits,
     )
-    sampler = EpochSampler(len(dataset), rank, world_size, seed)
+    sampler = EpochSampler(len(dataset), rank, world_size, seed, augment.repeats)
     return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate(preprocess.stats))
 
 

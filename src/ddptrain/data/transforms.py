@@ -67,16 +67,18 @@ def eval_resize_size(img_size: int, crop_fraction: float = EVAL_CROP_FRACTION) -
 
 @dataclass(frozen=True)
 class Augment:
-    """Per-image training augmentation beyond the crop and flip; each draw a function of (seed, epoch, sample index),
-    like the crop's (see datasets.ImageDataset)."""
+    """Per-image training augmentation beyond the crop and flip; each draw a function of (seed, epoch, sample index,
+    copy), like the crop's (see datasets.ImageDataset). `repeats` > 1 is repeated augmentation: the training sampler
+    (samplers.EpochSampler) yields each image that many times per epoch, on different ranks, each copy drawn anew."""
 
     policy: Optional[str] = None  # randaugment, trivialaugment, autoaugment
     magnitude: int = 9  # RandAugment's
     erasing: float = 0.0  # RandomErasing's probability
+    repeats: int = 1
 
     @classmethod
     def of(cls, data: DataConfig) -> Augment:
-        return cls(data.auto_augment, data.augment_magnitude, data.random_erasing)
+        return cls(data.auto_augment, data.augment_magnitude, data.random_erasing, data.repeated_aug)
 
     def policy_transform(self, mode: v2.InterpolationMode) -> List[Any]:
         if self.policy == "randaugment":

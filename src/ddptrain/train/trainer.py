@@ -197,6 +197,13 @@ class Trainer:
             Augment.of(cfg.data),
         )
         self.train_sampler = cast(EpochSampler, self.train_loader.sampler)
+        if cfg.data.repeated_aug > rt.world_size and rt.is_main:
+            log.warning(
+                "--repeated-aug %d on %d process(es): some copies of an image land in the same process's batch; "
+                "use at most one copy per process",
+                cfg.data.repeated_aug,
+                rt.world_size,
+            )
         self.val_loader = evaluation_images(split.val, self.preprocess, rt.rank, rt.world_size, settings, limits=limits)
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
         if self.steps_per_epoch == 0:
