@@ -105,7 +105,10 @@ def test_missing_weights_file_fails_at_once_with_one_line(no_torch, tmp_path):
         ("lr: fast\n", "lr must be a number, not 'fast'"),
         ("epochs: 2.5\n", "epochs must be a whole number, not 2.5"),
         ("sync_bn: maybe\n", "sync_bn must be true or false, not 'maybe'"),
-        ("optimizer: lamb\n", "optimizer must be one of sgd, adamw, not 'lamb'"),
+        (
+            "optimizer: lars2\n",
+            "optimizer must be one of sgd, nesterov, adamw, adam, lamb, lars, lion, nadamw, rmsprop, adafactor, not 'lars2'",
+        ),
         ("optim:\n  lrr: 0.1\n", "unknown option 'optim.lrr'"),
     ],
 )

@@ -193,15 +193,29 @@ class ModelConfig:
 class OptimConfig:
     epochs: int = opt(10, "number of epochs")
     batch_size: int = opt(32, "batch size per process (global batch = this x processes x grad-accum)")
-    optimizer: str = opt("sgd", "optimizer", choices=["sgd", "adamw"], elsewhere=("opt",))
+    optimizer: str = opt(
+        "sgd",
+        "optimizer, from timm's factory (sgd: momentum without Nesterov; nesterov: with it)",
+        choices=["sgd", "nesterov", "adamw", "adam", "lamb", "lars", "lion", "nadamw", "rmsprop", "adafactor"],
+        elsewhere=("opt",),
+    )
     lr: float = opt(0.05, "peak learning rate for the global batch")
     lr_base: Optional[float] = opt(
         None,
         "peak learning rate per 256 images of global batch: --lr becomes this x global batch / 256, so a recipe "
         "keeps its meaning on another number of GPUs (the learning rate used is logged)",
     )
-    momentum: float = opt(0.9, "SGD momentum")
-    weight_decay: float = opt(1e-4, "weight decay (never applied to norm layers and biases)", elsewhere=("wd",))
+    momentum: float = opt(0.9, "momentum (sgd, nesterov, lars, rmsprop)")
+    weight_decay: float = opt(
+        1e-4,
+        "weight decay (never applied to norm layers, biases, or what the model exempts: position embeddings...)",
+        elsewhere=("wd",),
+    )
+    layer_decay: Optional[float] = opt(
+        None,
+        "layer-wise learning-rate decay for fine-tuning (timm models, e.g. 0.65 for a ViT): each layer's rate is "
+        "this x the next one's, the head's is the full rate",
+    )
     warmup_epochs: float = opt(
         1.0, "linear warmup length in epochs, then the --schedule, per step", elsewhere=("lr_warmup_epochs",)
     )
@@ -250,6 +264,7 @@ class OptimConfig:
                 (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
                 (self.patience is None or self.patience >= 1, "--patience must be at least 1"),
                 (0.0 <= self.ema_decay < 1.0, "--ema-decay must be in [0, 1) (0: off)"),
+                (self.layer_decay is None or 0.0 < self.layer_decay <= 1.0, "--layer-decay must be in (0, 1]"),
             ]
         )
         return self

@@ -82,3 +82,12 @@ def test_augmentation_policies_change_the_image_and_repeat_for_the_same_draws(po
         outputs.append(transform(image))
     assert outputs[1].dtype == torch.uint8 and outputs[1].shape == (3, 32, 32)  # still the uint8 fast path
     assert not torch.equal(outputs[0], outputs[1]) and torch.equal(outputs[1], outputs[2])
+
+
+@pytest.mark.parametrize("policy", ["randaugment", "trivialaugment", "autoaugment"])
+def test_augmentation_policies_run_for_models_preprocessed_with_bicubic(policy):
+    """A ViT's pretrained config says bicubic; the policies' tensor rotations and shears take nearest or bilinear."""
+    transform = train_transform(32, 0.5, Preprocess(32, interpolation="bicubic"), Augment(policy, 30, 1.0))
+    for seed in range(20):  # enough draws to meet the geometric operations
+        torch.manual_seed(seed)
+        assert transform(_gradient_image()).shape == (3, 32, 32)

@@ -21,6 +21,16 @@ def test_torchvision_and_timm_models_by_name():
     assert timm_model.eval()(torch.randn(1, 3, 32, 32)).shape == (1, 4)
 
 
+def test_a_model_built_for_one_input_size_is_built_for_the_size_trained():
+    """A ViT's position embedding has one entry per patch: at --img-size 32 it is built for 32 px."""
+    images = torch.zeros(2, 3, 32, 32)
+    assert build_model("timm:vit_small_patch16_224", 3, img_size=32)(images).shape == (2, 3)
+    with pytest.raises(AssertionError, match="doesn't match model"):  # what the size argument prevents
+        build_model("timm:vit_small_patch16_224", 3)(images)
+    assert build_model("timm:test_resnet", 3, img_size=32)(images).shape == (2, 3)  # any size: built as it is
+    assert build_model("resnet18", 3, img_size=32)(images).shape == (2, 3)
+
+
 def test_unknown_names_suggest_the_closest():
     with pytest.raises(ConfigError, match="resnet18"):
         build_model("resnet19", 3)

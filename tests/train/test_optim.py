@@ -1,9 +1,27 @@
-"""On resume, --grad-accum keeps the run's global batch when the number of processes changed."""
+"""The optimizer factory, layer decay and the schedules; on resume, --grad-accum keeps the run's global batch when the
+number of processes changed and the command line's optimizer settings win."""
+
+import dataclasses
 
 import pytest
+import timm
+import torch
+from torch import nn
 
 from ddptrain.config import OptimConfig
-from ddptrain.train.optim import LrSchedule, peak_lr, resumed_grad_accum
+from ddptrain.errors import ConfigError
+from ddptrain.train.optim import (
+    LrSchedule,
+    apply_settings,
+    build_optimizer,
+    group_settings,
+    param_groups,
+    peak_lr,
+    resumed_grad_accum,
+    same_groups,
+)
+
+CPU = torch.device("cpu")
 
 RUN = OptimConfig(batch_size=4, grad_accum=1)  # the recipe the run was started with
 
@@ -69,3 +87,65 @@ def test_a_resume_on_other_process_counts_stays_on_the_curve():
     one_process = schedule.apply(optimizer, epoch=1, samples_done=64, samples_per_epoch=128)
     two_processes = schedule.apply(optimizer, epoch=1, samples_done=2 * 32, samples_per_epoch=128)
     assert one_process == two_processes == pytest.approx(0.625) == groups[0]["lr"]
+
+
+def _choices(name):
+    return next(f for f in dataclasses.fields(OptimConfig) if f.name == name).metadata["choices"]
+
+
+def test_every_offered_optimizer_builds_and_steps_without_decaying_norms():
+    for name in _choices("optimizer"):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+        optimizer = build_optimizer(model, name, 0.01, 0.9, 0.05, CPU)
+        before = [p.detach().clone() for p in model.parameters()]
+        model(torch.randn(2, 3, 6, 6)).sum().backward()
+        optimizer.step()
+        assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters())), name
+        assert [g["weight_decay"] for g in optimizer.param_groups] == [0.05, 0.0], name
+
+
+def test_sgd_is_torch_momentum_sgd_without_nesterov_and_nesterov_has_it():
+    model = nn.Linear(2, 2)
+    sgd, nesterov = (build_optimizer(model, name, 0.1, 0.8, 0.0, CPU) for name in ("sgd", "nesterov"))
+    assert type(sgd) is torch.optim.SGD and not sgd.param_groups[0]["nesterov"]
+    assert sgd.param_groups[0]["momentum"] == 0.8 and nesterov.param_groups[0]["nesterov"]
+
+
+def test_a_vits_position_embedding_and_class_token_get_no_weight_decay():
+    model = timm.create_model("test_vit", num_classes=3)
+    decay, no_decay = param_groups(model, 0.05)
+    exempt = {id(model.pos_embed), id(model.cls_token)}
+    assert exempt <= {id(p) for p in no_decay["params"]} and not exempt & {id(p) for p in decay["params"]}
+
+
+def test_layer_decay_scales_the_rate_from_the_head_down_and_the_schedule_applies_it():
+    model = timm.create_model("test_vit", num_classes=3)
+    optimizer = build_optimizer(model, "adamw", 1e-3, 0.9, 0.05, CPU, layer_decay=0.5)
+    scale_of = {id(p): g["lr_scale"] for g in optimizer.param_groups for p in g["params"]}
+    head, stem = scale_of[id(model.head.weight)], scale_of[id(model.patch_embed.proj.weight)]
+    first_block, last_block = (scale_of[id(model.blocks[i].attn.qkv.weight)] for i in (0, -1))
+    assert head == 1.0 and stem < first_block < last_block < head
+    assert last_block == pytest.approx(0.5)  # one layer below the head
+    LrSchedule(1e-3, epochs=2, warmup_epochs=0, min_ratio=0.0).apply(optimizer, 0, 0, 10)
+    assert all(g["lr"] == pytest.approx(1e-3 * g["lr_scale"]) for g in optimizer.param_groups)
+    assert {g["weight_decay"] for g in optimizer.param_groups if id(model.pos_embed) in map(id, g["params"])} == {0}
+
+
+def test_layer_decay_on_a_model_without_layer_names_is_refused():
+    with pytest.raises(ConfigError, match="--layer-decay needs a model that names its layers"):
+        build_optimizer(nn.Linear(2, 2), "adamw", 1e-3, 0.9, 0.05, CPU, layer_decay=0.7)
+
+
+def test_on_resume_the_command_lines_layer_decay_and_weight_decay_replace_the_saved_ones():
+    model = timm.create_model("test_vit", num_classes=3)
+    saved = build_optimizer(model, "adamw", 1e-3, 0.9, 0.05, CPU, layer_decay=0.5).state_dict()
+    now = build_optimizer(model, "adamw", 1e-3, 0.9, 0.1, CPU, layer_decay=0.7)
+    wanted = group_settings(now)
+    assert same_groups(now, saved)
+    now.load_state_dict(saved)
+    changes = apply_settings(now, wanted)
+    assert "weight_decay 0.05 -> 0.1" in changes and any(c.startswith("lr_scale 0.5 -> 0.7") for c in changes)
+    assert group_settings(now) == wanted
+    plain = build_optimizer(model, "adamw", 1e-3, 0.9, 0.1, CPU)
+    assert not same_groups(plain, saved)  # --layer-decay dropped: other groups, the state starts fresh

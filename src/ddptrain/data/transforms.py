@@ -81,6 +81,8 @@ class Augment:
         return cls(data.auto_augment, data.augment_magnitude, data.random_erasing, data.repeated_aug)
 
     def policy_transform(self, mode: v2.InterpolationMode) -> List[Any]:
+        if mode not in (v2.InterpolationMode.NEAREST, v2.InterpolationMode.BILINEAR):
+            mode = v2.InterpolationMode.BILINEAR  # the policies' rotations and shears on tensors take no bicubic
         if self.policy == "randaugment":
             return [v2.RandAugment(magnitude=self.magnitude, interpolation=mode)]
         if self.policy == "trivialaugment":

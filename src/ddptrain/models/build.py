@@ -8,6 +8,7 @@ pretrained=False; pretrained weights come from `--weights PATH` or `--pretrained
 from __future__ import annotations
 
 import difflib
+from typing import Any, Dict, Optional
 
 from torch import nn
 
@@ -16,9 +17,11 @@ from ..errors import ConfigError
 TIMM_PREFIX = "timm:"
 
 
-def build_model(name: str, num_classes: int) -> nn.Module:
+def build_model(name: str, num_classes: int, img_size: Optional[int] = None) -> nn.Module:
+    """`img_size`: the input size the model will see; it matters only to models built for one size (see
+    `timm_size_args`)."""
     if name.startswith(TIMM_PREFIX):
-        return _build_timm(name[len(TIMM_PREFIX) :], num_classes)
+        return _build_timm(name[len(TIMM_PREFIX) :], num_classes, img_size)
     import torchvision
 
     known = torchvision.models.list_models(module=torchvision.models)
@@ -31,7 +34,19 @@ def build_model(name: str, num_classes: int) -> nn.Module:
     return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
 
 
-def _build_timm(name: str, num_classes: int) -> nn.Module:
+def timm_size_args(name: str, img_size: Optional[int]) -> Dict[str, Any]:
+    """timm's create_model arguments for input size `img_size`: a model built for one input size (a ViT's position
+    embedding has one entry per patch) is built for `img_size` when it differs — pretrained weights are resampled
+    by timm on loading; models that take any size get nothing."""
+    import timm
+
+    cfg = timm.get_pretrained_cfg(name)
+    if img_size is None or cfg is None or not cfg.fixed_input_size or int(cfg.input_size[-1]) == img_size:
+        return {}
+    return {"img_size": img_size}
+
+
+def _build_timm(name: str, num_classes: int, img_size: Optional[int] = None) -> nn.Module:
     try:
         import timm
     except ImportError as error:  # pragma: no cover - timm is a dependency
@@ -40,7 +55,7 @@ def _build_timm(name: str, num_classes: int) -> nn.Module:
         close = difflib.get_close_matches(name, timm.list_models(), n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise ConfigError(f"unknown timm model '{name}'.{hint}", every_rank=True)
-    return timm.create_model(name, pretrained=False, num_classes=num_classes)
+    return timm.create_model(name, pretrained=False, num_classes=num_classes, **timm_size_args(name, img_size))
 
 
 def head_name(model: nn.Module, num_classes: int) -> str:

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 from torch import nn
 
 from ..errors import WeightsError
-from .build import TIMM_PREFIX, build_model, head_name
+from .build import TIMM_PREFIX, build_model, head_name, timm_size_args
 from .weights import load_weights
 
 log = logging.getLogger("ddptrain")
@@ -182,8 +182,11 @@ def _download_url(url: str, path: Path) -> Path:
     return path
 
 
-def build_pretrained(name: str, num_classes: int, report: Callable[[str], None] = log.info) -> nn.Module:
-    """Model `name` with its pretrained weights (a head of another class count re-initialised)."""
+def build_pretrained(
+    name: str, num_classes: int, report: Callable[[str], None] = log.info, img_size: Optional[int] = None
+) -> nn.Module:
+    """Model `name` with its pretrained weights (a head of another class count re-initialised), for input size
+    `img_size` (see build.timm_size_args)."""
     path, _ = fetch(name)
     if name.startswith(TIMM_PREFIX):
         import timm
@@ -194,11 +197,12 @@ def build_pretrained(name: str, num_classes: int, report: Callable[[str], None] 
             pretrained=True,
             num_classes=num_classes,
             pretrained_cfg_overlay={"file": str(path)},
+            **timm_size_args(name[len(TIMM_PREFIX) :], img_size),
         )
     else:
         import torch
 
-        model = build_model(name, num_classes)
+        model = build_model(name, num_classes, img_size)
         load_weights(
             model, torch.load(path, map_location="cpu", weights_only=True), head_name(model, num_classes), str(path)
         )

@@ -142,7 +142,7 @@ def _train_config(flat: Dict[str, Any], source: Path) -> Config:
 def _load_checkpoint(path: Path, device: torch.device, ema: bool = False) -> LoadedModel:
     state = checkpointer.load(path)
     config = _train_config(state.config, path)
-    model = build_model(config.model.name, len(state.class_names))
+    model = build_model(config.model.name, len(state.class_names), config.data.img_size)
     if ema and state.ema is None:
         raise ModelFileError(f"--ema: {path} holds no EMA weights (its run was trained without --ema-decay)")
     model.load_state_dict(state.ema if ema and state.ema is not None else state.model)
@@ -156,7 +156,7 @@ def _load_safetensors(path: Path, device: torch.device) -> LoadedModel:
     with safe_open(str(path), framework="pt") as handle:
         text = (handle.metadata() or {}).get(META_KEY)
     card = ModelCard.from_dict(json.loads(text)) if text else _read_sidecar(path)
-    model = build_model(card.model, len(card.class_names))
+    model = build_model(card.model, len(card.class_names), card.img_size)
     load_into(model, str(path))
     return LoadedModel(model.to(device).eval(), list(card.class_names), _train_config(card.config, path), card.epoch)
 

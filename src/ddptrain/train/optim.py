@@ -1,27 +1,45 @@
-"""The optimizer (no weight decay on norm layers and biases) and the learning-rate schedule."""
+"""The optimizer — timm's factory, no weight decay on norm layers, biases and the model's own no-decay list, optional
+layer-wise learning-rate decay — and the learning-rate schedule."""
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 from torch import nn
 
 from ..config import OptimConfig
 from ..errors import ConfigError
+from ..models.wrap import unwrap
 
 log = logging.getLogger("ddptrain")
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list:
-    """Weight decay on weight matrices and kernels only; never on norm layers' scales or biases."""
+def param_groups(model: nn.Module, weight_decay: float, layer_decay: Optional[float] = None) -> List[Dict[str, Any]]:
+    """Weight decay on weight matrices and kernels only; never on norm layers' scales, biases or what the model lists
+    in `no_weight_decay()` (a ViT's position embedding and class token). With `layer_decay` (timm models), one group
+    per layer and decay kind, each with an `lr_scale` of layer_decay ** (depth from the head) that the schedule
+    multiplies in: the head learns at the full rate, the stem at the smallest."""
+    model = unwrap(model)
+    no_decay_names = set(getattr(model, "no_weight_decay", lambda: ())())
+    if layer_decay is not None:
+        if not hasattr(model, "group_matcher"):
+            raise ConfigError(
+                f"--layer-decay needs a model that names its layers (a timm model, timm:NAME); "
+                f"{type(model).__name__} does not: leave --layer-decay out"
+            )
+        from timm.optim import param_groups_layer_decay
+
+        return param_groups_layer_decay(
+            model, weight_decay=weight_decay, no_weight_decay_list=no_decay_names, layer_decay=layer_decay
+        )
     decay: List[nn.Parameter] = []
     no_decay: List[nn.Parameter] = []
-    for param in model.parameters():
+    for name, param in model.named_parameters():
         if param.requires_grad:
-            (no_decay if param.ndim <= 1 else decay).append(param)
+            (no_decay if param.ndim <= 1 or name in no_decay_names else decay).append(param)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
@@ -55,27 +73,55 @@ def resumed_grad_accum(optim: OptimConfig, saved: OptimConfig, saved_world: int,
     return optim.grad_accum
 
 
+TIMM_NAMES = {"sgd": "momentum"}  # ddptrain's sgd is momentum SGD without Nesterov; timm's "sgd" has it
+SETTINGS = ("weight_decay", "lr_scale", "momentum")  # what flags set in a group; the schedule sets "lr"
+
+
 def build_optimizer(
-    model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float, device: torch.device
+    model: nn.Module,
+    name: str,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    device: torch.device,
+    layer_decay: Optional[float] = None,
 ) -> torch.optim.Optimizer:
-    groups = param_groups(model, weight_decay)
-    fused: Dict[str, Any] = {"foreach": True} if device.type == "cuda" else {}
-    if name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=False, **fused)
-    if name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, **fused)
-    raise ConfigError(f"unknown optimizer '{name}' (choose sgd or adamw)")
+    """timm's optimizer factory (sgd, nesterov, adamw, adam, lamb, lars, lion, ...) over `param_groups`."""
+    from timm.optim import create_optimizer_v2
+
+    groups = param_groups(model, weight_decay, layer_decay)
+    try:
+        return create_optimizer_v2(
+            groups,
+            opt=TIMM_NAMES.get(name, name),
+            lr=lr,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            foreach=True if device.type == "cuda" else None,
+        )
+    except (AssertionError, ValueError) as error:  # timm's way of saying it does not know the name
+        raise ConfigError(f"optimizer '{name}' is not available in the installed timm: {error}") from error
 
 
-def apply_settings(optimizer: torch.optim.Optimizer, momentum: float, weight_decay: float) -> List[str]:
-    """After loading a checkpoint's optimizer state, make its hyperparameters the command line's again (the state
-    restores the old ones): weight decay on the first group (weights) only, momentum for SGD. The learning rate
-    is set by the schedule at every step. Returns the changes, as "name old -> new"."""
-    wanted: List[Dict[str, float]] = [{"weight_decay": weight_decay}, {"weight_decay": 0.0}]  # param_groups' order
+def group_settings(optimizer: torch.optim.Optimizer) -> List[Dict[str, Any]]:
+    """The flag-controlled settings of each parameter group (see `apply_settings`)."""
+    return [{key: group[key] for key in SETTINGS if key in group} for group in optimizer.param_groups]
+
+
+def same_groups(optimizer: torch.optim.Optimizer, saved_state: Dict[str, Any]) -> bool:
+    """Whether a saved optimizer state has this optimizer's parameter groups (count and sizes): a run resumed with
+    another --layer-decay (or none) has other groups, and its state cannot be carried over."""
+    saved = [len(group["params"]) for group in saved_state.get("param_groups", [])]
+    return saved == [len(group["params"]) for group in optimizer.param_groups]
+
+
+def apply_settings(optimizer: torch.optim.Optimizer, wanted: List[Dict[str, Any]]) -> List[str]:
+    """After loading a checkpoint's optimizer state, make its settings this command line's again (`wanted`, from
+    `group_settings` of the freshly built optimizer; the state restores the old ones): weight decay, layer-decay
+    scales, momentum. The learning rate is set by the schedule at every step. Returns the changes, as
+    "name old -> new"."""
     changes: List[str] = []
     for group, values in zip(optimizer.param_groups, wanted):
-        if isinstance(optimizer, torch.optim.SGD):
-            values = {**values, "momentum": momentum}
         for name, value in values.items():
             if group.get(name) != value:
                 note = f"{name} {group.get(name)} -> {value}"
@@ -128,7 +174,7 @@ class LrSchedule:
         (counted over all ranks, so a resumed or re-sharded epoch stays on the curve)."""
         lr = self.base_lr * self.factor(epoch + samples_done / max(samples_per_epoch, 1))
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # --layer-decay's per-layer scale
         return lr
 
     def state_dict(self) -> dict:

@@ -53,7 +53,15 @@ from .evaluate import evaluate
 from .loop import EpochPlan, EpochStats, StepSettings, steps_per_epoch, train_one_epoch
 from .metrics import EvalResult
 from .mixing import Mixing
-from .optim import LrSchedule, apply_settings, build_optimizer, peak_lr, resumed_grad_accum
+from .optim import (
+    LrSchedule,
+    apply_settings,
+    build_optimizer,
+    group_settings,
+    peak_lr,
+    resumed_grad_accum,
+    same_groups,
+)
 from .precision import resolve_precision
 from .sinks import epoch_record, open_sinks
 from .state import (
@@ -238,9 +246,10 @@ class Trainer:
         torch.manual_seed(cfg.optim.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
         if cfg.model.pretrained and self.resumed is None:  # a resumed run has its weights in the checkpoint
             self._fetch_once_per_node(cfg.model.name)
-            model = build_pretrained(cfg.model.name, classes, log.info if rt.is_main else log.debug)
+            report = log.info if rt.is_main else log.debug
+            model = build_pretrained(cfg.model.name, classes, report, self.preprocess.img_size)
         else:
-            model = build_model(cfg.model.name, classes)
+            model = build_model(cfg.model.name, classes, self.preprocess.img_size)
         head = head_name(model, classes)
         if cfg.model.weights:  # a resumed checkpoint overrides these, but a bad path still fails early
             load_weights(model, read_model_weights(cfg.model.weights), head, cfg.model.weights)
@@ -248,8 +257,9 @@ class Trainer:
             trainable = freeze_backbone(model, head)
             log.info("backbone frozen: %d trainable parameters in '%s'", trainable, head)
         self.model = place_model(model, rt.device, rt.world_size, cfg.model.sync_bn, cfg.model.channels_last)
+        optim = cfg.optim
         self.optimizer = build_optimizer(
-            self.model, cfg.optim.optimizer, cfg.optim.lr, cfg.optim.momentum, cfg.optim.weight_decay, rt.device
+            self.model, optim.optimizer, optim.lr, optim.momentum, optim.weight_decay, rt.device, optim.layer_decay
         )
 
     def _fetch_once_per_node(self, name: str) -> None:
@@ -340,7 +350,8 @@ class Trainer:
 
     def _resume_optimizer(self, state: TrainState, saved: Config) -> None:
         """The optimizer's state (momentum buffers, moments) continues; its settings are this command line's. Another
-        --optimizer than the checkpoint's starts its state fresh: the run keeps its place in the schedule."""
+        --optimizer or --layer-decay than the checkpoint's starts its state fresh: the run keeps its place in the
+        schedule."""
         optim = self.cfg.optim
         if state.optimizer is None:
             return
@@ -352,8 +363,18 @@ class Trainer:
                     saved.optim.optimizer,
                 )
             return
+        if not same_groups(self.optimizer, state.optimizer):
+            if self.rt.is_main:
+                log.warning(
+                    "resume: --layer-decay %s makes other parameter groups than the checkpoint's (--layer-decay %s); "
+                    "the optimizer's state (momentum, moments) starts fresh",
+                    optim.layer_decay,
+                    saved.optim.layer_decay,
+                )
+            return
+        wanted = group_settings(self.optimizer)
         self.optimizer.load_state_dict(state.optimizer)
-        changes = apply_settings(self.optimizer, optim.momentum, optim.weight_decay)
+        changes = apply_settings(self.optimizer, wanted)
         if changes:
             log.info("resume: the command line's optimizer settings replace the checkpoint's: %s", ", ".join(changes))
 
