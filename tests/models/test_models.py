@@ -31,6 +31,13 @@ def test_a_model_built_for_one_input_size_is_built_for_the_size_trained():
     assert build_model("resnet18", 3, img_size=32)(images).shape == (2, 3)
 
 
+def test_a_timm_model_named_with_its_pretrained_tag_builds_and_a_wrong_tag_is_refused():
+    model = build_model("timm:test_resnet.r160_in1k", 3)
+    assert model.pretrained_cfg["tag"] == "r160_in1k"
+    with pytest.raises(ConfigError, match="unknown timm model 'test_resnet.r999'. Did you mean: test_resnet.r160_in1k"):
+        build_model("timm:test_resnet.r999", 3)
+
+
 def test_unknown_names_suggest_the_closest():
     with pytest.raises(ConfigError, match="resnet18"):
         build_model("resnet19", 3)

@@ -51,11 +51,21 @@ def _build_timm(name: str, num_classes: int, img_size: Optional[int] = None) -> 
         import timm
     except ImportError as error:  # pragma: no cover - timm is a dependency
         raise ConfigError("timm is not installed: pip install timm") from error
-    if not timm.list_models(name):
-        close = difflib.get_close_matches(name, timm.list_models(), n=3)
+    if not _known_timm(timm, name):
+        close = difflib.get_close_matches(name, timm.list_models(pretrained="." in name), n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise ConfigError(f"unknown timm model '{name}'.{hint}", every_rank=True)
     return timm.create_model(name, pretrained=False, num_classes=num_classes, **timm_size_args(name, img_size))
+
+
+def _known_timm(timm: Any, name: str) -> bool:
+    """An architecture timm has (`vit_small_patch16_224`), or one of its pretrained tags
+    (`vit_small_patch16_224.augreg_in21k_ft_in1k`)."""
+    if not timm.is_model(name):
+        return False
+    if "." not in name:
+        return True
+    return name in timm.list_pretrained(name.split(".")[0] + ".*")
 
 
 def head_name(model: nn.Module, num_classes: int) -> str:
