@@ -5,7 +5,9 @@
 #   2. `ddptrain doctor` (versions, GPU, NCCL smoke test);
 #   3. precision on synthetic input: ResNet-50, 224 px, fp32 / bf16 / fp16, +/- channels_last, + compile;
 #   4. the same model trained from real JPEGs (bf16, channels_last) to compare with 3;
-#   5. the input benchmark on the GPU, with nvJPEG decoding.
+#   5. the input benchmark on the GPU, with nvJPEG decoding;
+#   6. the ViT fine-tuning recipe (configs/vit-small-finetune.yaml: layer decay, RandAugment, Mixup/CutMix, EMA)
+#      on the generated shapes, bf16, from random weights (no network here); channels_last does not apply to a ViT.
 # Results go to stdout and to $OUT (default benchmarks/results/gpu): gpu_check.txt plus each bench's
 # JSON and PNG. DEVICE=cpu SMALL=1 runs the same steps in miniature (to check the script itself).
 set -uo pipefail
@@ -18,9 +20,9 @@ trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 if [ "${SMALL:-0}" = 1 ]; then
-  MODEL=resnet18; SIZE=32; BATCH=8; STEPS=3; PHOTOS=64; EPOCHS=1; COMPILE=""
+  MODEL=resnet18; SIZE=32; BATCH=8; STEPS=3; PHOTOS=64; EPOCHS=1; COMPILE=""; VIT=(--img-size 32 --batch-size 8)
 else
-  MODEL=resnet50; SIZE=224; BATCH=256; STEPS=40; PHOTOS=3072; EPOCHS=2; COMPILE="--compile"
+  MODEL=resnet50; SIZE=224; BATCH=256; STEPS=40; PHOTOS=3072; EPOCHS=2; COMPILE="--compile"; VIT=(--batch-size 64)
 fi
 status=0
 step() {  # step NAME TIMEOUT_S COMMAND...: run, log, remember a failure, carry on with the rest
@@ -40,12 +42,15 @@ step ddp-smoke 150 $PY -m ddptrain train --data "$TMP/shapes" --out "$TMP/smoke"
 step doctor 120 $PY -m ddptrain doctor --nproc 1 --device "$DEVICE"
 step precision-synthetic 240 $PY -m ddptrain bench precision --synthetic --model "$MODEL" --img-size "$SIZE" \
   --batch-size "$BATCH" --steps "$STEPS" --device "$DEVICE" $COMPILE --out "$OUT"
-step photos 120 $PY -c "from pathlib import Path; from ddptrain.bench.photos import write_photos; \
+step photos 120 $PY -c "from pathlib import Path; from ddptrain.tools.bench.photos import write_photos; \
 write_photos(Path('$TMP/photos'), $PHOTOS)"
 step real-jpeg-training 200 $PY -m ddptrain train --data "$TMP/photos" --out "$TMP/real" --device "$DEVICE" \
   --model "$MODEL" --img-size "$SIZE" --batch-size "$BATCH" --epochs "$EPOCHS" --val-split 0 --amp bf16 \
   --channels-last --workers "$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))" --log-every 5
 [ -f "$TMP/real/metrics.jsonl" ] && cp "$TMP/real/metrics.jsonl" "$OUT/real-jpeg-metrics.jsonl"
 step input 150 $PY -m ddptrain bench input --data "$TMP/photos" --count 512 --rounds 2 --device "$DEVICE" --out "$OUT"
+step vit-recipe 240 $PY -m ddptrain train --config configs/vit-small-finetune.yaml --no-pretrained \
+  --data "$TMP/shapes" --out "$TMP/vit" --device "$DEVICE" --epochs 3 --amp bf16 "${VIT[@]}" --workers 4
+[ -f "$TMP/vit/metrics.jsonl" ] && cp "$TMP/vit/metrics.jsonl" "$OUT/vit-recipe-metrics.jsonl"
 echo "== done: exit $status; results in $OUT" | tee -a "$OUT/gpu_check.txt"
 exit $status

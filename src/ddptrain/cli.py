@@ -139,7 +139,7 @@ def _add_tool_commands(sub) -> None:
     doc.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
     doc.add_argument("--json", action="store_true", help="one JSON object for machines")
 
-    bench = sub.add_parser("bench", help="performance benchmarks: overhead, scaling, precision, dp-vs-ddp, input")
+    bench = sub.add_parser("bench", help="benchmarks: overhead, scaling, precision, dp-vs-ddp, input, startup, recipe")
     from .tools.bench import add_arguments as add_bench_arguments
 
     add_bench_arguments(bench)

@@ -18,12 +18,14 @@ from ..weights_cache import marked, offline_env, put_timm, put_torchvision
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 RECIPES = sorted(path.name for path in CONFIGS.glob("*.yaml"))
+# trained for a tiny epoch below; the others (cpu-fast: the demo's own recipe; flowers-resnet34: the fine-tune's
+# model and optimizer from scratch) are parsed and validated
+TRAINED = ["flowers-resnet34-finetune.yaml", "resnet50-scratch.yaml", "vit-small-finetune.yaml"]
 SHRUNK = {"img_size": 32, "batch_size": 4, "epochs": 1, "workers": 0, "nproc": 1, "device": "cpu"}
 
 
 def test_the_recipes_the_docs_name_are_there():
-    wanted = {"flowers-resnet34-finetune.yaml", "vit-small-finetune.yaml", "resnet50-scratch.yaml"}
-    assert wanted <= set(RECIPES)
+    assert set(TRAINED) <= set(RECIPES)
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
@@ -47,7 +49,7 @@ def small_data(tmp_path_factory) -> Path:
     return write_synthetic(tmp_path_factory.mktemp("recipe-data"), classes=2, per_class=10)
 
 
-@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("recipe", TRAINED)
 def test_each_recipe_trains_one_tiny_epoch(recipe, small_data, tmp_path):
     written = load_yaml(CONFIGS / recipe)
     env = offline_env(tmp_path)

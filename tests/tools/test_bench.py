@@ -51,3 +51,53 @@ def test_startup_bench_breaks_the_time_to_the_first_step_into_phases(tmp_path):
     assert sum(phases.values()) == pytest.approx(result["first_step_s"], abs=0.01)  # the phases cover it all
     assert 0 < result["first_step_s"] < result["whole_command_s"]
     assert (tmp_path / "startup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_recipe_bench_trains_the_strong_recipe_and_summarises_it(tmp_path):
+    """One real run of the strong recipe (what each of the bench's five runs is); the plan around it below."""
+    from ddptrain.data.synthetic import make_dataset
+    from ddptrain.tools.bench import recipe
+
+    data = make_dataset(tmp_path / "data", classes=3, per_class=6, seed=0, progress=False)
+    work = recipe.RecipeWork(data, "timm:test_resnet", 32, 4, 2, 0, 1, "cpu")
+    records = recipe.train(work, data, tmp_path / "run", recipe.STRONG, None)
+    row = recipe.summary("strong", "scratch", records)
+    assert len(row["curve"]) == len(row["curve_ema"]) == 2  # the EMA evaluated each epoch next to the model
+    assert 0 <= row["final val_top1"] <= 1 and row["train s/epoch"] > 0 and row["s/epoch with eval"] > 0
+    saved = (tmp_path / "run" / "config.yaml").read_text()
+    assert "mixup: 0.8" in saved and "auto_augment: randaugment" in saved
+
+
+def test_recipe_bench_compares_basic_and_strong_from_scratch_and_pretrained(tmp_path, monkeypatch, capsys):
+    from ddptrain.tools.bench import recipe
+
+    runs = []
+
+    def fake_train(work, data, out, settings, weights):
+        runs.append((data.name, out.name, "mixup" in settings, weights))
+        strong = "ema-decay" in settings
+        return [
+            {"val_top1": 0.5 + 0.1 * epoch, "epoch_time_s": 2.0 if strong else 1.0, "time": 10.0 * epoch}
+            | ({"val_top1_ema": 0.4} if strong else {})
+            for epoch in range(3)
+        ]
+
+    monkeypatch.setattr(recipe, "train", fake_train)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = ["recipe", "--epochs", 3, "--per-class", 2, "--device", "cpu", "--json", "--out", tmp_path]
+    assert run_bench(parser.parse_args(list(map(str, args)))) == 0
+    assert runs[0][:3] == ("source", "pretrain", False)  # first the pretrained file, basic recipe, other data
+    assert [(out, strong) for _, out, strong, _ in runs[1:]] == [
+        ("basic-scratch", False),
+        ("strong-scratch", True),
+        ("basic-pretrained", False),
+        ("strong-pretrained", True),
+    ]
+    assert [weights is None for *_, weights in runs[1:]] == [True, True, False, False]
+    assert all(str(w).endswith("pretrain/checkpoints/best.pt") for *_, w in runs[3:])
+    result = json.loads(capsys.readouterr().out)
+    assert result["strong_over_basic_train_time_scratch"] == 2.0
+    assert {row["final val_top1 EMA"] for row in result["rows"]} == {"", 0.4}
+    assert (tmp_path / "recipe.png").stat().st_size > 0 and (tmp_path / "recipe.json").is_file()

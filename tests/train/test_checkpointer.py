@@ -127,6 +127,16 @@ def test_step_checkpoints_become_last_and_only_the_newest_are_kept(tmp_path):
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary files left
 
 
+def test_a_new_best_is_last_pt_linked_not_written_twice_and_stays_when_last_moves_on(tmp_path):
+    saver = Checkpointer(tmp_path, keep_last=2, is_main=True)
+    folder = tmp_path / "checkpoints"
+    saver.save_epoch(TrainState(model={"w": torch.zeros(2)}, step=3), is_best=True)
+    assert (folder / "best.pt").stat().st_ino == (folder / "last.pt").stat().st_ino  # one file, two names
+    saver.save_epoch(TrainState(model={"w": torch.ones(2)}, step=6), is_best=False)
+    assert checkpoint.load(folder / "best.pt").step == 3 and checkpoint.load(folder / "last.pt").step == 6
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+
+
 def test_only_rank_0_writes(tmp_path):
     saver = Checkpointer(tmp_path, keep_last=2, is_main=False)
     saver.save_epoch(TrainState(model={"w": torch.zeros(2)}), is_best=True)

@@ -164,8 +164,8 @@ class Checkpointer:
             return
         payload = state.to_dict()
         save_atomic(payload, self.folder / LAST)
-        if is_best:
-            save_atomic(payload, self.folder / BEST)
+        if is_best:  # a hard link: a later last.pt is a new file (save_atomic replaces), best.pt keeps this one
+            self._link(self.folder / LAST, BEST, payload)
 
     def save_step(self, state: TrainState) -> Optional[Path]:
         """A mid-epoch checkpoint: step-N.pt, also made the new last.pt (a hard link, so no second
@@ -175,17 +175,18 @@ class Checkpointer:
         payload = state.to_dict()
         path = step_path(self.folder, state.step)
         save_atomic(payload, path)
-        self._link_last(path, payload)
+        self._link(path, LAST, payload)
         prune_steps(self.folder, self.keep_last)
         return path
 
-    def _link_last(self, path: Path, payload: Dict[str, Any]) -> None:
-        tmp = self.folder / f".{LAST}.link-{os.getpid()}"
+    def _link(self, path: Path, name: str, payload: Dict[str, Any]) -> None:
+        """`name` in the checkpoint folder made the same file as `path`, atomically, without writing it again."""
+        tmp = self.folder / f".{name}.link-{os.getpid()}"
         try:
             tmp.unlink(missing_ok=True)
             os.link(path, tmp)
-            os.replace(tmp, self.folder / LAST)
+            os.replace(tmp, self.folder / name)
             fsync_dir(self.folder)
         except OSError:  # a file system without hard links: write it again
             tmp.unlink(missing_ok=True)
-            save_atomic(payload, self.folder / LAST)
+            save_atomic(payload, self.folder / name)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .output import emit
 
-NAMES = ["overhead", "scaling", "precision", "dp-vs-ddp", "input", "startup"]
+NAMES = ["overhead", "scaling", "precision", "dp-vs-ddp", "input", "startup", "recipe"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,10 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nproc", type=int, default=2, help="processes (scaling: 1..N)")
     parser.add_argument("--rounds", type=int, default=2, help="repetitions; the median (input: best) is kept")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--model", default=None, help="default resnet18 (startup: timm:test_resnet)")
+    parser.add_argument("--model", default=None, help="default resnet18 (startup, recipe: timm:test_resnet)")
     parser.add_argument("--img-size", type=int, default=None, help="default 64 (input: 224, startup: 32)")
-    parser.add_argument("--batch-size", type=int, default=32, help="per process")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=None, help="per process (default 32; recipe: 16)")
+    parser.add_argument("--epochs", type=int, default=None, help="default 3 (recipe: 10)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument(
         "--per-class",
@@ -59,7 +59,9 @@ def run_bench(args: argparse.Namespace) -> int:
         return _dp_vs_ddp(args)
     if args.name == "startup":
         return _startup_bench(args, device)
-    args.model = args.model or "resnet18"
+    if args.name == "recipe":
+        return _recipe_bench(args, device)
+    args.model, args.batch_size, args.epochs = args.model or "resnet18", args.batch_size or 32, args.epochs or 3
     if args.name == "precision" and args.synthetic:
         return _synthetic_precision_bench(args, device)
     return _training_bench(args, device)
@@ -184,6 +186,35 @@ def _startup_bench(args: argparse.Namespace, device: str) -> int:
             "title": f"time to the first optimizer step: {args.nproc} processes, {device}, {model}",
         },
     )
+    return 0
+
+
+def _recipe_bench(args: argparse.Namespace, device: str) -> int:
+    from . import recipe
+
+    with tempfile.TemporaryDirectory(prefix="ddptrain-bench-") as tmp:
+        data = Path(args.data) if args.data else _generate(Path(tmp) / "data", args.per_class or 128)
+        work = recipe.RecipeWork(
+            data,
+            args.model or "timm:test_resnet",
+            args.img_size or 64,
+            args.batch_size or 16,
+            args.epochs or 10,
+            args.workers,
+            args.nproc,
+            device,
+        )
+        result, rows = recipe.compare(
+            work, Path(tmp), args.per_class or 128, lambda line: print(line, file=sys.stderr, flush=True)
+        )
+    title = f"{work.model}, {work.img_size} px, {work.nproc} processes, {device}"
+    result.update({"model": work.model, "img_size": work.img_size, "epochs": work.epochs, "nproc": work.nproc})
+    result.update({"batch_size": work.batch_size, "device": device, "data": str(args.data or "generated")})
+    columns = ["recipe", "start", "best val_top1", "final val_top1", "final val_top1 EMA"]
+    columns += ["train s/epoch", "s/epoch with eval"]
+    emit("recipe", result, columns, rows, args.out, args.json)
+    if args.out:
+        recipe.figure(Path(args.out) / "recipe.png", rows, title)
     return 0
 
 
