@@ -6,13 +6,17 @@ there never loaded torch, so it cannot have started a worker either (the launche
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from .conftest import cli_env, write_synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BLOCKER = '''
 import sys
@@ -54,11 +58,34 @@ def test_help_lint_and_make_dataset_run_without_torch(no_torch, tmp_path):
     proc, _ = run(["train", "--help"], no_torch)
     assert proc.returncode == 0 and "--lr" in proc.stdout and "optimisation recipe" in proc.stdout
     script = tmp_path / "x.py"
-    script.write_text("import torch\nmodel = torch.nn.DataParallel(net)\n")
+    script.write_text('import torch.distributed as dist\ndist.init_process_group("nccl")\n')
     proc, _ = run(["lint", script], no_torch)
     assert proc.returncode == 1 and "DDP" in proc.stdout, proc.stderr[-2000:]  # a finding, found without torch
     proc, _ = run(["make-dataset", "--out", tmp_path / "d", "--classes", 2, "--per-class", 2], no_torch)
     assert proc.returncode == 0 and len(list((tmp_path / "d").rglob("*.jpg"))) == 4, proc.stderr[-2000:]
+
+
+def test_lint_works_in_a_virtual_environment_without_torch(tmp_path):
+    """A fresh venv holding only ddptrain's source and PyYAML (no torch, no torchvision): lint a real-shaped script."""
+    import yaml
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    (packages / "yaml").symlink_to(Path(yaml.__file__).parent)
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
+    ).stdout.strip()
+    (Path(purelib) / "ddptrain-src.pth").write_text(f"{ROOT / 'src'}\n{packages}\n")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    assert subprocess.run([python, "-c", "import torch"], capture_output=True, env=env).returncode != 0
+    sample = ROOT / "tests" / "lint_samples" / "tutorial_train.py"
+    proc = subprocess.run(
+        [python, "-m", "ddptrain", "lint", sample], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 1 and "DDP010 error" in proc.stdout, proc.stderr[-2000:]
 
 
 def test_report_runs_without_torch(no_torch, tmp_path):

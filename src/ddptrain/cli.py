@@ -146,7 +146,8 @@ def _add_tool_commands(sub) -> None:
 
     lint = sub.add_parser("lint", help="check your own DDP training script for common mistakes (static)")
     lint.add_argument("paths", nargs="+", metavar="FILE", help="Python files or folders")
-    lint.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    lint.add_argument("--json", action="store_true", help="one JSON object instead of lines (with each severity)")
+    lint.add_argument("--strict", action="store_true", help="exit 1 on warnings too (by default only on errors)")
 
     rep = sub.add_parser("report", help="figures (PNG) and report.md from one or more run directories")
     rep.add_argument("runs", nargs="+", metavar="RUN_DIR", help="--out folders of training runs; several are overlaid")
@@ -287,7 +288,7 @@ def cmd_bench(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
 def cmd_lint(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
     from .tools.lint import run_lint
 
-    return run_lint(args.paths, args.json)
+    return run_lint(args.paths, args.json, strict=args.strict)
 
 
 def cmd_report(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:

@@ -24,12 +24,12 @@ def main():
     train_set = datasets.ImageFolder("data/train", tf)
     val_set = datasets.ImageFolder("data/val", tf)
     train_sampler = DistributedSampler(train_set, shuffle=True, seed=42)  # expect: DDP002
-    train_loader = DataLoader(train_set, batch_size=16, sampler=train_sampler, num_workers=4, pin_memory=True)  # expect: DDP004
-    val_loader = DataLoader(val_set, batch_size=16, sampler=DistributedSampler(val_set, shuffle=False))
+    train_loader = DataLoader(train_set, batch_size=16, sampler=train_sampler, num_workers=4, pin_memory=True)
+    val_loader = DataLoader(val_set, batch_size=16, sampler=DistributedSampler(val_set, shuffle=False))  # expect: DDP016
 
     model = nn.parallel.DistributedDataParallel(models.resnet34(num_classes=5).to(device), device_ids=[0])  # expect: DDP006
     if os.path.exists("weights.pth"):
-        model.module.load_state_dict(torch.load("weights.pth"))  # expect: DDP008
+        model.module.load_state_dict(torch.load("weights.pth"))
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3 * world_size, momentum=0.9, weight_decay=5e-3)
     scaler = torch.cuda.amp.GradScaler()
     loss_fn = nn.CrossEntropyLoss()

@@ -1,0 +1,344 @@
+"""The program `ddptrain lint` reads: every file given (a folder: its whole package) parsed once, with what the
+rules share — parents of each node, functions and module constants by name across files, call sites, which code
+runs on some ranks only, and statement order. Standard library only: the linter never imports torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+COLLECTIVES = {
+    "all_reduce",
+    "all_gather",
+    "all_gather_object",
+    "all_gather_into_tensor",
+    "broadcast",
+    "broadcast_object_list",
+    "reduce",
+    "reduce_scatter",
+    "gather",
+    "gather_object",
+    "scatter",
+    "scatter_object_list",
+    "all_to_all",
+    "barrier",
+    "monitored_barrier",
+    # MPI (mpi4py) collectives, as in MPI-launched code
+    "bcast",
+    "Bcast",
+    "allreduce",
+    "Allreduce",
+    "allgather",
+    "Allgather",
+    "Barrier",
+}
+COLLECTIVE_OWNERS = ("dist", "torch.distributed", "comm", "MPI.COMM_WORLD", "COMM_WORLD")
+RANK_NAMES = {
+    "rank",
+    "local_rank",
+    "global_rank",
+    "node_rank",
+    "is_main",
+    "is_main_process",
+    "is_master",
+    "main_process",
+    "get_rank",
+    "get_local_rank",
+    "is_rank_zero",
+    "rank0",
+    "is_primary",
+    "is_global_zero",
+    "master_process",
+    "RANK",
+    "LOCAL_RANK",
+    "Get_rank",  # mpi4py
+    "gpu_id",
+}
+IGNORE = re.compile(r"#\s*ddptrain:\s*ignore(?:\[([A-Z0-9, ]+)\])?")
+FunctionNode = ast.FunctionDef  # (async functions are read the same way)
+
+
+def call_name(node: ast.AST) -> str:
+    """'torch.nn.DataParallel' for a call or attribute chain; '' for anything else."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Call):  # dist.get_rank().x, MPI.COMM_WORLD.bcast
+        inner = call_name(node)
+        return ".".join([inner, *reversed(parts)]) if inner else ""
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def last_name(node: ast.AST) -> str:
+    return call_name(node).rsplit(".", 1)[-1]
+
+
+def keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def argument(call: ast.Call, position: int, name: str) -> Optional[ast.expr]:
+    return keyword(call, name) or (call.args[position] if len(call.args) > position else None)
+
+
+def is_const(node: Optional[ast.AST], value) -> bool:
+    return isinstance(node, ast.Constant) and node.value == value and type(node.value) is type(value)
+
+
+def names_in(node: ast.AST) -> Set[str]:
+    found = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            found.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            found.add(sub.attr)
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value in RANK_NAMES:
+            found.add(sub.value)  # os.environ["RANK"]
+    return found
+
+
+def is_collective(call: ast.Call) -> bool:
+    name = call_name(call)
+    owner, _, last = name.rpartition(".")
+    return last in COLLECTIVES and (owner in COLLECTIVE_OWNERS or owner.endswith(("distributed", "comm", "COMM_WORLD")))
+
+
+def selects_ranks(test: ast.expr) -> bool:
+    """A condition that holds on some ranks only (`rank == 0`, `is_main_process()`, `local_rank in [-1, 0]`), as
+    opposed to one that tells distributed from single-process runs (`local_rank != -1`, `world_size > 1`)."""
+    if not names_in(test) & RANK_NAMES:
+        return False
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return all(selects_ranks(value) for value in test.values)  # `not distributed or rank == 0`: maybe all
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and any(
+            isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.USub) for c in [node.left, *node.comparators]
+        ):
+            return False  # `rank != -1`, `RANK > -1`: distributed or not, the same on every rank
+    return True
+
+
+@dataclass
+class Module:
+    path: str
+    source: str
+    tree: ast.Module = field(init=False)
+    parents: Dict[ast.AST, ast.AST] = field(init=False, default_factory=dict)
+    calls: List[ast.Call] = field(init=False, default_factory=list)
+    ignored: Dict[int, Optional[Set[str]]] = field(init=False, default_factory=dict)
+    imported: Dict[str, str] = field(init=False, default_factory=dict)  # local name -> what it names, last part
+    nodes: List[ast.AST] = field(init=False, default_factory=list)  # every node, parents before children
+    functions: List[ast.FunctionDef] = field(init=False, default_factory=list)
+    _calls_of: Optional[Dict[ast.AST, List[ast.Call]]] = field(init=False, default=None)
+
+    @property
+    def stem(self) -> str:
+        return self.path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+
+    def __post_init__(self) -> None:
+        self.tree = ast.parse(self.source, filename=self.path)
+        self.nodes = list(ast.walk(self.tree))
+        for node in self.nodes:
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Call):
+                self.calls.append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.append(node)  # type: ignore[arg-type]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    self.imported[alias.asname or alias.name.split(".")[0]] = alias.name.rsplit(".", 1)[-1]
+        for number, line in enumerate(self.source.splitlines(), start=1):
+            match = IGNORE.search(line)
+            if match:
+                self.ignored[number] = {r.strip() for r in match.group(1).split(",")} if match.group(1) else None
+
+    def is_ignored(self, line: int, rule: str) -> bool:
+        if line not in self.ignored:
+            return False
+        rules = self.ignored[line]
+        return rules is None or rule in rules
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        while node in self.parents:
+            node = self.parents[node]
+            yield node
+
+    def calls_in(self, function: ast.AST) -> List[ast.Call]:
+        """The calls a function's own body makes (not those of functions defined inside it), in source order."""
+        if self._calls_of is None:
+            self._calls_of = {}
+            for call in self.calls:
+                self._calls_of.setdefault(self.function_of(call) or self.tree, []).append(call)
+            for calls in self._calls_of.values():
+                calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        return self._calls_of.get(function, [])
+
+    def function_of(self, node: ast.AST) -> Optional[ast.FunctionDef]:
+        for parent in self.ancestors(node):
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return parent  # type: ignore[return-value]
+        return None
+
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        return self.function_of(node) or self.tree
+
+    def rank_branch(self, node: ast.AST, stop: Optional[ast.AST] = None) -> Optional[ast.If]:
+        """The innermost `if` (below `stop`) on a rank-selecting condition whose body or else holds `node`."""
+        child = node
+        for parent in self.ancestors(node):
+            if parent is stop:
+                return None
+            if isinstance(parent, ast.If) and child is not parent.test and selects_ranks(parent.test):
+                return parent
+            if isinstance(parent, ast.IfExp) and child is not parent.test and selects_ranks(parent.test):
+                return None  # an expression: both arms are evaluated alike for collectives
+            child = parent
+        return None
+
+    def is_distributed(self) -> bool:
+        return any(
+            last_name(c) in ("init_process_group", "DistributedDataParallel", "DDP", "DistributedSampler")
+            for c in self.calls
+        )
+
+
+class Program:
+    """Several modules read together: a call to `helper(...)` resolves to a function named `helper` in any of them
+    (same-file first), a NAME to a module-level constant."""
+
+    def __init__(self, modules: Sequence[Module]):
+        self.modules = list(modules)
+        self.functions: Dict[str, List[Tuple[Module, ast.FunctionDef]]] = {}
+        self.constants: Dict[str, ast.expr] = {}
+        self.call_sites: Dict[str, List[Tuple[Module, ast.Call]]] = {}
+        for module in self.modules:
+            for function in module.functions:
+                self.functions.setdefault(function.name, []).append((module, function))
+            for statement in module.tree.body:
+                if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant):
+                    for target in statement.targets:
+                        if isinstance(target, ast.Name):
+                            self.constants.setdefault(target.id, statement.value)
+            for call in module.calls:
+                name = last_name(call)
+                if name:
+                    self.call_sites.setdefault(name, []).append((module, call))
+        self.distributed = any(m.is_distributed() for m in self.modules)
+        self._reaches: Dict[int, Optional[str]] = {}
+
+    def calls(self) -> Iterator[Tuple[Module, ast.Call]]:
+        for module in self.modules:
+            for call in module.calls:
+                yield module, call
+
+    def resolve(self, call: ast.Call, module: Module) -> List[Tuple[Module, ast.FunctionDef]]:
+        """The program's functions a call may run: `f()` defined in this module or imported by name, `self.f()` a
+        method of this module, `mod.f()` from a module of the program imported as `mod`; nothing for calls into
+        libraries (`torch.save`) or methods of other objects (`self.model.load_state_dict`)."""
+        found = self.functions.get(last_name(call), [])
+        if not found:
+            return []
+        func = call.func
+        if isinstance(func, ast.Name):
+            own = [(m, f) for m, f in found if m is module]
+            return own or (found if func.id in module.imported else [])
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            owner = func.value.id
+            if owner in ("self", "cls"):
+                return [(m, f) for m, f in found if m is module]
+            if owner in module.imported:
+                return [(m, f) for m, f in found if m.stem == module.imported[owner]]
+        return []
+
+    def constant(self, node: ast.expr) -> ast.expr:
+        if isinstance(node, ast.Name) and node.id in self.constants:
+            return self.constants[node.id]
+        return node
+
+    def any_call(self, *names: str) -> bool:
+        return any(name in self.call_sites for name in names)
+
+    # ---- code that runs on some ranks only ------------------------------------------------------
+    def guarded(self, module: Module, node: ast.AST, depth: int = 3) -> bool:
+        """Whether `node` runs on some ranks only: inside a rank-selecting `if`, after a rank-selecting early return
+        at the top of its function, or in a function whose every call site in the program is itself guarded."""
+        if module.rank_branch(node) is not None:
+            return True
+        function = module.function_of(node)
+        if function is None:
+            return False
+        if self._returns_early_off_main(function):
+            return True
+        return depth > 0 and self.only_called_guarded(function.name, depth - 1)
+
+    def only_called_guarded(self, function_name: str, depth: int = 2) -> bool:
+        sites = self.call_sites.get(function_name, [])
+        return bool(sites) and all(self.guarded(m, call, depth) for m, call in sites)
+
+    @staticmethod
+    def _returns_early_off_main(function: ast.FunctionDef) -> bool:
+        for statement in function.body[:3]:
+            if (
+                isinstance(statement, ast.If)
+                and selects_ranks(statement.test)
+                and any(isinstance(s, ast.Return) for s in statement.body)
+            ):
+                return True
+        return False
+
+    def reaches_collective(self, module: Module, function: ast.FunctionDef, depth: int = 3) -> Optional[str]:
+        """The collective a function reaches on every path it takes, directly or through the program's functions
+        (not one it reaches inside its own rank-selecting branch or one guarded by `is_initialized()`)."""
+        key = id(function) * 8 + depth
+        if key not in self._reaches:
+            self._reaches[key] = None  # a recursive call reaches nothing new
+            self._reaches[key] = self._reaches_collective(module, function, depth)
+        return self._reaches[key]
+
+    def _reaches_collective(self, module: Module, function: ast.FunctionDef, depth: int) -> Optional[str]:
+        for call in module.calls_in(function):
+            branch = module.rank_branch(call, stop=function)
+            if branch is not None and not (is_collective(call) and _both_arms_call(branch, last_name(call))):
+                continue
+            if _under_initialized_check(module, call, function):
+                continue
+            if is_collective(call):
+                return call_name(call)
+            if depth > 0:
+                for other_module, callee in self.resolve(call, module):
+                    if callee is not function:
+                        name = self.reaches_collective(other_module, callee, depth - 1)
+                        if name:
+                            return f"{name} (in {callee.name})"
+        return None
+
+
+def _both_arms_call(branch: ast.If, name: str) -> bool:
+    """`if rank == 0: bcast(x) else: y = bcast(None)`: every rank reaches the collective."""
+
+    def calls(statements: List[ast.stmt]) -> bool:
+        return any(isinstance(n, ast.Call) and last_name(n) == name for s in statements for n in ast.walk(s))
+
+    return calls(branch.body) and calls(branch.orelse)
+
+
+def _under_initialized_check(module: Module, node: ast.AST, stop: ast.AST) -> bool:
+    for parent in module.ancestors(node):
+        if parent is stop:
+            return False
+        if isinstance(parent, ast.If) and names_in(parent.test) & {"is_initialized", "is_available", "world_size"}:
+            return True
+    return False
