@@ -70,6 +70,8 @@ def write_synthetic(root: Path, classes: int, per_class: int, seed: int = 0, sta
 def cli_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.pop("DDPTRAIN_WORKER", None)
+    # two test workers share the machine's cores: one thread per training process, not one per core each
+    env.setdefault("OMP_NUM_THREADS", "1")
     env.update(extra or {})
     return env
 

@@ -20,349 +20,39 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 """
 
-# rule -> [(a script with the mistake, the same script corrected), ...]: each pair teaches one lesson from real
-# training scripts (see docs/lint.md); the corrected script is the idiom that must stay quiet
-CASES = {
-    "DDP001": [
-        ("model = nn.DataParallel(net)", "model = DDP(net.to(device), device_ids=[local_rank])"),
-        (  # the non-distributed fallback of a DDP script is not the DDP path
-            """
-            if use_parallel:
-                model = nn.DataParallel(net)
-            """,
-            """
-            if args.distributed:
-                model = DDP(net, device_ids=[args.gpu])
-            else:
-                model = nn.DataParallel(net)
-            """,
-        ),
-    ],
-    "DDP002": [
-        (
-            """
-            sampler = DistributedSampler(ds)
-            loader = DataLoader(ds, sampler=sampler, drop_last=True)
-            for epoch in range(10):
-                for batch in loader:
-                    step(batch)
-            """,
-            """
-            sampler = DistributedSampler(ds)
-            loader = DataLoader(ds, sampler=sampler, drop_last=True)
-            for epoch in range(10):
-                sampler.set_epoch(epoch)
-                for batch in loader:
-                    step(batch)
-            """,
-        ),
-        (  # set_epoch in a method the epoch loop calls
-            """
-            class Trainer:
-                def _run_epoch(self, epoch):
-                    for batch in self.loader:
-                        self.step(batch)
-                def train(self):
-                    self.loader = DataLoader(ds, sampler=DistributedSampler(ds))
-                    for epoch in range(3):
-                        self._run_epoch(epoch)
-            """,
-            """
-            class Trainer:
-                def _run_epoch(self, epoch):
-                    self.loader.sampler.set_epoch(epoch)
-                    for batch in self.loader:
-                        self.step(batch)
-                def train(self):
-                    self.loader = DataLoader(ds, sampler=DistributedSampler(ds))
-                    for epoch in range(3):
-                        self._run_epoch(epoch)
-            """,
-        ),
-    ],
-    "DDP003": [
-        ("loader = DataLoader(ds, sampler=sampler, shuffle=True)", "loader = DataLoader(ds, sampler=sampler)"),
-    ],
-    "DDP005": [
-        ('dist.init_process_group("nccl")', 'torch.cuda.set_device(local_rank)\ndist.init_process_group("nccl")'),
-    ],
-    "DDP006": [
-        (
-            """
-            dist.init_process_group("gloo")
-            model = DDP(net, device_ids=[0])
-            x = x.to("cuda:0")
-            """,
-            """
-            dist.init_process_group("gloo")
-            model = DDP(net, device_ids=[local_rank])
-            x = x.to(f"cuda:{local_rank}")
-            """,
-        ),
-    ],
-    "DDP007": [
-        (
-            """
-            model = DDP(net)
-            torch.save(model.state_dict(), "m.pt")
-            """,
-            """
-            model = DDP(net)
-            if rank == 0:
-                torch.save({"model": model.module.state_dict()}, "m.pt")
-            """,
-        ),
-        (  # the wrapper's state passed to the script's own helper; saving before wrapping is fine
-            """
-            model = DDP(net)
-            save_checkpoint({"epoch": 3, "state_dict": model.state_dict()}, is_best)
-            """,
-            """
-            save_checkpoint({"epoch": 0, "state_dict": model.state_dict()}, False)
-            model = DDP(model)
-            """,
-        ),
-    ],
-    "DDP008": [
-        (
-            'state = torch.load("m.pt", map_location="cpu", weights_only=False)',
-            'state = torch.load("m.pt", map_location="cpu")',  # weights_only=True by default since torch 2.6
-        ),
-    ],
-    "DDP009": [
-        (
-            """
-            def step(loss):
-                scaler.scale(loss).backward()
-                nn.utils.clip_grad_norm_(params, 1.0)
-                scaler.unscale_(optimizer)
-                scaler.step(optimizer)
-            """,
-            """
-            def step(loss):
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                nn.utils.clip_grad_norm_(params, 1.0)
-                scaler.step(optimizer)
-            """,
-        ),
-        (  # the clip inside a helper
-            """
-            def clip(params):
-                nn.utils.clip_grad_norm_(params, 1.0)
-            def step(loss):
-                scaler.scale(loss).backward()
-                clip(params)
-                scaler.step(optimizer)
-            """,
-            """
-            def clip(params):
-                nn.utils.clip_grad_norm_(params, 1.0)
-            def step(loss):
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                clip(params)
-                scaler.step(optimizer)
-            """,
-        ),
-    ],
-    "DDP010": [
-        (
-            """
-            if dist.get_rank() == 0:
-                dist.all_reduce(total)
-                print(total)
-            """,
-            """
-            dist.all_reduce(total)
-            if dist.get_rank() == 0:
-                print(total)
-            """,
-        ),
-        (  # the paired-barrier idiom (main process first) is correct
-            """
-            if rank == 0:
-                dist.barrier()
-            """,
-            """
-            if rank != 0:
-                dist.barrier()
-            prepare_dataset()
-            if rank == 0:
-                dist.barrier()
-            """,
-        ),
-        (  # a collective inside a function that only rank 0 calls (a hang on resume)
-            """
-            def load_everywhere(path):
-                data = read(path)
-                dist.broadcast_object_list([data], src=0)
-                return data
-            if dist.get_rank() == 0:
-                state = load_everywhere(path)
-            """,
-            """
-            def load_everywhere(path):
-                data = read(path) if dist.get_rank() == 0 else None
-                holder = [data]
-                dist.broadcast_object_list(holder, src=0)
-                return holder[0]
-            state = load_everywhere(path)
-            """,
-        ),
-    ],
-    "DDP011": [
-        ('os.environ["MASTER_PORT"] = "12355"', 'port = os.environ["MASTER_PORT"]'),
-        (  # through a module constant
-            """
-            PORT = 29500
-            os.environ["MASTER_PORT"] = str(PORT)
-            """,
-            """
-            PORT = 29500
-            os.environ.setdefault("MASTER_PORT", str(PORT))
-            """,
-        ),
-    ],
-    "DDP012": [
-        (
-            """
-            limit = 1.0 * math.sqrt(dist.get_world_size())
-            nn.utils.clip_grad_norm_(model.parameters(), max_norm=limit)
-            """,
-            """
-            limit = 1.0
-            nn.utils.clip_grad_norm_(model.parameters(), max_norm=limit)
-            """,
-        ),
-    ],
-    "DDP013": [
-        (
-            """
-            dist.init_process_group("nccl")
-            rank = dist.get_rank()
-            torch.cuda.set_device(rank % torch.cuda.device_count())
-            model = DDP(net.cuda(), device_ids=[rank])
-            """,
-            """
-            dist.init_process_group("nccl")
-            local_rank = int(os.environ["LOCAL_RANK"])
-            torch.cuda.set_device(local_rank)
-            model = DDP(net.cuda(), device_ids=[local_rank])
-            """,
-        ),
-    ],
-    "DDP014": [
-        (
-            """
-            for epoch in range(100):
-                train_one_epoch(model, loader)
-                if dist.get_rank() == 0:
-                    if early_stopper(validate(model)):
-                        break
-            """,
-            """
-            for epoch in range(100):
-                train_one_epoch(model, loader)
-                stop = [early_stopper(validate(model)) if dist.get_rank() == 0 else None]
-                dist.broadcast_object_list(stop, src=0)
-                if stop[0]:
-                    break
-            """,
-        ),
-        (  # a flag set on rank 0 only, then read by every rank
-            """
-            for epoch in range(100):
-                train_one_epoch(model, loader)
-                if rank == 0:
-                    stop = patience_over(history)
-                if stop:
-                    break
-            """,
-            """
-            for epoch in range(100):
-                train_one_epoch(model, loader)
-                if rank == 0:
-                    stop = patience_over(history)
-                flag = [stop if rank == 0 else None]
-                dist.broadcast_object_list(flag, 0)
-                stop = flag[0]
-                if stop:
-                    break
-            """,
-        ),
-    ],
-    "DDP015": [
-        (
-            """
-            dist.init_process_group("gloo")
-            for epoch in range(3):
-                train(model)
-                torch.save(model.module.state_dict(), "checkpoint.pt")
-            """,
-            """
-            dist.init_process_group("gloo")
-            for epoch in range(3):
-                train(model)
-                if dist.get_rank() == 0:
-                    torch.save(model.module.state_dict(), "checkpoint.pt")
-            """,
-        ),
-        (  # "not distributed or rank 0" holds on every rank of a distributed run that is not mp-spawned
-            """
-            dist.init_process_group("gloo")
-            def save_checkpoint(state, path):
-                torch.save(state, path)
-            if not args.multiprocessing_distributed or args.rank % ngpus == 0:
-                save_checkpoint(state, "checkpoint.pt")
-            """,
-            """
-            dist.init_process_group("gloo")
-            def save_checkpoint(state, path):
-                torch.save(state, path)
-            if args.rank == 0:
-                save_checkpoint(state, "checkpoint.pt")
-            """,
-        ),
-    ],
-    "DDP016": [
-        (
-            """
-            val_loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
-            correct = evaluate(model, val_loader)
-            dist.all_reduce(correct)
-            """,
-            """
-            val_loader = DataLoader(val_set, sampler=ShardSampler(len(val_set), rank, world))
-            correct = evaluate(model, val_loader)
-            dist.all_reduce(correct)
-            """,
-        ),
-    ],
-}
+# One lesson from real training scripts per pair (see docs/lint.md): NAME_mistake.py gets exactly the findings
+# its `# expect:` marks name, NAME_fixed.py (the idiom that must stay quiet) gets none.
+CASES = ROOT / "tests" / "lint_samples" / "cases"
+SAMPLES = sorted(CASES.glob("*.py"))
+
+
+def _marked(path: Path) -> set:
+    expected = set()
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        for rule in re.findall(r"DDP\d{3}", line.partition("# expect:")[2]):
+            expected.add((rule, number))
+    return expected
 
 
 def _rules(source: str) -> set:
-    source = textwrap.dedent(source)
     return {f.rule for f in lint_source("script.py", HEADER + textwrap.dedent(source))}
 
 
-PAIRS = [(rule, index) for rule, pairs in CASES.items() for index in range(len(pairs))]
-
-
-def test_every_rule_has_a_case_and_a_severity():
-    assert sorted(CASES) == [rule.id for rule in RULES]
+def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
+    mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
+    assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}
+    for rule in RULES:
+        ours = [p for p in mistakes if p.name.startswith(rule.id.lower())]
+        assert ours and all((CASES / p.name.replace("_mistake", "_fixed")).is_file() for p in ours), rule.id
     assert {rule.severity for rule in RULES} == {"error", "warning"}
 
 
-@pytest.mark.parametrize(("rule", "index"), PAIRS)
-def test_rule_fires_on_the_mistake(rule, index):
-    assert rule in _rules(CASES[rule][index][0])
-
-
-@pytest.mark.parametrize(("rule", "index"), PAIRS)
-def test_corrected_script_is_clean(rule, index):
-    assert _rules(CASES[rule][index][1]) == set()
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda path: path.stem)
+def test_each_sample_gets_exactly_its_marked_findings(sample):
+    found = {(f.rule, f.line) for f in lint_source(str(sample), sample.read_text())}
+    assert found == _marked(sample)
+    if sample.stem.endswith("_mistake"):
+        assert sample.stem[:6].upper() in {rule for rule, _ in found}  # the rule the sample is about fires
 
 
 def test_a_program_in_two_files_is_read_as_one(capsys):
@@ -395,10 +85,7 @@ def test_warnings_exit_0_unless_strict_and_errors_exit_1(tmp_path, capsys):
 
 def test_tutorial_shaped_script_gets_exactly_its_marked_findings(capsys):
     sample = ROOT / "tests" / "lint_samples" / "tutorial_train.py"
-    expected = set()
-    for number, line in enumerate(sample.read_text().splitlines(), start=1):
-        for rule in re.findall(r"DDP\d{3}", line.partition("# expect:")[2]):
-            expected.add((rule, number))
+    expected = _marked(sample)
     assert len({rule for rule, _ in expected}) >= 9  # several different mistakes at once
     assert run_lint([str(sample)], as_json=True) == 1
     report = json.loads(capsys.readouterr().out)

@@ -425,6 +425,47 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
             yield module, call.lineno
 
 
+# ---- DDP017 ---------------------------------------------------------------------------------------
+LOG_CALLS = {"print", "info", "log", "add_scalar", "add_scalars", "log_metrics", "log_metric"}
+METRIC_WORDS = ("acc", "top1", "top5", "correct", "loss", "metric", "precision", "recall", "f1")
+REDUCING_WORDS = ("reduce", "gather", "synchronize", "sync", "mean_across", "average_across")
+
+
+def _reduces(program: Program, module: Module, function: ast.AST) -> bool:
+    """Whether a function reduces over ranks itself or through the program's functions it calls."""
+    for call in module.calls_in(function):
+        name = last_name(call).lower()
+        if is_collective(call) or any(word in name for word in REDUCING_WORDS):
+            return True
+        for other, callee in program.resolve(call, module):
+            if callee is not function and program.reaches_collective(other, callee):
+                return True
+    return False
+
+
+def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
+    if not program.distributed:
+        return
+    for module in program.modules:
+        for function in module.functions:
+            calls = module.calls_in(function)
+            evaluates = any(last_name(c) in ("no_grad", "inference_mode", "eval") for c in calls)
+            if not evaluates or _reduces(program, module, function):
+                continue
+            for call in calls:
+                if last_name(call) not in LOG_CALLS or module.rank_branch(call) is None:
+                    continue
+                logged = {
+                    n.id
+                    for a in [*call.args, *[k.value for k in call.keywords]]
+                    for n in ast.walk(a)
+                    if isinstance(n, ast.Name)
+                }
+                if any(word in name.lower() for name in logged for word in METRIC_WORDS):
+                    yield module, call.lineno
+                    break
+
+
 RULES: List[Rule] = [
     Rule(
         "DDP001",
@@ -536,5 +577,13 @@ RULES: List[Rule] = [
         "metrics count up to world_size - 1 images twice",
         "shard evaluation without padding (each index on one rank) and sum counts, or drop the padded tail",
         padded_evaluation,
+    ),
+    Rule(
+        "DDP017",
+        WARNING,
+        "evaluation metric logged from rank 0 without a reduction over ranks: it describes rank 0's shard only "
+        "(1/world_size of the data), not the model",
+        "all_reduce the sums (correct, count, loss x count) on every rank before logging",
+        unreduced_metric_logged,
     ),
 ]

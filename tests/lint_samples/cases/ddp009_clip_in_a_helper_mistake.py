@@ -1,0 +1,13 @@
+"""ddptrain lint sample ddp009_clip_in_a_helper: the mistake (lines marked `# expect:` get exactly those findings)."""
+import os, math
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+def clip(params):
+    nn.utils.clip_grad_norm_(params, 1.0)
+def step(loss):
+    scaler.scale(loss).backward()
+    clip(params)  # expect: DDP009
+    scaler.step(optimizer)

@@ -1,0 +1,8 @@
+"""ddptrain lint sample ddp011_port_literal: the fixed; `ddptrain lint` finds nothing here."""
+import os, math
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+port = os.environ["MASTER_PORT"]

@@ -1,0 +1,11 @@
+"""ddptrain lint sample ddp015_save_from_every_rank: the mistake (lines marked `# expect:` get exactly those findings)."""
+import os, math
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+dist.init_process_group("gloo")
+for epoch in range(3):
+    train(model)
+    torch.save(model.module.state_dict(), "checkpoint.pt")  # expect: DDP015
