@@ -280,7 +280,7 @@ class Program:
         function = module.function_of(node)
         if function is None:
             return False
-        if self._returns_early_off_main(function):
+        if self.returns_early_off_main(function):
             return True
         return depth > 0 and self.only_called_guarded(function.name, depth - 1)
 
@@ -289,7 +289,8 @@ class Program:
         return bool(sites) and all(self.guarded(m, call, depth) for m, call in sites)
 
     @staticmethod
-    def _returns_early_off_main(function: ast.FunctionDef) -> bool:
+    def returns_early_off_main(function: ast.FunctionDef) -> bool:
+        """`if not is_main_process(): return` at the top: the rest runs on some ranks only."""
         for statement in function.body[:3]:
             if (
                 isinstance(statement, ast.If)
@@ -311,7 +312,7 @@ class Program:
     def _reaches_collective(self, module: Module, function: ast.FunctionDef, depth: int) -> Optional[str]:
         for call in module.calls_in(function):
             branch = module.rank_branch(call, stop=function)
-            if branch is not None and not (is_collective(call) and _both_arms_call(branch, last_name(call))):
+            if branch is not None and not (is_collective(call) and both_arms_call(branch, last_name(call))):
                 continue
             if _under_initialized_check(module, call, function):
                 continue
@@ -326,7 +327,7 @@ class Program:
         return None
 
 
-def _both_arms_call(branch: ast.If, name: str) -> bool:
+def both_arms_call(branch: ast.If, name: str) -> bool:
     """`if rank == 0: bcast(x) else: y = bcast(None)`: every rank reaches the collective."""
 
     def calls(statements: List[ast.stmt]) -> bool:

@@ -13,8 +13,8 @@ from .program import (
     RANK_NAMES,
     Module,
     Program,
-    _both_arms_call,
     argument,
+    both_arms_call,
     call_name,
     is_collective,
     is_const,
@@ -188,14 +188,10 @@ def _events(program: Program, module: Module, function: ast.AST, depth: int = 2)
             events.append(("clip", call.lineno))
         elif name == "step" and "scaler" in call_name(call).lower():
             events.append(("step", call.lineno))
-        elif depth > 0:
+        elif depth > 0:  # a helper's events happen at the line that calls it, in its order
             for other, callee in program.resolve(call, module):
                 if callee is not function:
-                    events.extend(
-                        ("clip", call.lineno)
-                        for kind, _ in _events(program, other, callee, depth - 1)[:1]
-                        if kind == "clip"
-                    )
+                    events.extend((kind, call.lineno) for kind, _ in _events(program, other, callee, depth - 1))
     return events
 
 
@@ -238,7 +234,7 @@ def _paired(module: Module, call: ast.Call, branch: ast.If) -> bool:
             return True
         if other_branch is None and branch is not None:
             return True  # also called on every rank: the rank-0 call pairs with a later one elsewhere
-    return _both_arms_call(branch, last_name(call))
+    return both_arms_call(branch, last_name(call))
 
 
 def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
@@ -251,7 +247,7 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
                 yield module, call.lineno
             continue
         for other, callee in program.resolve(call, module):
-            if callee.name.startswith(("is_", "get_")) or program._returns_early_off_main(callee):
+            if callee.name.startswith(("is_", "get_")) or program.returns_early_off_main(callee):
                 continue
             if program.reaches_collective(other, callee):
                 yield module, call.lineno
