@@ -4,18 +4,27 @@ Each failure is one line that says what to do, instead of the same error from ev
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
-from .config import Config
-from .errors import CheckpointError, ConfigError, missing_data_folder, missing_weights_file
+from .config import TRACKER_MODULES, Config, RunConfig
+from .errors import (
+    CheckpointError,
+    ConfigError,
+    DataError,
+    missing_data_folder,
+    missing_tracker_package,
+    missing_weights_file,
+)
 from .train.rundir import check_fresh_start, check_metrics_readable, check_not_in_use
 
 
 def check_before_start(cfg: Config) -> None:
-    check_data_folder(Path(cfg.data.folder()))
+    check_data_folder(cfg.data.folder())
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
+    check_trackers(cfg.run)
     if cfg.run.resume and cfg.run.resume != "auto" and not Path(cfg.run.resume).is_file():
         raise CheckpointError(
             f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
@@ -41,12 +50,29 @@ def check_eval_inputs(checkpoint: Path, data: Path) -> None:
     """`ddptrain eval`: the model file and the data folder exist."""
     if not checkpoint.is_file():
         raise CheckpointError(f"checkpoint {checkpoint} does not exist")
-    check_data_folder(data)
+    check_data_folder(str(data))
 
 
-def check_data_folder(root: Path) -> None:
-    if not root.is_dir():
+def check_data_folder(root: str | Path) -> None:
+    """--data: a folder (of class folders, or a shard set), a `.csv` manifest, or an http(s) URL of a shard set
+    (checked when it is read)."""
+    text = str(root)
+    if text.startswith(("http://", "https://")):
+        return
+    if text.lower().endswith(".csv"):
+        if not Path(text).is_file():
+            raise DataError(f"--data {text}: no such manifest file (a CSV with the columns path,label)")
+        return
+    if not Path(text).is_dir():
         raise missing_data_folder(root)
+
+
+def check_trackers(run: RunConfig) -> None:
+    """--log-to mlflow or wandb: the package is installed (found, not imported: MLflow alone takes a second)."""
+    for name in run.trackers():
+        module = TRACKER_MODULES.get(name)
+        if module is not None and importlib.util.find_spec(module) is None:
+            raise missing_tracker_package(name)
 
 
 def check_weights_file(path: Path) -> None:

@@ -123,6 +123,17 @@ def _add_tool_commands(sub) -> None:
     mk.add_argument("--per-class", type=int, default=160)
     mk.add_argument("--seed", type=int, default=0)
 
+    sh = sub.add_parser(
+        "shard",
+        help="write a data folder (or a path,label CSV) as WebDataset tar shards + an index, for --data SHARDS/ or a URL",
+    )
+    sh.add_argument("--data", required=True, help="a folder of class folders (or train/ and val/), or a CSV manifest")
+    sh.add_argument("--out", required=True, help="folder for train-NNNNNN.tar, val-NNNNNN.tar and shards.json")
+    sh.add_argument("--shard-size", default="1GB", help="largest shard (default 1GB; e.g. 500MB)")
+    sh.add_argument("--val-split", type=float, default=0.2, help="as for train: fraction of each class held out")
+    sh.add_argument("--seed", type=int, default=0, help="as for train: the split, and the order within shards")
+    sh.add_argument("--overwrite", action="store_true", help="replace a shard set already in --out")
+
     fw = sub.add_parser(
         "fetch-weights",
         help="download a model's pretrained weights into the libraries' cache (TORCH_HOME, the Hugging Face cache), "
@@ -139,7 +150,9 @@ def _add_tool_commands(sub) -> None:
     doc.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
     doc.add_argument("--json", action="store_true", help="one JSON object for machines")
 
-    bench = sub.add_parser("bench", help="benchmarks: overhead, scaling, precision, dp-vs-ddp, input, startup, recipe")
+    bench = sub.add_parser(
+        "bench", help="benchmarks: overhead, scaling, precision, dp-vs-ddp, input, startup, recipe, store"
+    )
     from .tools.bench import add_arguments as add_bench_arguments
 
     add_bench_arguments(bench)
@@ -182,8 +195,15 @@ def cmd_train(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
     clock.mark("imports")
     env = detect(os.environ, args.local_rank)
     setup_logging(env.rank, env.world_size)
-    run(cfg, env, clock)
+    run(cfg, env, clock, report=_report_folder)
     return 0
+
+
+def _report_folder(run_dir: Path) -> Path:
+    """`ddptrain report RUN_DIR`'s figures, for the --log-to trackers that take files (tools/ is above train/)."""
+    from .tools.report import write_report
+
+    return write_report([run_dir]).parent
 
 
 def _launch(spec: LaunchConfig, argv: List[str], verbose: bool) -> int:
@@ -258,6 +278,14 @@ def cmd_make_dataset(args: argparse.Namespace, argv: List[str], clock: StartupCl
     return 0
 
 
+def cmd_shard(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
+    from .tools.shard import make_shards
+
+    setup_logging(0, 1)
+    make_shards(args.data, args.out, args.shard_size, args.val_split, args.seed, args.overwrite)
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
     import torch
 
@@ -324,6 +352,7 @@ COMMANDS = {
     "export": cmd_export,
     "report": cmd_report,
     "make-dataset": cmd_make_dataset,
+    "shard": cmd_shard,
     "lint": cmd_lint,
     "doctor": cmd_doctor,
     "fetch-weights": cmd_fetch_weights,

@@ -32,6 +32,11 @@ LEGEND = "legend"  # named in figure legends and in the differences table
 TABLE = "table"  # in the differences table only: paths, logging, fault tolerance
 HIDDEN = "hidden"  # plumbing (where a run was written, how its processes met): never a difference worth a row
 
+# --log-to: where per-epoch metrics go besides metrics.jsonl; the Python module each optional one needs, and the
+# extra that installs it (`pip install 'ddptrain[mlflow]'`)
+TRACKERS = ("tensorboard", "csv", "mlflow", "wandb")
+TRACKER_MODULES = {"mlflow": "mlflow", "wandb": "wandb"}
+
 
 def opt(
     default: Any,
@@ -305,14 +310,30 @@ class RunConfig:
         node_local=True,
         report=HIDDEN,
     )
+    log_to: str = opt(
+        "tensorboard",
+        "where the per-epoch metrics also go, a comma list of tensorboard, csv (RUN_DIR/metrics.csv), mlflow, "
+        "wandb; TensorBoard and RUN_DIR/metrics.jsonl are always written",
+        report=TABLE,
+    )
+
+    def trackers(self) -> List[str]:
+        """--log-to as a list, without duplicates (tensorboard included when named)."""
+        return list(dict.fromkeys(name.strip().lower() for name in self.log_to.split(",") if name.strip()))
 
     def validate(self) -> RunConfig:
+        unknown = [name for name in self.trackers() if name not in TRACKERS]
         require(
             [
                 (self.log_every >= 1, "--log-every must be at least 1"),
                 (self.eval_every >= 1, "--eval-every must be at least 1"),
                 (self.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
                 (self.keep_last >= 1, "--keep-last must be at least 1"),
+                (
+                    not unknown,
+                    f"--log-to {self.log_to}: {', '.join(unknown)} is not a tracker; give a comma list of "
+                    f"{', '.join(TRACKERS)}",
+                ),
             ]
         )
         return self

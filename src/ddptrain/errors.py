@@ -66,3 +66,11 @@ def missing_weights_file(path) -> WeightsError:
 
 def missing_data_folder(root) -> DataError:
     return DataError(f"data folder {root} does not exist or is not a folder")
+
+
+def missing_tracker_package(tracker: str) -> ConfigError:
+    """--log-to mlflow|wandb without the package: checked before any process starts, and again in rank 0."""
+    return ConfigError(
+        f"--log-to {tracker}: the {tracker} package is not installed; pip install 'ddptrain[{tracker}]' "
+        "(or drop it from --log-to)"
+    )

@@ -7,7 +7,7 @@ torchrun runs clean):
                                       nan_weights: right after that update, a weight becomes NaN
                                       signal goes to the launcher, or to this process without one
   slow_forward:SECONDS                every forward pass of the model
-  slow_data:SECONDS                   every image read (in the DataLoader's processes too)
+  slow_data:SECONDS                   every image decoded (in the DataLoader's processes too)
 """
 
 import os
@@ -36,13 +36,13 @@ if (
     elif _action == "slow_data":
         from ddptrain.data import datasets as _datasets
 
-        _real_load = _datasets.load_rgb
+        _real_decode = _datasets.decode_rgb
 
-        def _slow_load(*args, **kwargs):
-            time.sleep(float(_arg))  # slow storage
-            return _real_load(*args, **kwargs)
+        def _slow_decode(*args, **kwargs):
+            time.sleep(float(_arg))  # slow storage: each image read from a file or a shard, then decoded
+            return _real_decode(*args, **kwargs)
 
-        _datasets.load_rgb = _slow_load
+        _datasets.decode_rgb = _slow_decode
     else:
         import torch as _torch
 

@@ -101,3 +101,54 @@ def test_recipe_bench_compares_basic_and_strong_from_scratch_and_pretrained(tmp_
     assert result["strong_over_basic_train_time_scratch"] == 2.0
     assert {row["final val_top1 EMA"] for row in result["rows"]} == {"", 0.4}
     assert (tmp_path / "recipe.png").stat().st_size > 0 and (tmp_path / "recipe.json").is_file()
+
+
+def test_store_bench_measures_old_flat_out_and_new_heartbeat_traffic(tmp_path):
+    """8 simulated ranks for half a second per pattern: a real TCPStore server, one client process."""
+    proc = run_cli(
+        ["bench", "store", "--ranks", 8, "--seconds", 0.5, "--clients", 1, "--json", "--out", tmp_path], timeout=120
+    )
+    result = json.loads(proc.stdout)
+    rows = {row["pattern"]: row for row in result["rows"]}
+    assert list(rows) == ["old", "flat-out", "new"] and {row["ranks"] for row in result["rows"]} == {8}
+    assert rows["old"]["offered writes/s"] == 2 * 8 * 10 and rows["new"]["offered writes/s"] == 8 / 1.0
+    assert rows["old"]["achieved writes/s"] == pytest.approx(160, rel=0.5)  # paced: what was offered
+    assert rows["new"]["achieved writes/s"] <= 3 * 8  # ranks / interval, give or take the window's edges
+    assert result["ceiling_writes_per_s"] == rows["flat-out"]["achieved writes/s"] > rows["old"]["achieved writes/s"]
+    for row in result["rows"]:
+        assert row["set p99 us"] >= row["set p50 us"] > 0 and row["probe p99 ms"] >= row["probe p50 ms"] > 0
+    projected = {(row["ranks"], row["design"][:3]): row["writes/s"] for row in result["projection"]}
+    assert projected == {(1000, "old"): 20_000, (1000, "new"): 200, (10_000, "old"): 200_000, (10_000, "new"): 2_000}
+    assert json.loads((tmp_path / "store.json").read_text())["rows"] == result["rows"]
+    assert (tmp_path / "store.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_startup_files_bench_reports_first_step_and_every_processs_memory(tmp_path):
+    """A folder of 400 files: a real 2-process run, memory read from /proc for the ranks and their workers."""
+    proc = run_cli(
+        ["bench", "startup", "--files", 400, "--settle", 0, "--workers", 1, "--json", "--out", tmp_path], timeout=180
+    )
+    result = json.loads(proc.stdout)
+    measured = result["sizes"]["400"]
+    assert measured["first_step_s"] > 0 and "data" in measured["phases"]
+    first = measured["memory_at_first_step"]
+    assert first["rank"]["count"] == 2 and first["worker"]["count"] == 2
+    assert 0 < first["worker"]["max_uss_mb"] <= first["worker"]["max_pss_mb"] <= first["worker"]["max_rss_mb"]
+    copy = result["worker_copy"]
+    assert set(copy) == {"400", "1281167"}
+    assert copy["1281167"]["tuples_worker_uss_mb"] > 10 * copy["1281167"]["arrays_worker_uss_mb"]
+    assert (tmp_path / "startup-files.json").is_file()
+
+
+def test_shard_input_bench_reads_the_same_images_from_files_local_and_http_shards(tmp_path):
+    proc = run_cli(
+        ["bench", "input", "--shards", "--count", 64, "--img-size", 32, "--rounds", 1, "--workers", 0, "--json"]
+        + ["--out", tmp_path],
+        timeout=120,
+    )
+    result = json.loads(proc.stdout)
+    assert [row["source"] for row in result["rows"]] == ["folder of files", "shards, local", "shards, HTTP"]
+    assert result["images"] == 64 and all(
+        row["images/s"] > 0 and row["read only, images/s"] > 0 for row in result["rows"]
+    )
+    assert (tmp_path / "input-shards.png").read_bytes()[:4] == b"\x89PNG"

@@ -58,7 +58,13 @@ def test_epoch_end_and_mid_epoch_dicts_keep_the_file_format():
     partial = PartialEpoch(3, EpochPosition(8, 4.0, 8.0, 1), [{"torch": torch.get_rng_state()}] * 2)
     saved = _state(partial=partial).to_dict()
     assert list(saved) == MID_EPOCH_KEYS and saved["format"] == FORMAT_VERSION
-    assert saved["partial"]["position"] == {"samples_done": 8, "loss_sum": 4.0, "loss_count": 8.0, "skipped": 1}
+    assert saved["partial"]["position"] == {
+        "samples_done": 8,
+        "loss_sum": 4.0,
+        "loss_count": 8.0,
+        "skipped": 1,
+        "lanes": 0,  # added for shard sets; a checkpoint without it reads as 0
+    }
 
 
 def test_round_trip_through_a_weights_only_file(tmp_path):
@@ -125,3 +131,8 @@ def test_checkpoint_keys_are_written_as_strings_in_one_module_only():
     assert found == []
     reader = 'state["optimizer"]; state.get("rng"); out = {"scaler": None}'  # the scan sees every way of using a key
     assert set(_string_keys(ast.parse(reader))) == {"optimizer", "rng", "scaler"}
+
+
+def test_a_mid_epoch_position_written_before_shard_sets_reads_with_no_lanes():
+    position = EpochPosition.from_dict({"samples_done": 8, "loss_sum": 4.0, "loss_count": 8.0, "skipped": 1})
+    assert position == EpochPosition(8, 4.0, 8.0, 1, lanes=0)

@@ -9,8 +9,8 @@ from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Set
 import torch
 from torch.utils.data import Dataset
 
-from .folder import Sample
-from .images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, load_rgb
+from .images import UNREADABLE_ERRORS, ImageLimits, decode_rgb, describe_unreadable
+from .index import Sample, Samples, as_samples
 from .transforms import IMAGENET_MEAN, IMAGENET_STD, Stats, normalize
 
 log = logging.getLogger("ddptrain")
@@ -56,14 +56,15 @@ class ImageDataset(Dataset):
 
     def __init__(
         self,
-        samples: Sequence[Sample],
+        samples: Union[Samples, Sequence[Sample]],
         transform: Callable,
         decode_min_side: Optional[int],
         seed: int = 0,
         substitute: bool = False,
         limits: ImageLimits = ImageLimits(),
     ):
-        self.samples: List[Sample] = list(samples)
+        # Compact arrays (or a shard index): workers forked from this process read them without copying them.
+        self.samples = as_samples(samples)
         self.limits = limits
         self.transform = transform
         self.decode_min_side = decode_min_side
@@ -79,20 +80,20 @@ class ImageDataset(Dataset):
         failures: List[str] = []
         for attempt in range(MAX_SUBSTITUTIONS if self.substitute else 1):
             current = (index + attempt * _SUBSTITUTE_STRIDE) % len(self.samples)
-            path, label = self.samples[current]
             try:
-                image = load_rgb(path, self.decode_min_side, self.limits)
+                image = decode_rgb(self.samples.read(current, self.limits), self.decode_min_side, self.limits)
             except UNREADABLE_ERRORS as error:
-                failures.append(f"{path}: {describe_unreadable(error)}")
+                failures.append(f"{self.samples.name(current)}: {describe_unreadable(error)}")
                 continue
             tensor = self._transform(image, augmentation_seed(self.seed, epoch, index, copy))
+            label = int(self.samples.labels[current])
             return Item(tensor, label, tuple(failures), time.perf_counter() - started)
         if self.substitute:
             raise RuntimeError(
                 f"{MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
                 "check the data folder (ddptrain skips single bad files, not a broken dataset)"
             )
-        return Item(None, self.samples[index][1], tuple(failures), time.perf_counter() - started)
+        return Item(None, int(self.samples.labels[index]), tuple(failures), time.perf_counter() - started)
 
     def _transform(self, image, seed: int) -> torch.Tensor:
         generator = torch.default_generator

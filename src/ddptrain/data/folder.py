@@ -1,7 +1,8 @@
-"""Find the images under a data root, name the classes and split train/validation deterministically.
+"""Find the images under a data root (a folder of class folders, or a `path,label` CSV manifest), name the
+classes and split train/validation deterministically.
 
-Every rank computes the same result on its own from sorted relative paths and the seed, so no
-file list has to be broadcast and two machines agree without talking.
+The result is a pure function of the sorted relative paths and the seed: two machines that list the same
+files agree without talking. The trainer lists once (rank 0) and shares the result (see ddptrain.train.trainer).
 """
 
 from __future__ import annotations
@@ -11,35 +12,33 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError, missing_data_folder
-from .images import is_image_file
-
-Sample = Tuple[str, int]  # (absolute path, class index)
+from .index import Sample, SampleIndex, Samples, read_manifest, scan_images
+from .shards import is_remote, is_shard_set, open_shard_set
 
 
 @dataclass
 class Split:
     classes: List[str]
-    train: List[Sample]
-    val: List[Sample]
-    layout: str  # "folders" (split by --val-split) or "train/val" (given by the user)
-    root: Path
+    train: Samples
+    val: Samples
+    layout: str  # "folders" (split by --val-split), "train/val" (given by the user), "manifest" or "shards"
+    root: Any  # a Path; a URL string for remote shards
 
 
-def list_class_images(class_dir: Path) -> List[Path]:
-    return sorted(
-        (p for p in class_dir.rglob("*") if p.is_file() and is_image_file(p)),
-        key=lambda p: p.relative_to(class_dir).as_posix(),
-    )
+def list_class_images(class_dir: Path) -> List[str]:
+    """Absolute paths of the images under `class_dir`, sorted by their path inside it."""
+    prefix = str(class_dir) + "/"
+    return [prefix + relative for relative in scan_images(class_dir)]
 
 
 def class_folders(root: Path) -> List[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[List[str], Dict[str, List[Path]]]:
+def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[List[str], Dict[str, List[str]]]:
     """Classes are the sorted sub-folders of `root` (or the given list); return their image paths."""
     if not root.is_dir():
         raise missing_data_folder(root)
@@ -55,13 +54,13 @@ def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[L
 
 
 def stratified_split(
-    images: Dict[str, List[Path]], classes: Sequence[str], val_split: float, seed: int
-) -> Tuple[List[Sample], List[Sample]]:
+    images: Dict[str, List[str]], classes: Sequence[str], val_split: float, seed: int, root: Path
+) -> Tuple[SampleIndex, SampleIndex]:
     """Hold out round(n * val_split) images of every class (at least one when val_split > 0 and n > 1)."""
     train: List[Sample] = []
     val: List[Sample] = []
     for label, name in enumerate(classes):
-        paths = [str(p) for p in images[name]]
+        paths = list(images[name])
         if not paths:
             raise DataError(f"class folder '{name}' has no images (extensions: jpg jpeg png bmp webp tif tiff)")
         # Python's Random with an int seed gives the same sequence on every platform.
@@ -71,45 +70,96 @@ def stratified_split(
             n_val = 1
         val += [(p, label) for p in sorted(paths[:n_val])]
         train += [(p, label) for p in sorted(paths[n_val:])]
-    return train, val
+    return SampleIndex.from_pairs(root, train), SampleIndex.from_pairs(root, val)
 
 
 def is_train_val_layout(root: Path) -> bool:
     return (root / "train").is_dir() and (root / "val").is_dir()
 
 
+def is_manifest(path: str | Path) -> bool:
+    return str(path).lower().endswith(".csv")
+
+
 def load_split(root: str | Path, val_split: float, seed: int) -> Split:
+    """The classes and the train/validation samples of --data: a shard set, a CSV manifest or a folder."""
+    if is_shard_set(str(root)):
+        classes, train, val = open_shard_set(str(root))
+        return Split(classes, train, val, "shards", root if is_remote(str(root)) else Path(root).resolve())
+    if is_manifest(root):
+        return load_manifest_split(Path(root), val_split, seed)
     root = Path(root).resolve()
     if is_train_val_layout(root):
         classes, train_images = scan_classes(root / "train")
         _, val_images = scan_classes(root / "val", classes)
-        train, _ = stratified_split(train_images, classes, 0.0, seed)
-        val = [(str(p), label) for label, name in enumerate(classes) for p in val_images[name]]
+        train, _ = stratified_split(train_images, classes, 0.0, seed, root)
+        val = SampleIndex.from_pairs(root, ((p, label) for label, name in enumerate(classes) for p in val_images[name]))
         return Split(classes, train, val, "train/val", root)
     classes, images = scan_classes(root)
     if len(classes) < 2:
         raise DataError(f"{root} has one class folder ({classes[0]}); a classifier needs at least two")
-    train, val = stratified_split(images, classes, val_split, seed)
+    train, val = stratified_split(images, classes, val_split, seed, root)
     return Split(classes, train, val, "folders", root)
 
 
+def load_manifest_split(path: Path, val_split: float, seed: int) -> Split:
+    """A `path,label[,split]` CSV: split like a folder of class folders (or as its `split` column says)."""
+    if not path.is_file():
+        raise DataError(f"--data {path}: no such manifest file (a CSV with the columns path,label)")
+    classes, images, given = read_manifest(path)
+    root = path.resolve().parent
+    if len(classes) < 2:
+        raise DataError(f"{path} has one label ({classes[0]}); a classifier needs at least two")
+    if given:
+        pairs = [(p, label) for label, name in enumerate(classes) for p in images[name]]
+        train = SampleIndex.from_pairs(root, ((p, c) for p, c in pairs if given[p] == "train"))
+        val = SampleIndex.from_pairs(root, ((p, c) for p, c in pairs if given[p] == "val"))
+    else:
+        train, val = stratified_split(images, classes, val_split, seed, root)
+    return Split(classes, train, val, "manifest", root)
+
+
 def classes_without_validation(split: Split) -> List[str]:
-    present = {label for _, label in split.val}
+    present = set(split.val.labels.tolist())
     return [name for i, name in enumerate(split.classes) if i not in present]
 
 
-def all_images(root: str | Path, classes: Sequence[str]) -> List[Sample]:
-    """Every image under root/<class>/, labelled by its position in `classes` (for evaluating a test folder)."""
-    _, images = scan_classes(Path(root).resolve(), classes)
-    return [(str(p), label) for label, name in enumerate(classes) for p in images[name]]
+def all_images(root: str | Path, classes: Sequence[str]) -> SampleIndex:
+    """Every image under root/<class>/ (or listed in a CSV manifest), labelled by its position in `classes` (for
+    evaluating a test set)."""
+    if is_shard_set(str(root)):
+        raise DataError(
+            f"{root} is a shard set: its images are split into train and val parts for good; evaluate its val part "
+            "with --split val"
+        )
+    if is_manifest(root):
+        found, images, _ = read_manifest(Path(root))
+        unknown = sorted(set(found) - set(classes))
+        if unknown:
+            raise DataError(f"{root} has labels the model does not know: {', '.join(unknown)}")
+        base = Path(root).resolve().parent
+        images = {name: images.get(name, []) for name in classes}
+    else:
+        base = Path(root).resolve()
+        _, images = scan_classes(base, classes)
+    return SampleIndex.from_pairs(base, ((p, label) for label, name in enumerate(classes) for p in images[name]))
 
 
 def split_lines(split: Split) -> Dict[str, List[str]]:
     """The split as its files hold it: `relative/path.jpg<TAB>class` per image, for train and for val."""
     return {
-        name: [f"{Path(p).relative_to(split.root).as_posix()}\t{split.classes[label]}" for p, label in samples]
+        name: [f"{samples.relative(i)}\t{split.classes[samples.labels[i]]}" for i in range(len(samples))]
         for name, samples in (("train", split.train), ("val", split.val))
     }
+
+
+def samples_digest(part) -> str:
+    """A digest of a part's relative paths and labels, from its arrays (no per-sample work)."""
+    names = getattr(part, "names", part)  # shards keep the names of the files they were made from
+    digest = hashlib.sha1()
+    for array in (names.blob, names.offsets, part.labels):
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
 
 
 def split_summary(split: Split) -> Dict[str, object]:
@@ -155,26 +205,30 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
         )
     train, val = (_read_samples(f, scanned.root, classes) for f in files[1:])
     stored = Split(classes, train, val, scanned.layout, scanned.root)
-    missing = sorted(p for p, _ in train + val if not Path(p).is_file())
+    listed = {scanned.train.relative(i) for i in range(len(scanned.train))}
+    listed.update(scanned.val.relative(i) for i in range(len(scanned.val)))
+    known = [part.relative(i) for part in (train, val) for i in range(len(part))]
+    missing = sorted(stored.root / relative for relative in set(known) - listed)
     if missing:
         raise DataError(
             f"{len(missing)} image(s) of the run's split ({split_dir}) are gone from {scanned.root}: "
-            f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; put them back, or start another "
-            "run (another --out, or --overwrite)"
+            f"{', '.join(map(str, missing[:5]))}{' ...' if len(missing) > 5 else ''}; put them back, or start "
+            "another run (another --out, or --overwrite)"
         )
-    known = {p for p, _ in train + val}
-    added = sorted(p for p, _ in scanned.train + scanned.val if p not in known)
+    added = sorted(str(scanned.root / relative) for relative in listed - set(known))
     return stored, added
 
 
-def _read_samples(path: Path, root: Path, classes: List[str]) -> List[Sample]:
+def _read_samples(path: Path, root: Path, classes: List[str]) -> SampleIndex:
+    label_of = {name: i for i, name in enumerate(classes)}
     samples = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        relative, _, name = line.rpartition("\t")
-        if not relative or name not in classes:
-            raise DataError(
-                f"{path}:{number} is not a split line (relative/path<TAB>class name); the run's split files "
-                "were changed or damaged"
-            )
-        samples.append((str(root / relative), classes.index(name)))
-    return samples
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            relative, _, name = line.rstrip("\n").rpartition("\t")
+            if not relative or name not in label_of:
+                raise DataError(
+                    f"{path}:{number} is not a split line (relative/path<TAB>class name); the run's split files "
+                    "were changed or damaged"
+                )
+            samples.append((relative, label_of[name]))
+    return SampleIndex.from_pairs(root, samples)

@@ -102,13 +102,22 @@ def load_rgb(
     skipping PIL's four-bytes-per-pixel copy and the conversion after it; every other file (PNG,
     CMYK JPEG, a JPEG large enough for draft decoding) and any JPEG that path refuses goes through
     PIL, as `open_rgb`. Transforms accept either."""
-    size = os.stat(path).st_size
+    check_size(os.stat(path).st_size, limits)
+    with open(path, "rb") as handle:
+        return decode_rgb(handle.read(), min_side, limits)
+
+
+def check_size(size: int, limits: ImageLimits) -> None:
     if size > limits.max_bytes:
         raise ImageTooLarge(
             f"{size / 2**20:.1f} MB file, over the --max-image-mb limit of {limits.max_mb:g} MB; not read"
         )
-    with open(path, "rb") as handle:
-        data = handle.read()
+
+
+def decode_rgb(
+    data: bytes, min_side: Optional[int] = None, limits: ImageLimits = ImageLimits()
+) -> Union[Image.Image, torch.Tensor]:
+    """`load_rgb` for an image already in memory (read from a file or a shard)."""
     header = _jpeg_header(data) if _decode_jpeg is not None else None
     if header is not None:
         width, height, components = header

@@ -6,16 +6,17 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Dict, Optional, Sequence, Sized, cast
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, Sized, Union, cast
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ..errors import DdptrainError
 from ..runtime.preempt import ignore_stop_signals
 from .datasets import ImageDataset, collate
-from .folder import Sample
 from .images import ImageLimits
+from .index import Sample, Samples
 from .samplers import EpochSampler, ShardSampler
 from .transforms import (
     Augment,
@@ -56,6 +57,40 @@ def auto_workers(requested: Optional[int], cpus_per_process: int) -> int:
     return max(1, min(MAX_AUTO_WORKERS, cpus_per_process))
 
 
+def batches(loader: Iterable, rank: int) -> Iterator:
+    """The loader's batches; a ddptrain error raised in a loader worker (a shard that cannot be fetched) comes back
+    wrapped in that worker's traceback — it is raised again as its own one-line message, with this rank."""
+    iterator = iter(loader)
+    while True:
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        except DdptrainError as error:
+            text = str(error)
+            if "Original Traceback" not in text:
+                raise
+            message = text.rstrip().splitlines()[-1].partition(": ")[2] or text
+            raise type(error)(message, rank=rank) from None
+        yield batch
+
+
+def stop_workers(loader: DataLoader) -> None:
+    """End a loader's persistent workers now. They ignore SIGTERM (the rank decides when to stop), so a run
+    that fails while the loader is still referenced (by the error's traceback) would otherwise wait for them
+    at exit."""
+    iterator = getattr(loader, "_iterator", None)
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+    if iterator is not None:
+        loader._iterator = None
+
+
+def is_sharded(dataset: Dataset) -> bool:
+    return hasattr(getattr(dataset, "samples", None), "shard_sizes")
+
+
 def init_worker(worker_id: int) -> None:
     ignore_stop_signals()  # the rank process decides when to stop (see ddptrain.runtime.preempt)
     # torch seeds each worker from the loader's generator; give numpy and random the same
@@ -91,7 +126,7 @@ def eval_loader(
     """Each sample on exactly one rank (no padding): reduce sums once after the loop, never per batch."""
     kwargs: Dict[str, Any] = {
         "batch_size": settings.batch_size,
-        "sampler": ShardSampler(len(cast(Sized, dataset)), rank, world_size),
+        "sampler": ShardSampler(len(cast(Sized, dataset)), rank, world_size, contiguous=is_sharded(dataset)),
         "num_workers": settings.workers,
         "pin_memory": settings.pin_memory,
         "drop_last": False,
@@ -102,7 +137,7 @@ def eval_loader(
 
 
 def training_images(
-    samples: Sequence[Sample],
+    samples: Union[Samples, Sequence[Sample]],
     preprocess: Preprocess,
     min_crop_scale: float,
     seed: int,
@@ -123,12 +158,12 @@ def training_images(
         substitute=True,
         limits=limits,
     )
-    sampler = EpochSampler(len(dataset), rank, world_size, seed, augment.repeats)
+    sampler = EpochSampler(len(dataset), rank, world_size, seed, augment.repeats, getattr(samples, "shard_sizes", None))
     return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate(preprocess.stats))
 
 
 def evaluation_images(
-    samples: Sequence[Sample],
+    samples: Union[Samples, Sequence[Sample]],
     preprocess: Preprocess,
     rank: int,
     world_size: int,

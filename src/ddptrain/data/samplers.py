@@ -3,10 +3,32 @@ and exactly-once evaluation."""
 
 from __future__ import annotations
 
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
+
+
+def lane_order(shard_sizes: Sequence[int], generator: torch.Generator, lanes: int) -> List[int]:
+    """An epoch's order over samples stored in shards (samples of shard s are a contiguous index range),
+    laid out so that rank r of `lanes` ranks reads a run of whole shards one after another.
+
+    The shards are shuffled, and the samples inside each; the resulting sequence is cut into `lanes`
+    consecutive runs of (nearly) equal length, and stream position p takes element p // lanes of run
+    p % lanes. Every sample appears once; with `lanes` ranks, rank r's positions r, r+lanes, ... are run r in
+    order. Another number of ranks (a resume) reads the same positions, only with less locality."""
+    starts = np.concatenate([[0], np.cumsum(shard_sizes)]).astype(np.int64)
+    pieces = []
+    for shard in torch.randperm(len(shard_sizes), generator=generator).tolist():
+        inside = torch.randperm(int(shard_sizes[shard]), generator=generator).numpy()
+        pieces.append(starts[shard] + inside)
+    sequence = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    total = len(sequence)
+    base, extra = divmod(total, lanes)
+    run_start = np.arange(lanes) * base + np.minimum(np.arange(lanes), extra)
+    positions = np.arange(total)
+    return sequence[run_start[positions % lanes] + positions // lanes].tolist()
 
 
 class EpochSampler(Sampler):
@@ -24,18 +46,32 @@ class EpochSampler(Sampler):
     remainder is sharded again over the current ranks, so a run stopped mid-epoch continues without
     repeating or skipping a position, with the same or with another number of processes."""
 
-    def __init__(self, length: int, rank: int, world_size: int, seed: int, repeats: int = 1):
+    def __init__(
+        self,
+        length: int,
+        rank: int,
+        world_size: int,
+        seed: int,
+        repeats: int = 1,
+        shard_sizes: Optional[Sequence[int]] = None,
+    ):
         if repeats < 1:
             raise ValueError(f"repeats must be 1 or more, not {repeats}")
         self.length, self.rank, self.world_size, self.seed = length, rank, world_size, seed
         self.repeats = repeats
-        self.epoch, self.start = 0, 0
+        self.shard_sizes = list(shard_sizes) if shard_sizes is not None else None
+        self.epoch, self.start, self.lanes = 0, 0, world_size
 
-    def set_epoch(self, epoch: int, start: int = 0) -> None:
+    def set_epoch(self, epoch: int, start: int = 0, lanes: int = 0) -> None:
+        """Epoch `epoch` from stream position `start`. `lanes`: the number of processes the epoch began on
+        (sharded data lays the epoch out for them; 0: this run's)."""
         self.epoch, self.start = epoch, min(max(0, start), self.length)
+        self.lanes = lanes or self.world_size
 
     def permutation(self) -> List[int]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        if self.shard_sizes is not None:
+            return lane_order(self.shard_sizes, generator, self.lanes)
         return torch.randperm(self.length, generator=generator).tolist()
 
     def _usable(self) -> int:
@@ -59,10 +95,16 @@ class IndexSampler(EpochSampler):
 
 class ShardSampler(Sampler):
     """Each index goes to exactly one rank: no padding, no duplicates. Ranks may get uneven counts,
-    or none at all, so evaluation must not run collectives per batch (see train.evaluate)."""
+    or none at all, so evaluation must not run collectives per batch (see train.evaluate). `contiguous`:
+    rank r takes the r-th of W consecutive runs (for sharded data: a rank reads whole shards)."""
 
-    def __init__(self, length: int, rank: int, world_size: int):
-        self.indices = list(range(rank, length, world_size))
+    def __init__(self, length: int, rank: int, world_size: int, contiguous: bool = False):
+        if contiguous:
+            base, extra = divmod(length, world_size)
+            first = rank * base + min(rank, extra)
+            self.indices = list(range(first, first + base + (rank < extra)))
+        else:
+            self.indices = list(range(rank, length, world_size))
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.indices)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
@@ -31,6 +31,7 @@ class Runtime:
     store: Optional[dist.Store] = None  # the job's key-value store (heartbeats)
     steady_timeout_s: Optional[float] = None  # collective timeout once the first step has run
     timeout_is_steady: bool = False
+    heartbeat: Any = field(default=None, repr=False, compare=False)  # runtime.heartbeat.Heartbeat.of(self)
 
     @property
     def rank(self) -> int:
@@ -150,6 +151,15 @@ def gather_objects(obj) -> list:
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, obj)
     return gathered
+
+
+def broadcast_object(obj, src: int = 0):
+    """`src`'s `obj` on every rank (pickled; numpy arrays travel as one buffer)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
 
 
 def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:

@@ -15,6 +15,7 @@ import torch
 from ..data.datasets import UnreadableFiles
 from ..data.folder import all_images, describe_added, load_split, read_run_split, split_summary
 from ..data.images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
+from ..data.index import Samples
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
 from ..data.transforms import Preprocess, eval_decode_min_side, eval_transform, normalize
 from ..errors import DataError
@@ -41,7 +42,7 @@ class EvalOptions:
     ema: bool = False  # the checkpoint's EMA weights
 
 
-def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -> List[Tuple[str, int]]:
+def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -> Samples:
     """`--split all`: every image. `--split val`: the run's own validation split, read back from its splits/ when
     the checkpoint sits in its run directory; otherwise computed again, and refused when it is not the split the
     checkpoint was trained with."""
@@ -50,7 +51,8 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
     cfg = loaded.config
     split = load_split(opts.data, cfg.data.val_split, cfg.optim.seed)
     run_dir = Path(opts.checkpoint).resolve().parent.parent  # RUN_DIR/checkpoints/best.pt
-    found = read_run_split(run_dir, split) if (run_dir / "splits").is_dir() else None
+    readable = (run_dir / "splits").is_dir() and split.layout != "shards"  # a shard set's split cannot change
+    found = read_run_split(run_dir, split) if readable else None
     if found is not None:
         split, added = found
         if added and is_main:

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..data.loaders import batches
 from ..models.wrap import unwrap
 from ..runtime.dist import Runtime
 from .metrics import EvalResult, EvalTotals
@@ -32,7 +33,7 @@ def evaluate(
     was_training = plain.training
     plain.eval()
     totals = EvalTotals(num_classes, rt.device)
-    for batch in loader:
+    for batch in batches(loader, rt.rank):
         totals.add_skipped(len(batch.failures))
         if on_failure is not None:
             on_failure(batch.failures)

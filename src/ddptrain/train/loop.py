@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..data.loaders import batches as rank_batches
 from ..errors import ConfigError
 from ..runtime.dist import Runtime
 from ..runtime.preempt import StopRequest
@@ -94,7 +95,8 @@ def train_one_epoch(
     model.train()
     n_steps = steps_per_epoch(len(loader), settings.grad_accum)
     monitor = StepMonitor(rt, model, loader, n_steps, plan.stop, plan.on_failure, plan.after_first_step)
-    window, position, batches = LossWindow(rt.device), dataclasses.replace(plan.start), iter(loader)
+    window, position = LossWindow(rt.device), dataclasses.replace(plan.start)
+    batches = rank_batches(loader, rt.rank)  # a loader worker's ddptrain error as one line
     for step in range(n_steps):
         global_step = plan.global_step + step + 1
         with monitor.step(global_step):

@@ -124,7 +124,7 @@ class StepMonitor:
     ):
         self.rt, self.n_steps, self.stop, self.on_failure = rt, n_steps, stop, on_failure
         self.after_first_step = after_first_step
-        self.heartbeat = Heartbeat(rt)
+        self.heartbeat = Heartbeat.of(rt)  # one per run: publishes from a thread, bounded by time
         self.timer = StepTimer(
             rt.device, rt.rank, None if is_compiled(model) else unwrap(model), getattr(loader, "num_workers", 0)
         )

@@ -32,6 +32,10 @@ RUN_ENTRIES = (
     "class_indices.json",
     "splits",
     "report",
+    "metrics.csv",  # --log-to csv
+    "trackers.json",  # the MLflow / W&B run ids a resume continues
+    "mlruns",  # --log-to mlflow without MLFLOW_TRACKING_URI
+    "wandb",  # --log-to wandb
 )
 
 

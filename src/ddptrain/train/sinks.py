@@ -1,5 +1,6 @@
 """Where a run speaks: train.log, config.yaml, the class list and splits, metrics.jsonl, TensorBoard,
-best_eval.json, the progress bar and the end-of-epoch lines.
+best_eval.json, the --log-to trackers (metrics.csv, MLflow, W&B: `trackers.py`), the progress bar and the
+end-of-epoch lines.
 
 Rank 0 holds a `RunSinks`; every other rank holds a `NullSinks` with the same methods doing nothing,
 so the trainer calls its sinks on every rank without asking which rank it is.
@@ -13,7 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from tqdm import tqdm
 
@@ -26,6 +27,7 @@ from ..util import DamagedLine, read_epoch_records, write_json_atomic, write_tex
 from . import timing
 from .loop import EpochStats
 from .metrics import EvalResult
+from .trackers import FINISHED, Trackers, run_status
 
 log = logging.getLogger("ddptrain")
 
@@ -81,11 +83,11 @@ class MetricsLog:
     def __init__(self, path: Path):
         self.path = path
 
-    def truncate_after(self, last_epoch: int) -> None:
+    def truncate_after(self, last_epoch: int) -> List[Dict]:
         """Drop lines for epochs after `last_epoch` (written before a crash, redone after resume), and a last line
-        a crash cut short. Rewritten through a temporary file, so a full disk here loses nothing."""
+        a crash cut short; the records kept. Rewritten through a temporary file, so a full disk here loses nothing."""
         if not self.path.is_file():
-            return
+            return []
         try:
             records, cut_short = read_epoch_records(self.path)
         except DamagedLine as error:
@@ -96,6 +98,7 @@ class MetricsLog:
             )
         kept = [record for record in records if record["epoch"] <= last_epoch]
         write_text_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
+        return kept
 
     def append(self, record: Dict) -> None:
         with open(self.path, "a", encoding="utf-8") as handle:
@@ -162,15 +165,21 @@ class _StepProgress:
         self.bar.close()
 
 
+# Writes `ddptrain report`'s figures and report.md for a run directory and returns their folder: handed down by the
+# command line (tools/ is a layer above), for the trackers that take files (MLflow, W&B).
+ReportWriter = Callable[[Path], Path]
+
+
 class RunSinks:
     """Rank 0's outputs."""
 
-    def __init__(self, run_dir: Path, epochs: int):
-        self.run_dir, self.epochs = run_dir, epochs
+    def __init__(self, run_dir: Path, epochs: int, report: Optional[ReportWriter] = None):
+        self.run_dir, self.epochs, self.report = run_dir, epochs, report
         run_dir.mkdir(parents=True, exist_ok=True)
         self.log_handler = add_log_file(run_dir / "train.log")
         self.metrics = MetricsLog(run_dir / METRICS)
         self.tb: TensorBoard  # opened by start(), before any loader forks
+        self.trackers = Trackers()  # --log-to, also opened by start()
         self.advice = timing.AdviceOnce()
         self.straggler_history: List = []  # the slowest rank of each epoch so far
 
@@ -179,10 +188,15 @@ class RunSinks:
         save_yaml(cfg, self.run_dir / "config.yaml")
         write_split_files(split, self.run_dir)
 
-    def start(self, last_complete_epoch: int, resumed_step: int) -> None:
-        """Forget what a crashed attempt wrote after the checkpoint this run continues from."""
-        self.metrics.truncate_after(last_complete_epoch)
+    def start(
+        self, last_complete_epoch: int, resumed_step: int, cfg: Optional[Config] = None, resumed: bool = False
+    ) -> None:
+        """Forget what a crashed attempt wrote after the checkpoint this run continues from; open TensorBoard and
+        cfg's --log-to trackers (`resumed`: continue the runs kept in RUN_DIR/trackers.json)."""
+        history = self.metrics.truncate_after(last_complete_epoch)
         self.tb = TensorBoard(self.run_dir / "tb", resumed_step)
+        if cfg is not None:
+            self.trackers = Trackers.start(cfg.run.trackers(), self.run_dir, cfg.to_flat(), resumed, history)
 
     def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _StepProgress:
         return _StepProgress(progress_bar(steps, epoch, self.epochs, True), self.tb, global_step)
@@ -199,6 +213,7 @@ class RunSinks:
         TensorBoard points, the epoch's console line, and advice the first time it applies."""
         epoch = record["epoch"]
         self.metrics.append(record)
+        self.trackers.log_epoch(record)
         evaluated = (
             {} if result is None else {"val/loss": result.loss, "val/top1": result.top1, "val/top5": result.top5}
         )
@@ -244,11 +259,27 @@ class RunSinks:
         write_json_atomic(
             self.run_dir / BEST_EVAL, {"epoch": epoch, "checkpoint": checkpoint, **result.to_dict(class_names)}
         )
+        self.trackers.log_artifacts([self.run_dir / BEST_EVAL])
 
-    def close(self) -> None:
+    def close(self, failure: Optional[BaseException] = None) -> None:
+        """`failure`: what ended the run early, if anything. A run that ended as asked hands the trackers that take
+        files config.yaml, best_eval.json and the report's figures (made here)."""
+        status = run_status(failure)
+        if status == FINISHED and self.trackers.take_artifacts:
+            self.trackers.log_artifacts([self.run_dir / "config.yaml", self.run_dir / BEST_EVAL, *self._report()])
+        self.trackers.close(status)
         self.tb.close()
         logging.getLogger("ddptrain").removeHandler(self.log_handler)
         self.log_handler.close()
+
+    def _report(self) -> List[Path]:
+        if self.report is None or not self.metrics.path.is_file():
+            return []
+        try:
+            return [self.report(self.run_dir)]
+        except Exception as error:  # the figures are a convenience; the run itself is done and kept
+            log.warning("the report for the trackers could not be made: %s", error)
+            return []
 
 
 class _NoProgress:
@@ -265,7 +296,9 @@ class NullSinks:
     def write_run_files(self, cfg: Config, split: Split) -> None:
         pass
 
-    def start(self, last_complete_epoch: int, resumed_step: int) -> None:
+    def start(
+        self, last_complete_epoch: int, resumed_step: int, cfg: Optional[Config] = None, resumed: bool = False
+    ) -> None:
         pass
 
     def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _NoProgress:
@@ -287,9 +320,9 @@ class NullSinks:
     def best_eval(self, epoch: int, checkpoint: str, result: EvalResult, class_names: List[str]) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, failure: Optional[BaseException] = None) -> None:
         pass
 
 
-def open_sinks(run_dir: Path, epochs: int, is_main: bool):
-    return RunSinks(run_dir, epochs) if is_main else NullSinks()
+def open_sinks(run_dir: Path, epochs: int, is_main: bool, report: Optional[ReportWriter] = None):
+    return RunSinks(run_dir, epochs, report) if is_main else NullSinks()

@@ -36,6 +36,7 @@ class EpochPosition:
     loss_sum: float = 0.0
     loss_count: float = 0.0
     skipped: int = 0
+    lanes: int = 0  # sharded data: the number of processes the epoch's order was laid out for (0: unknown)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -43,7 +44,11 @@ class EpochPosition:
     @classmethod
     def from_dict(cls, values: Dict[str, Any]) -> EpochPosition:
         return cls(
-            int(values["samples_done"]), float(values["loss_sum"]), float(values["loss_count"]), int(values["skipped"])
+            int(values["samples_done"]),
+            float(values["loss_sum"]),
+            float(values["loss_count"]),
+            int(values["skipped"]),
+            int(values.get("lanes", 0)),
         )
 
 

@@ -3,6 +3,7 @@ checkpointer write files (the others hold ones that do nothing)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import random
@@ -20,10 +21,11 @@ from ..data.folder import (
     describe_added,
     load_split,
     read_run_split,
+    samples_digest,
     split_summary,
 )
 from ..data.images import ImageLimits
-from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, training_images
+from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, stop_workers, training_images
 from ..data.samplers import EpochSampler
 from ..data.transforms import Augment, Preprocess
 from ..errors import CheckpointError, DataError, NonFiniteLossError, WeightsError
@@ -43,9 +45,9 @@ from ..models import (
 )
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process, restart_count
-from ..runtime.heartbeat import is_peer_failure, naming_stalled_peers
+from ..runtime.heartbeat import close_heartbeat, is_peer_failure, naming_stalled_peers
 from ..runtime.preempt import Preempted, StopRequest
-from ..runtime.preflight import check_agreement, digest, weights_checksum
+from ..runtime.preflight import check_agreement, weights_checksum
 from ..runtime.startup import StartupClock
 from . import rundir
 from .checkpointer import BEST, Checkpointer
@@ -63,7 +65,7 @@ from .optim import (
     same_groups,
 )
 from .precision import resolve_precision
-from .sinks import epoch_record, open_sinks
+from .sinks import ReportWriter, epoch_record, open_sinks
 from .state import (
     EpochPosition,
     PartialEpoch,
@@ -116,7 +118,12 @@ def describe(preprocess: Preprocess) -> str:
 
 class Trainer:
     def __init__(
-        self, cfg: Config, rt: dist.Runtime, stop: Optional[StopRequest] = None, clock: Optional[StartupClock] = None
+        self,
+        cfg: Config,
+        rt: dist.Runtime,
+        stop: Optional[StopRequest] = None,
+        clock: Optional[StartupClock] = None,
+        report: Optional[ReportWriter] = None,
     ):
         self.cfg, self.rt = cfg, rt
         self.stop = stop or StopRequest(cfg.launch.dist_timeout)
@@ -124,7 +131,7 @@ class Trainer:
         self.run_dir = Path(cfg.run.out)
         # Rank 0 owns the run directory for the whole run: the lock first, before anything is written there.
         self.run_lock = rundir.claim(self.run_dir, cfg.run.resume, cfg.run.overwrite) if rt.is_main else None
-        self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main)
+        self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main, report)
         self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main)
         self.resumed = self.checkpointer.resume_from(cfg.run.resume)  # read first: it can change --grad-accum
         cfg, source = resolve_preprocessing(cfg, self.resumed[1].config if self.resumed else None)
@@ -165,16 +172,38 @@ class Trainer:
         self._wrap_ddp()
         self.ema = self._build_ema()
         self.sinks.write_run_files(self.requested, self.split)
-        self.sinks.start(self.start_epoch - 1, self.global_step)
+        self.sinks.start(self.start_epoch - 1, self.global_step, self.requested, resumed=self.resumed is not None)
         self.clock.mark("resume and DDP")
 
     # ---- set-up -------------------------------------------------------------------------------
     def _load_split(self) -> Split:
-        """A fresh run splits the folder; a resumed one reads its own split back from RUN_DIR/splits, so images added
-        to the folder since cannot move between training and validation."""
+        """Rank 0 lists the data once and every rank gets its result (compact arrays): N ranks do not list
+        a network file system N times. An error there is raised on every rank."""
+        outcome: Tuple[Optional[Split], Optional[str]] = (None, None)
+        failure: Optional[DataError] = None
+        if self.rt.is_main:
+            try:
+                outcome = (self._list_data(), None)
+            except DataError as error:
+                outcome, failure = (None, str(error)), error
+        split, message = dist.broadcast_object(outcome)  # every rank, also after a failure: nobody waits
+        if failure is not None:
+            raise failure
+        if split is None:
+            raise DataError(message or "rank 0 could not list the data", rank=self.rt.rank, every_rank=True)
+        return split
+
+    @functools.cached_property
+    def split_info(self) -> Dict[str, Any]:
+        """The split's summary that checkpoints keep (computed once, when the first one is written)."""
+        return split_summary(self.split)
+
+    def _list_data(self) -> Split:
+        """A fresh run splits the data; a resumed one reads its own split back from RUN_DIR/splits, so images added
+        to the folder since cannot move between training and validation (a shard set cannot change)."""
         cfg = self.cfg
         scanned = load_split(cfg.data.folder(), cfg.data.val_split, cfg.optim.seed)
-        found = read_run_split(self.run_dir, scanned) if cfg.run.resume else None
+        found = read_run_split(self.run_dir, scanned) if cfg.run.resume and scanned.layout != "shards" else None
         if found is None:
             return scanned
         split, added = found
@@ -281,15 +310,27 @@ class Trainer:
         split = self.split
         return {
             "config": self.cfg.shared_values(),
-            "classes": list(split.classes),
+            **self._node_view(),
             "train_images": len(split.train),
             "val_images": len(split.val),
-            "train_files": digest(sorted(f"{p.rsplit('/', 2)[-2]}/{p.rsplit('/', 1)[-1]}" for p, _ in split.train)),
+            "train_files": samples_digest(split.train),
             "steps_per_epoch": self.steps_per_epoch,
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "initial_weights": weights_checksum(self.model),
             "torch": torch.__version__,
         }
+
+    def _node_view(self) -> Dict[str, Any]:
+        """The classes, and how many images of the shared list are missing, as this node sees its own --data: one
+        process per node other than rank 0's lists it (rank 0's listing is the one shared), so nodes that mount
+        different data stop before the first step instead of training on files some of them lack."""
+        split = self.split
+        if self.rt.env.local_rank != 0 or self.rt.is_main or split.layout == "shards":
+            return {"classes": list(split.classes), "images of the shared list missing on this node": 0}
+        own = load_split(self.cfg.data.folder(), self.cfg.data.val_split, self.cfg.optim.seed)
+        listed = {part.relative(i) for part in (own.train, own.val) for i in range(len(part))}
+        missing = sum(part.relative(i) not in listed for part in (split.train, split.val) for i in range(len(part)))
+        return {"classes": list(own.classes), "images of the shared list missing on this node": missing}
 
     def _keep_global_batch(self, cfg: Config) -> Config:
         """On resume, --grad-accum takes up a change in the number of processes (see resumed_grad_accum)."""
@@ -437,14 +478,20 @@ class Trainer:
             self.precision.name,
             self.global_batch,
         )
+        failure: Optional[BaseException] = None  # tells the trackers how the run ended
         try:
             for epoch in range(self.start_epoch, last_epoch):
                 if self._patience_spent(epoch):  # also a resumed run that had stopped early
                     break
                 with naming_stalled_peers(self.rt, epoch):  # evaluation, saving and barriers have collectives too
                     result = self._run_epoch(epoch) or result
+        except BaseException as error:
+            failure = error
+            raise
         finally:
-            self.sinks.close()
+            for loader in (self.train_loader, self.val_loader):
+                stop_workers(loader)
+            self.sinks.close(failure)
             if self.run_lock is not None:
                 self.run_lock.release()
         if last_epoch < cfg.optim.epochs:
@@ -487,7 +534,8 @@ class Trainer:
 
     def _run_epoch(self, epoch: int) -> Optional[EvalResult]:
         start = self._epoch_start(epoch)
-        self.train_sampler.set_epoch(epoch, start.samples_done)  # same shard order on every rank
+        self.train_sampler.set_epoch(epoch, start.samples_done, start.lanes)  # same order on every rank
+        start.lanes = self.train_sampler.lanes  # a resume on another number of processes keeps the epoch's order
         progress = self.sinks.epoch_progress(self.steps_per_epoch, epoch, self.global_step)
         plan = EpochPlan(
             epoch,
@@ -641,7 +689,7 @@ class Trainer:
             class_names=list(self.split.classes),
             world_size=self.rt.world_size,
             global_batch=self.global_batch,
-            split=split_summary(self.split),
+            split=self.split_info,
             metrics=metrics,
         )
 
@@ -654,7 +702,10 @@ def resume_after_restart(cfg: Config, restarts: int) -> Config:
     return cfg
 
 
-def run(cfg: Config, env: DistEnv, clock: Optional[StartupClock] = None) -> Optional[EvalResult]:
+def run(
+    cfg: Config, env: DistEnv, clock: Optional[StartupClock] = None, report: Optional[ReportWriter] = None
+) -> Optional[EvalResult]:
+    """`report`: writes `ddptrain report`'s figures for the --log-to trackers that take files (see sinks.py)."""
     cfg = resume_after_restart(cfg, restart_count())
     clock = clock or StartupClock()
     stop = StopRequest(cfg.launch.dist_timeout).install()  # from here on SIGTERM/SIGUSR1 mean "save and stop"
@@ -662,8 +713,9 @@ def run(cfg: Config, env: DistEnv, clock: Optional[StartupClock] = None) -> Opti
         rt = dist.setup(env, cfg.launch.device, cfg.launch.dist_timeout)
         clock.mark("process group")
         try:
-            return Trainer(cfg, rt, stop, clock).fit()
+            return Trainer(cfg, rt, stop, clock, report).fit()
         finally:
+            close_heartbeat(rt)
             dist.cleanup()
     finally:
         stop.uninstall()

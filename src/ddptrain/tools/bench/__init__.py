@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .output import emit
 
-NAMES = ["overhead", "scaling", "precision", "dp-vs-ddp", "input", "startup", "recipe"]
+NAMES = ["overhead", "scaling", "precision", "dp-vs-ddp", "input", "startup", "recipe", "store"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +40,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="input: ddptrain's pipeline with this augmentation policy too (as `train --auto-augment`)",
     )
+    parser.add_argument(
+        "--shards",
+        action="store_true",
+        help="input: one epoch of the training loader from a folder of files vs shards made from it (local, HTTP)",
+    )
+    parser.add_argument("--shard-size", default="64MB", help="input --shards: largest shard (default 64MB)")
+    parser.add_argument(
+        "--cold", action="store_true", help="input --shards: drop the page cache before each pass (root)"
+    )
     parser.add_argument("--compile", action="store_true", help="precision: also with torch.compile")
     parser.add_argument(
         "--synthetic",
@@ -47,6 +56,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="precision: random tensors on the device instead of JPEGs (model and step alone)",
     )
     parser.add_argument("--steps", type=int, default=30, help="precision --synthetic: timed steps per variant")
+    parser.add_argument(
+        "--ranks",
+        default="64,128,256,512",
+        help="store: simulated ranks, comma-separated (one store connection and thread each)",
+    )
+    parser.add_argument("--seconds", type=float, default=2.0, help="store: measured seconds per pattern")
+    parser.add_argument("--step-rate", type=float, default=10.0, help="store: optimizer steps/s of each rank")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help="store: the new heartbeat's interval here (the default run's is min(5 s, --dist-timeout / 10))",
+    )
+    parser.add_argument("--clients", type=int, default=4, help="store: client processes the ranks are spread over")
+    parser.add_argument(
+        "--files",
+        default=None,
+        help="startup: comma list of folder sizes (e.g. 10000,50000,200000): time to first step and the memory of "
+        "every rank and loader worker on N tiny files in 1000 classes",
+    )
+    parser.add_argument(
+        "--settle", type=float, default=20.0, help="startup --files: seconds trained before the 2nd memory sample"
+    )
+    parser.add_argument(
+        "--files-cache",
+        default=None,
+        help="startup --files: where the generated folders are kept between runs (default: a temporary folder)",
+    )
+    parser.add_argument(
+        "--checkout", default=None, help="startup --files: measure the ddptrain source tree here (e.g. an older commit)"
+    )
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -61,14 +101,45 @@ def run_bench(args: argparse.Namespace) -> int:
         return _startup_bench(args, device)
     if args.name == "recipe":
         return _recipe_bench(args, device)
+    if args.name == "store":
+        return _store_bench(args)
     args.model, args.batch_size, args.epochs = args.model or "resnet18", args.batch_size or 32, args.epochs or 3
     if args.name == "precision" and args.synthetic:
         return _synthetic_precision_bench(args, device)
     return _training_bench(args, device)
 
 
+def _shard_input_bench(args: argparse.Namespace) -> int:
+    from ...data.shards import parse_size
+    from .shards import run_shard_bench
+
+    size = args.img_size or 224
+    result = run_shard_bench(
+        args.data, args.count, size, args.rounds, args.workers, parse_size(args.shard_size), args.cold
+    )
+    chart = {
+        "label": "source",
+        "value": "images/s",
+        "ylabel": "images/s",
+        "title": f"input from files vs shards, {size} px",
+    }
+    emit(
+        "input-shards",
+        result,
+        ["source", "images/s", "read only, images/s"],
+        result["rows"],
+        args.out,
+        args.json,
+        chart,
+    )
+    return 0
+
+
 def _input_bench(args: argparse.Namespace, device: str) -> int:
     from .input import run_input_bench
+
+    if args.shards:
+        return _shard_input_bench(args)
 
     result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device, args.auto_augment)
     rows = [
@@ -164,8 +235,29 @@ def _training_bench(args: argparse.Namespace, device: str) -> int:
     return 0
 
 
+def _files_bench(args: argparse.Namespace) -> int:
+    from . import scale
+
+    sizes = [int(n) for n in args.files.split(",")]
+    with tempfile.TemporaryDirectory(prefix="ddptrain-bench-") as tmp:
+        cache = Path(args.files_cache or Path(tmp) / "folders")
+        checkout = Path(args.checkout) if args.checkout else None
+        results = scale.scale(sizes, cache, Path(tmp), args.nproc, args.workers, args.settle, checkout)
+    classes = {str(n): scale.classes_for(n) for n in sizes}
+    result = {"nproc": args.nproc, "workers": args.workers, "classes": classes, "settle_s": args.settle}
+    result.update({"checkout": args.checkout or "this", "sizes": results})
+    # The file list alone, in a worker that has read every entry (one epoch), up to ImageNet's 1,281,167 images.
+    result["worker_copy"] = {str(n): scale.worker_copy(n) for n in [*sizes, 1_281_167]}
+    table = scale.rows(results, args.settle)
+    emit("startup-files", result, list(table[0]), table, args.out, args.json)
+    return 0
+
+
 def _startup_bench(args: argparse.Namespace, device: str) -> int:
     from .startup import startup
+
+    if args.files:
+        return _files_bench(args)
 
     model, size = args.model or "timm:test_resnet", args.img_size or 32
     with tempfile.TemporaryDirectory(prefix="ddptrain-bench-") as tmp:
@@ -215,6 +307,32 @@ def _recipe_bench(args: argparse.Namespace, device: str) -> int:
     emit("recipe", result, columns, rows, args.out, args.json)
     if args.out:
         recipe.figure(Path(args.out) / "recipe.png", rows, title)
+    return 0
+
+
+def _store_bench(args: argparse.Namespace) -> int:
+    from ...util import markdown_table
+    from .store import store_bench
+
+    ranks = [int(n) for n in str(args.ranks).split(",") if n.strip()]
+    result, rows, projected = store_bench(
+        ranks, args.seconds, args.step_rate, args.interval, args.clients, lambda line: print(line, file=sys.stderr)
+    )
+    for row in rows:
+        row["label"] = f"{row['ranks']} {row['pattern']}"
+    columns = ["ranks", "pattern", "offered writes/s", "achieved writes/s", "set p50 us", "set p99 us"]
+    columns += ["probe p50 ms", "probe p99 ms", "server CPU %", "server us/write", "backlog s", "saturated"]
+    chart = {
+        "label": "label",
+        "value": "achieved writes/s",
+        "ylabel": "writes/s applied by the store",
+        "title": f"one TCPStore, heartbeat writes ({args.step_rate:g} steps/s; new: every {args.interval:g} s)",
+    }
+    emit("store", result, columns, rows, args.out, args.json, chart)
+    if not args.json:
+        print(f"\nprojection ({result['projection_note']}; new at {result['projection_interval_s']:g} s):")
+        columns = ["ranks", "design", "writes/s", "share of measured ceiling", "server core", "fits"]
+        print(markdown_table(columns, projected))
     return 0
 
 
