@@ -60,7 +60,8 @@ def test_a_shard_set_has_no_split_all_to_evaluate(shards):
 
 
 def test_webdataset_reads_the_shards_as_written(shards):
-    wds = pytest.importorskip("webdataset")
+    import webdataset as wds  # a dev dependency
+
     _, train, _ = open_shard_set(str(shards))
     urls = [str(shards / s["url"]) for s in train.shards]
     samples = list(wds.WebDataset(urls, shardshuffle=False))
@@ -68,6 +69,16 @@ def test_webdataset_reads_the_shards_as_written(shards):
     for i, sample in enumerate(samples):
         image = next(v for k, v in sample.items() if k in ("jpg", "jpeg", "png"))
         assert image == train.read(i, ImageLimits()) and int(sample["cls"]) == train.labels[i]
+
+
+def test_timms_webdataset_reader_reads_both_parts_with_their_labels(shards):
+    import timm.data as timm_data  # a dependency of ddptrain
+
+    _, train, val = open_shard_set(str(shards))
+    for split, part in (("train", train), ("val", val)):
+        dataset = timm_data.create_dataset("wds/shapes", root=str(shards), split=split, batch_size=1, seed=0)
+        labels = sorted(int(target) for _, target in dataset)
+        assert labels == sorted(part.labels.tolist())
 
 
 def test_an_epoch_gives_each_rank_a_run_of_whole_shards_and_every_sample_once():

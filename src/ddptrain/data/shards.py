@@ -7,7 +7,7 @@ image starts and how long it is, found by re-reading each finished shard with Py
 
 Training reads a sample by index from those offsets, so samplers, augmentation seeds, mid-epoch resume and
 exact evaluation work as on a folder. A remote shard is downloaded whole, once per node (a file lock), into
-a small cache; reads are then local. The training sampler gives each rank a run of whole shards
+a small cache; reads are then local. `_info.json` lets timm's WebDataset reader use the same shards. The training sampler gives each rank a run of whole shards
 (see ddptrain.data.samplers.lane_order), so a node downloads about its share of the data per epoch.
 """
 
@@ -36,6 +36,7 @@ from .index import SampleIndex
 
 INDEX = "shards.json"
 ARRAYS = "shards-index.npz"
+TIMM_INFO = "_info.json"
 FORMAT = "ddptrain-shards"
 FETCH_ATTEMPTS = 4
 FETCH_TIMEOUT_S = 60.0
@@ -88,9 +89,26 @@ def write_shards(split, out: Path, shard_bytes: int, seed: int, progress=None) -
     np.savez(tmp, **arrays)  # type: ignore[arg-type]
     os.replace(tmp, out / ARRAYS)
     (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
+    (out / TIMM_INFO).write_text(json.dumps(_timm_info(index, split.root), indent=1) + "\n")
     return {
         part: {"shards": len(index[part]["shardlist"]), "samples": index[part]["nsamples"]} for part in ("train", "val")
     }
+
+
+def _timm_info(index: Dict, root) -> Dict:
+    """The split description timm's WebDataset reader looks for (`_info.json`): `timm.data.create_dataset(
+    "wds/NAME", root=SHARDS, split="train")` and timm's train.py (`--dataset wds/NAME --data-dir SHARDS`) read the
+    shards too."""
+    splits = {}
+    for part in ("train", "val"):
+        shards = index[part]["shardlist"]
+        splits[part] = {
+            "name": part,
+            "num_samples": index[part]["nsamples"],
+            "filenames": [s["url"] for s in shards],
+            "shard_lengths": [s["nsamples"] for s in shards],
+        }
+    return {"name": Path(str(root)).name, "splits": splits}
 
 
 def _write_part(samples: SampleIndex, order: Sequence[int], out: Path, part: str, shard_bytes: int, progress):
@@ -113,6 +131,7 @@ def _write_part(samples: SampleIndex, order: Sequence[int], out: Path, part: str
             written = 0
         key = f"{position:09d}"
         ext = os.path.splitext(samples.relative(i))[1].lower().lstrip(".") or "jpg"
+        ext = {"jpeg": "jpg", "tiff": "tif"}.get(ext, ext)  # WebDataset's names: its readers decode by them
         label = int(samples.labels[i])
         _add(tar, f"{key}.{ext}", data)
         _add(tar, f"{key}.cls", str(label).encode())
@@ -312,15 +331,24 @@ class ShardSamples:
         fd = self._open.get(shard)
         if fd is None:
             url = join(self.location, self.shards[shard]["url"])
-            path = self.cache.local(url) if self.cache is not None else Path(url)
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                raise DataError(f"shard {path} is missing; the shard set is incomplete — re-make it") from None
+            fd = self._open_shard(url)
             if len(self._open) >= self.MAX_OPEN:
                 os.close(self._open.pop(next(iter(self._open))))
             self._open[shard] = fd
         return fd
+
+    def _open_shard(self, url: str) -> int:
+        if self.cache is None:
+            try:
+                return os.open(url, os.O_RDONLY)
+            except FileNotFoundError:
+                raise DataError(f"shard {url} is missing; the shard set is incomplete — re-make it") from None
+        for _ in range(2):  # another process on the node may evict it between the download and the open
+            try:
+                return os.open(self.cache.local(url), os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+        raise DataError(f"shard {url} keeps leaving the cache {self.cache.folder}; raise {CACHE_SHARDS_ENV}")
 
     @property
     def nbytes(self) -> int:

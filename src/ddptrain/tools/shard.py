@@ -9,7 +9,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..data.folder import load_split
-from ..data.shards import ARRAYS, INDEX, is_shard_set, parse_size, write_shards
+from ..data.shards import ARRAYS, INDEX, TIMM_INFO, is_shard_set, parse_size, write_shards
 from ..errors import ConfigError
 
 log = logging.getLogger("ddptrain")
@@ -28,7 +28,7 @@ def make_shards(data: str, out: str, shard_size: str, val_split: float, seed: in
     existing = sorted(folder.glob("train-*.tar")) + sorted(folder.glob("val-*.tar")) if folder.is_dir() else []
     if (existing or (folder / INDEX).exists()) and not overwrite:
         raise ConfigError(f"{folder} already holds shards; use another --out, or --overwrite to replace them")
-    for stale in [*existing, folder / INDEX, folder / ARRAYS]:
+    for stale in [*existing, folder / INDEX, folder / ARRAYS, folder / TIMM_INFO]:
         stale.unlink(missing_ok=True)
     started = time.perf_counter()
     split = load_split(data, val_split, seed)
