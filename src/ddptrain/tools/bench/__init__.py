@@ -85,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="startup --files: where the generated folders are kept between runs (default: a temporary folder)",
     )
     parser.add_argument(
+        "--copy-sizes",
+        default="1281167",
+        help="startup --files: also measure the file list alone in a worker at these sizes (default: ImageNet's)",
+    )
+    parser.add_argument(
         "--checkout", default=None, help="startup --files: measure the ddptrain source tree here (e.g. an older commit)"
     )
 
@@ -246,8 +251,9 @@ def _files_bench(args: argparse.Namespace) -> int:
     classes = {str(n): scale.classes_for(n) for n in sizes}
     result = {"nproc": args.nproc, "workers": args.workers, "classes": classes, "settle_s": args.settle}
     result.update({"checkout": args.checkout or "this", "sizes": results})
-    # The file list alone, in a worker that has read every entry (one epoch), up to ImageNet's 1,281,167 images.
-    result["worker_copy"] = {str(n): scale.worker_copy(n) for n in [*sizes, 1_281_167]}
+    # The file list alone, in a worker that has read every entry (one epoch), also at --copy-sizes (ImageNet's).
+    extra = [int(n) for n in args.copy_sizes.split(",") if n]
+    result["worker_copy"] = {str(n): scale.worker_copy(n) for n in [*sizes, *extra]}
     table = scale.rows(results, args.settle)
     emit("startup-files", result, list(table[0]), table, args.out, args.json)
     return 0
