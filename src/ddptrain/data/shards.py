@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import http.client
+import io
 import json
 import os
 import random
@@ -159,17 +160,7 @@ def _write_part(samples: SampleIndex, order: Sequence[int], out: Path, part: str
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = len(data), 0o444, 0
-    tar.addfile(info, fileobj=_Bytes(data))
-
-
-class _Bytes:
-    def __init__(self, data: bytes):
-        self.data, self.at = data, 0
-
-    def read(self, n: int = -1) -> bytes:
-        end = len(self.data) if n < 0 else self.at + n
-        chunk, self.at = self.data[self.at : end], min(end, len(self.data))
-        return chunk
+    tar.addfile(info, fileobj=io.BytesIO(data))
 
 
 def _index_shard(out: Path, shard: Dict, offsets: List[int], sizes: List[int]) -> None:
@@ -367,8 +358,6 @@ def read_index(location: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
     index = json.loads(meta)
     if index.get("format") != FORMAT:
         raise DataError(f"{join(location, INDEX)} is not a ddptrain shard index (make one with `ddptrain shard`)")
-    import io
-
     with np.load(io.BytesIO(raw), allow_pickle=False) as loaded:
         arrays = {name: loaded[name] for name in loaded.files}
     return index, arrays
