@@ -57,5 +57,6 @@ def test_split_files_written(tiny_shapes, tmp_path):
     split = load_split(tiny_shapes, 0.25, 0)
     write_split_files(split, tmp_path)
     assert json.loads((tmp_path / "class_indices.json").read_text()) == {"0": "disc", "1": "ring", "2": "star"}
-    val_lines = (tmp_path / "splits" / "val.txt").read_text().splitlines()
+    header, *val_lines = (tmp_path / "splits" / "val.txt").read_text().splitlines()
+    assert header == "# ddptrain splits 2"
     assert len(val_lines) == 9 and val_lines[0].startswith("disc/")

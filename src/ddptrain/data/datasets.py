@@ -9,6 +9,7 @@ from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Set
 import torch
 from torch.utils.data import Dataset
 
+from ..errors import DataError
 from .images import UNREADABLE_ERRORS, ImageLimits, decode_rgb, describe_unreadable
 from .index import Sample, Samples, as_samples
 from .transforms import IMAGENET_MEAN, IMAGENET_STD, Stats, normalize
@@ -89,9 +90,10 @@ class ImageDataset(Dataset):
             label = int(self.samples.labels[current])
             return Item(tensor, label, tuple(failures), time.perf_counter() - started)
         if self.substitute:
-            raise RuntimeError(
-                f"{MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
-                "check the data folder (ddptrain skips single bad files, not a broken dataset)"
+            raise DataError(
+                f"{source_of(self.samples)}: {MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
+                f"{_ADVICE.get(kind_of(self.samples), _ADVICE['folder'])} (ddptrain skips single bad files, not a "
+                "broken dataset)"
             )
         return Item(None, int(self.samples.labels[index]), tuple(failures), time.perf_counter() - started)
 
@@ -103,6 +105,24 @@ class ImageDataset(Dataset):
             return self.transform(image)
         finally:
             generator.set_state(saved)
+
+
+_ADVICE = {
+    "manifest": "relative paths in a CSV manifest are relative to its folder; check them, or give absolute ones",
+    "shards": "the shard set is damaged: re-make it with `ddptrain shard`",
+    "folder": "check the data folder",
+}
+
+
+def source_of(samples) -> str:
+    """What error messages call the data a sample comes from ("CSV manifest /d/list.csv", "shard set URL", ...)."""
+    return getattr(samples, "source", "") or f"the data in {getattr(samples, 'root', '?')}"
+
+
+def kind_of(samples) -> str:
+    if hasattr(samples, "shard_sizes"):
+        return "shards"
+    return "manifest" if getattr(samples, "source", "").startswith("CSV") else "folder"
 
 
 class Batch(NamedTuple):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +29,13 @@ class NotAnImageError(ValueError):
     """The file's content is no image format Pillow knows (text, a PDF, an empty file, ...)."""
 
 
+class NotARegularFile(ValueError):
+    """A path that names a FIFO, a device, a socket or a folder: never opened for reading as an image."""
+
+
 def describe_unreadable(error: BaseException) -> str:
     """What went wrong with one file, in words a user can act on."""
-    if isinstance(error, (NotAnImageError, ImageTooLarge)):  # their messages say it all
+    if isinstance(error, (NotAnImageError, ImageTooLarge, NotARegularFile)):  # their messages say it all
         return str(error)
     return f"{type(error).__name__}: {error}"
 
@@ -102,9 +108,42 @@ def load_rgb(
     skipping PIL's four-bytes-per-pixel copy and the conversion after it; every other file (PNG,
     CMYK JPEG, a JPEG large enough for draft decoding) and any JPEG that path refuses goes through
     PIL, as `open_rgb`. Transforms accept either."""
-    check_size(os.stat(path).st_size, limits)
-    with open(path, "rb") as handle:
-        return decode_rgb(handle.read(), min_side, limits)
+    return decode_rgb(read_image_file(path, limits), min_side, limits)
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_image_file(path: Union[str, Path], limits: ImageLimits) -> bytes:
+    """A file's bytes, refusing what is not a regular file and never reading more than `limits.max_bytes`.
+
+    The file is opened without blocking and checked on its open descriptor: a FIFO named `x.jpg` (which would
+    block the reader for ever), `/dev/zero` (whose size reads 0 and which never ends) or a folder is refused
+    before a byte is read, and a file that grows past the cap while it is read is cut off, not swallowed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd)
+        if not stat.S_ISREG(mode.st_mode):
+            kind = next((name for test, name in _KINDS if test(mode.st_mode)), "not a regular file")
+            raise NotARegularFile(f"{kind}, not a regular file; not read")
+        check_size(mode.st_size, limits)
+        chunks, total = [], 0
+        while total <= limits.max_bytes:
+            chunk = os.read(fd, min(1 << 20, limits.max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        check_size(total, limits)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def check_size(size: int, limits: ImageLimits) -> None:
@@ -118,7 +157,8 @@ def decode_rgb(
     data: bytes, min_side: Optional[int] = None, limits: ImageLimits = ImageLimits()
 ) -> Union[Image.Image, torch.Tensor]:
     """`load_rgb` for an image already in memory (read from a file or a shard)."""
-    header = _jpeg_header(data) if _decode_jpeg is not None else None
+    decode_jpeg = _jpeg_decoder()
+    header = _jpeg_header(data) if decode_jpeg is not None else None
     if header is not None:
         width, height, components = header
         _check_pixels(width, height, limits)
@@ -129,7 +169,7 @@ def decode_rgb(
             )
         if components in (1, 3) and not _draft_shrinks((width, height), min_side):
             try:
-                return _decode_jpeg(data)
+                return decode_jpeg(data)
             except RuntimeError:
                 pass  # PIL decides: it gives broken files their usual error
     return open_rgb(io.BytesIO(data), min_side, limits)
@@ -167,7 +207,9 @@ def _draft_shrinks(size, min_side: Optional[int]) -> bool:
     return min_side is not None and min_side > 0 and min(size) >= 2 * min_side
 
 
-def _torchvision_jpeg_decoder():
+@functools.cache
+def _jpeg_decoder():
+    """torchvision's libjpeg-turbo decoder, imported on first use (the command line lists data without torch)."""
     try:
         import torch
         from torchvision.io import ImageReadMode, decode_jpeg
@@ -180,9 +222,6 @@ def _torchvision_jpeg_decoder():
             return decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB)
 
     return decode
-
-
-_decode_jpeg = _torchvision_jpeg_decoder()
 
 
 def to_rgb(img: Image.Image) -> Image.Image:

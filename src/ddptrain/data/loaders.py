@@ -59,7 +59,8 @@ def auto_workers(requested: Optional[int], cpus_per_process: int) -> int:
 
 def batches(loader: Iterable, rank: int) -> Iterator:
     """The loader's batches; a ddptrain error raised in a loader worker (a shard that cannot be fetched) comes back
-    wrapped in that worker's traceback — it is raised again as its own one-line message, with this rank."""
+    wrapped in that worker's traceback — it is raised again as its own one-line message, with this rank, printed
+    once per node however many ranks meet it."""
     iterator = iter(loader)
     while True:
         try:
@@ -71,7 +72,9 @@ def batches(loader: Iterable, rank: int) -> Iterator:
             if "Original Traceback" not in text:
                 raise
             message = text.rstrip().splitlines()[-1].partition(": ")[2] or text
-            raise type(error)(message, rank=rank) from None
+            again = type(error)(message, rank=rank)
+            again.summary_key = f"loader-{type(error).__name__}"
+            raise again from None
         yield batch
 
 

@@ -1,0 +1,146 @@
+"""File kinds and sizes: what is not a regular file is never read (a FIFO would block its reader for ever,
+`/dev/zero` never ends and reports size 0), nothing is read beyond `--max-image-mb`, and a link loop cannot make a
+listing endless. Each is skipped and counted (a training image), or refused in one line (`predict`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import pytest
+
+from ddptrain.data.datasets import ImageDataset
+from ddptrain.data.images import ImageLimits, ImageTooLarge, NotARegularFile, read_image_file
+from ddptrain.data.index import SampleIndex, scan_images
+from ddptrain.data.synthetic import render_image
+
+from ..conftest import cli_env
+
+
+@contextmanager
+def _within(seconds: int):
+    """Fail the test instead of hanging it: a read that blocks is the bug under test."""
+
+    def expired(signum, frame):
+        raise AssertionError(f"still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_named_like_an_image_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "x.jpg"
+    os.mkfifo(fifo)
+    with _within(5), pytest.raises(NotARegularFile, match="a FIFO, not a regular file"):
+        read_image_file(fifo, ImageLimits())
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/dev/null"])
+def test_a_device_or_a_link_to_one_is_refused_before_a_byte_is_read(tmp_path, target):
+    link = tmp_path / "zero.jpg"
+    link.symlink_to(target)
+    with _within(5), pytest.raises(NotARegularFile, match="a character device"):
+        read_image_file(link, ImageLimits())
+
+
+def test_a_folder_where_an_image_is_expected_is_refused(tmp_path):
+    (tmp_path / "x.jpg").mkdir()
+    with pytest.raises(NotARegularFile, match="a folder"):
+        read_image_file(tmp_path / "x.jpg", ImageLimits())
+
+
+def test_a_huge_sparse_file_is_refused_from_its_size_without_reading_it(tmp_path):
+    huge = tmp_path / "huge.jpg"
+    with open(huge, "wb") as handle:
+        handle.truncate(10 * 2**30)  # 10 GB, nothing on disk
+    with _within(5), pytest.raises(ImageTooLarge, match="10240.0 MB file, over the --max-image-mb limit of 128 MB"):
+        read_image_file(huge, ImageLimits())
+
+
+def test_manifest_rows_naming_a_fifo_and_a_device_are_skipped_and_counted_in_training(tmp_path):
+    """The report: a FIFO row blocked its rank, a /dev/zero row ate 21 GB in a second."""
+    good = tmp_path / "good.jpg"
+    good.write_bytes(render_image(0, 0, 0, "disc"))
+    os.mkfifo(tmp_path / "fifo.jpg")
+    samples = SampleIndex.from_pairs(tmp_path, [(str(tmp_path / "fifo.jpg"), 0), ("/dev/zero", 1), (str(good), 0)])
+    dataset = ImageDataset(samples, lambda image: image, None, substitute=True)
+    with _within(10):
+        items = [dataset[(i, 0)] for i in range(3)]
+    assert all(item.image is not None for item in items)  # substituted by the readable image
+    failures = [failure for item in items for failure in item.failures]
+    assert any("fifo.jpg: a FIFO, not a regular file" in f for f in failures)
+    assert any("/dev/zero: a character device, not a regular file" in f for f in failures)
+
+
+def test_a_link_loop_in_the_data_folder_is_listed_once_with_a_warning(tmp_path, caplog):
+    cls = tmp_path / "cat"
+    cls.mkdir()
+    (cls / "a.jpg").write_bytes(b"x")
+    (cls / "loop").symlink_to(cls)  # cat/loop -> cat
+    (cls / "deeper").mkdir()
+    (cls / "deeper" / "up").symlink_to(tmp_path)
+    with _within(10), caplog.at_level(logging.WARNING, logger="ddptrain"):
+        found = scan_images(tmp_path)
+    assert found == ["cat/a.jpg"]
+    assert any("lead to a folder already listed" in r.message for r in caplog.records)
+
+
+def _predict(checkpoint, *paths):
+    return subprocess.run(
+        [sys.executable, "-m", "ddptrain", "predict", "--checkpoint", str(checkpoint), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A model file `predict` loads: a tiny model exported as safetensors, its card beside it."""
+    from safetensors.torch import save_model
+
+    from ddptrain.models import build_model
+    from ddptrain.tools.modelfile import ModelCard, sidecar_path
+
+    path = tmp_path_factory.mktemp("model") / "tiny.safetensors"
+    save_model(build_model("timm:test_resnet", 2), str(path))
+    config = {"model": "timm:test_resnet", "img_size": 32, "data": "/d"}
+    card = ModelCard(
+        "ddptrain",
+        "timm:test_resnet",
+        32,
+        ["disc", "ring"],
+        "RGB",
+        [0.5] * 3,
+        [0.5] * 3,
+        None,
+        None,
+        1,
+        "test",
+        "0",
+        config,
+    )
+    sidecar_path(path).write_text(json.dumps(card.to_dict()))
+    return path
+
+
+def test_predict_on_a_fifo_says_so_and_on_no_images_is_an_error(checkpoint, tmp_path):
+    os.mkfifo(tmp_path / "pipe.jpg")
+    (tmp_path / "empty").mkdir()
+    proc = _predict(checkpoint, tmp_path / "pipe.jpg")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["error"].startswith("not a regular file")
+    empty = _predict(checkpoint, tmp_path / "empty")
+    assert empty.returncode != 0 and empty.stdout == ""
+    assert "no images in" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1

@@ -1,0 +1,106 @@
+"""Duplicates and conflicts in a CSV manifest: a repeated row is dropped with a warning (never one image in training
+and validation), one image with two labels or two splits is an error naming both lines, label texts that write the
+same number are one class. Property-based: whatever rows repeat, no path lands in both parts."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddptrain.data.folder import load_split
+from ddptrain.data.index import canonical_labels, read_manifest
+from ddptrain.errors import DataError
+
+
+def _write(path: Path, rows, header=("path", "label")) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def _images(folder: Path, count: int):
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for i in range(count):
+        (folder / f"{i}.jpg").write_bytes(b"x")
+        names.append(f"img/{i}.jpg")
+    return names
+
+
+def test_repeated_rows_are_dropped_with_a_warning_and_never_reach_both_parts(tmp_path, caplog):
+    """The report: 9 of 15 validation images were also in splits/train.txt with repeated rows."""
+    names = _images(tmp_path / "img", 30)
+    rows = [(name, "cat" if i % 2 else "dog") for i, name in enumerate(names)]
+    csv_path = _write(tmp_path / "list.csv", rows + rows[:20] + rows[5:10])
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        split = load_split(csv_path, 0.5, seed=0)
+    train = {split.train.relative(i) for i in range(len(split.train))}
+    val = {split.val.relative(i) for i in range(len(split.val))}
+    assert not train & val and len(train) + len(val) == 30
+    assert any(
+        "25 row(s) repeat an earlier row exactly and were dropped (line 32 = line 2" in r.message
+        for r in caplog.records
+    )
+
+
+def test_one_image_with_two_labels_is_an_error_naming_both_lines(tmp_path):
+    names = _images(tmp_path / "img", 3)
+    csv_path = _write(tmp_path / "list.csv", [(names[0], "cat"), (names[1], "dog"), (f"./{names[0]}", "dog")])
+    with pytest.raises(DataError, match=r"list\.csv:4: \./img/0\.jpg has label 'dog' here and 'cat' on line 2"):
+        read_manifest(csv_path)
+
+
+def test_one_image_in_two_splits_is_an_error_naming_both_lines(tmp_path):
+    names = _images(tmp_path / "img", 2)
+    rows = [(names[0], "cat", "train"), (names[1], "dog", "val"), (names[0], "cat", "val")]
+    csv_path = _write(tmp_path / "list.csv", rows, header=("path", "label", "split"))
+    with pytest.raises(DataError, match=r"list\.csv:4: img/0\.jpg has split 'val' here and 'train' on line 2"):
+        read_manifest(csv_path)
+
+
+def test_labels_that_write_the_same_number_are_one_class(tmp_path):
+    names = _images(tmp_path / "img", 4)
+    manifest = read_manifest(_write(tmp_path / "list.csv", list(zip(names, ["1", "01", "+1", "2"]))))
+    assert manifest.classes == ["1", "2"] and len(manifest.by_class["1"]) == 3
+    assert canonical_labels(["1", "01", "cat"]) == {"1": "1", "01": "01", "cat": "cat"}  # texts when not all numbers
+    assert canonical_labels(["caf\u00e9", "cafe\u0301"]) == {"caf\u00e9": "caf\u00e9", "cafe\u0301": "caf\u00e9"}
+
+
+def test_a_multi_line_quoted_field_is_counted_in_the_line_numbers(tmp_path):
+    names = _images(tmp_path / "img", 2)
+    csv_path = tmp_path / "list.csv"
+    csv_path.write_text(f'path,label\n{names[0]},"two\nlines"\n{names[1]},\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"list\.csv:4: a row needs a path and a label"):
+        read_manifest(csv_path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 11), st.sampled_from(["cat", "dog", "emu"])), min_size=4, max_size=40),
+    st.sampled_from([0.25, 0.5]),
+    st.integers(0, 3),
+)
+def test_whatever_rows_repeat_no_image_is_in_training_and_validation(rows, val_split, seed):
+    label_of = {}
+    rows = [(index, label_of.setdefault(index, label)) for index, label in rows]  # one label per image
+    with tempfile.TemporaryDirectory() as tmp:
+        names = _images(Path(tmp) / "img", 12)
+        csv_path = _write(Path(tmp) / "list.csv", [(names[index], label) for index, label in rows])
+        if len(set(label_of.values())) < 2:
+            with pytest.raises(DataError, match="a classifier needs at least two"):
+                load_split(csv_path, val_split, seed)
+            return
+        split = load_split(csv_path, val_split, seed)
+        train = [split.train.relative(i) for i in range(len(split.train))]
+        val = [split.val.relative(i) for i in range(len(split.val))]
+        assert len(set(train)) == len(train) and len(set(val)) == len(val)
+        assert not set(train) & set(val)
+        assert len(train) + len(val) == len(label_of)
