@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -87,3 +88,37 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+_SECRET_QUERY = re.compile(
+    r"([?&](?:[^=&#\s]*(?:token|signature|secret|password|passwd|credential|key|auth|sig)[^=&#\s]*)=)[^&#\s]*",
+    re.IGNORECASE,
+)
+_USERINFO = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)([^/@\s:]+)(:[^/@\s]*)?@")
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials of any URL in it hidden: `https://user:secret@host/` -> `https://user:***@host/`,
+    `https://token@host/` -> `https://***@host/`,
+    `?token=abc` / `X-Amz-Signature=...` -> `=***`. Whatever ddptrain prints, logs or sends to a tracker about a URL
+    goes through this first."""
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2) + ':***' if m.group(3) else '***'}@", text)
+    return _SECRET_QUERY.sub(r"\1***", text)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host. A zombie (killed, not yet reaped: common in containers whose first
+    process reaps nothing) does not run."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc here: the signal test is all there is
+    return state not in ("Z", "X")

@@ -42,7 +42,7 @@ def test_sizes_are_read_in_powers_of_1024():
 
 def test_a_shard_set_holds_the_folders_split_with_the_same_bytes_and_labels(folder, shards):
     split = load_split(folder, 0.25, 0)
-    classes, train, val = open_shard_set(str(shards))
+    classes, train, val, _ = open_shard_set(str(shards))
     assert classes == split.classes
     assert len(train.shard_sizes) > 1, "the size limit should give several training shards"
     for part, original in ((train, split.train), (val, split.val)):
@@ -62,7 +62,7 @@ def test_a_shard_set_has_no_split_all_to_evaluate(shards):
 def test_webdataset_reads_the_shards_as_written(shards):
     import webdataset as wds  # a dev dependency
 
-    _, train, _ = open_shard_set(str(shards))
+    _, train, _, _ = open_shard_set(str(shards))
     urls = [str(shards / s["url"]) for s in train.shards]
     samples = list(wds.WebDataset(urls, shardshuffle=False))
     assert len(samples) == len(train)
@@ -74,7 +74,7 @@ def test_webdataset_reads_the_shards_as_written(shards):
 def test_timms_webdataset_reader_reads_both_parts_with_their_labels(shards):
     import timm.data as timm_data  # a dependency of ddptrain
 
-    _, train, val = open_shard_set(str(shards))
+    _, train, val, _ = open_shard_set(str(shards))
     for split, part in (("train", train), ("val", val)):
         dataset = timm_data.create_dataset("wds/shapes", root=str(shards), split=split, batch_size=1, seed=0)
         labels = sorted(int(target) for _, target in dataset)
@@ -108,7 +108,7 @@ def test_a_resume_on_three_processes_of_an_epoch_laid_out_for_two_neither_repeat
 
 
 def _epoch_names(rt, location: str, epochs: int):
-    _, train, _ = open_shard_set(location)
+    _, train, _, _ = open_shard_set(location)
     sampler = EpochSampler(len(train), rt.rank, rt.world_size, seed=0, shard_sizes=train.shard_sizes)
     seen = []
     for epoch in range(epochs):
@@ -156,15 +156,16 @@ def server(shards):
 def test_a_remote_shard_that_fails_once_is_retried_and_cached(server, shards, tmp_path):
     url, handler = server
     handler.failures["train-000000.tar"] = 1
-    _, train, _ = open_shard_set(url, cache_dir=tmp_path / "cache")
+    _, train, _, _ = open_shard_set(url, cache_dir=tmp_path / "cache")
     first = int(np.flatnonzero(train.shard == 0)[0])
     assert train.read(first, ImageLimits()) == open_shard_set(str(shards))[1].read(first, ImageLimits())
-    assert (tmp_path / "cache" / "train-000000.tar").is_file() and handler.failures["train-000000.tar"] == 0
+    cached = list((tmp_path / "cache").glob("*-train-000000.tar"))
+    assert len(cached) == 1 and handler.failures["train-000000.tar"] == 0
 
 
 def test_a_missing_remote_shard_is_an_error_naming_it(server, shards, tmp_path):
     url, _ = server
-    _, train, _ = open_shard_set(url, cache_dir=tmp_path / "cache")
+    _, train, _, _ = open_shard_set(url, cache_dir=tmp_path / "cache")
     (shards / "train-000001.tar").rename(tmp_path / "away.tar")
     try:
         with pytest.raises(DataError, match=r"shard http://127\.0\.0\.1:\d+/train-000001\.tar is not on the server"):

@@ -9,23 +9,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError, missing_data_folder
+from . import splitfile
+from .images import is_image_file
 from .index import Sample, SampleIndex, Samples, read_manifest, scan_images
+from .remote import DEFAULT_DEADLINE_S
 from .shards import is_remote, is_shard_set, open_shard_set
 
 
 @dataclass
 class Split:
+    """The classes and the two parts of --data; `describe()` names the source in messages."""
+
     classes: List[str]
     train: Samples
     val: Samples
     layout: str  # "folders" (split by --val-split), "train/val" (given by the user), "manifest" or "shards"
     root: Any  # a Path; a URL string for remote shards
+    made_with: Dict[str, Any] = field(default_factory=dict)  # a shard set: the --seed and --val-split it was split by
+    source: str = ""  # "folder /d", "CSV manifest /d/list.csv", "shard set URL"
+
+    def __post_init__(self) -> None:
+        for part in (self.train, self.val):
+            if isinstance(part, SampleIndex) and self.source:
+                part.source = self.source
 
 
 def list_class_images(class_dir: Path) -> List[str]:
@@ -51,6 +64,68 @@ def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[L
         raise DataError(f"{root} has class folders the model does not know: {', '.join(unknown)}")
     images = {name: list_class_images(root / name) if (root / name).is_dir() else [] for name in classes}
     return classes, images
+
+
+def check_layout(root: str | Path, manifest_rows_checked: int = 20) -> None:
+    """What can be known about --data quickly, before any process starts: a folder has two or more class folders,
+    each with at least one image (found without listing it all); a CSV manifest parses, names two or more labels
+    and its first rows name files that exist; a local shard set's index reads and checks. A URL is read later."""
+    text = str(root)
+    if is_remote(text):
+        return
+    if is_manifest(text):
+        manifest = read_manifest(Path(text))
+        if len(manifest.classes) < 2:
+            raise DataError(f"{text} has one label ({manifest.classes[0]}); a classifier needs at least two")
+        _check_manifest_paths(Path(text), manifest, manifest_rows_checked)
+        return
+    folder = Path(text)
+    if is_shard_set(text):
+        open_shard_set(text)
+        return
+    parts = [folder / "train", folder / "val"] if is_train_val_layout(folder) else [folder]
+    for part in parts:
+        classes = class_folders(part)
+        if not classes:
+            raise DataError(f"{part} has no class sub-folders; expected {part}/<class name>/<images>")
+        if len(classes) < 2 and part == folder:
+            raise DataError(f"{part} has one class folder ({classes[0]}); a classifier needs at least two")
+        for name in classes:
+            if part.name != "val" and not _has_image(part / name):
+                raise DataError(
+                    f"class folder '{name}' in {part} has no images (extensions: jpg jpeg png bmp webp tif tiff)"
+                )
+
+
+def _has_image(folder: Path) -> bool:
+    """Whether `folder` holds an image somewhere below it, stopping at the first one found."""
+    pending, seen = [folder], set()
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if entry.is_file() and is_image_file(entry.name):
+                        return True
+                    if entry.is_dir():
+                        key = (entry.stat().st_dev, entry.stat().st_ino)
+                        if key not in seen:
+                            seen.add(key)
+                            pending.append(Path(entry.path))
+        except OSError:
+            continue
+    return False
+
+
+def _check_manifest_paths(path: Path, manifest, rows: int) -> None:
+    """When none of the first rows names an existing file, the paths are wrong for every row: say so before launch
+    (a relative path is relative to the CSV's folder)."""
+    first = [p for name in manifest.classes for p in manifest.by_class[name][:rows]][:rows]
+    if first and not any(os.path.isfile(p) for p in first):
+        raise DataError(
+            f"{path}: none of the {len(first)} paths checked names a file, e.g. {first[0]}; relative paths in a "
+            f"manifest are relative to its folder ({path.resolve().parent}), or give absolute paths"
+        )
 
 
 def stratified_split(
@@ -81,11 +156,13 @@ def is_manifest(path: str | Path) -> bool:
     return str(path).lower().endswith(".csv")
 
 
-def load_split(root: str | Path, val_split: float, seed: int) -> Split:
+def load_split(root: str | Path, val_split: float, seed: int, fetch_timeout_s: float = DEFAULT_DEADLINE_S) -> Split:
     """The classes and the train/validation samples of --data: a shard set, a CSV manifest or a folder."""
     if is_shard_set(str(root)):
-        classes, train, val = open_shard_set(str(root))
-        return Split(classes, train, val, "shards", root if is_remote(str(root)) else Path(root).resolve())
+        classes, train, val, index = open_shard_set(str(root), deadline_s=fetch_timeout_s)
+        where = root if is_remote(str(root)) else Path(root).resolve()
+        made_with = {key: index[key] for key in ("seed", "val_split") if index.get(key) is not None}
+        return Split(classes, train, val, "shards", where, made_with)
     if is_manifest(root):
         return load_manifest_split(Path(root), val_split, seed)
     root = Path(root).resolve()
@@ -94,19 +171,21 @@ def load_split(root: str | Path, val_split: float, seed: int) -> Split:
         _, val_images = scan_classes(root / "val", classes)
         train, _ = stratified_split(train_images, classes, 0.0, seed, root)
         val = SampleIndex.from_pairs(root, ((p, label) for label, name in enumerate(classes) for p in val_images[name]))
-        return Split(classes, train, val, "train/val", root)
+        return Split(classes, train, val, "train/val", root, source=f"folder {root}")
     classes, images = scan_classes(root)
     if len(classes) < 2:
         raise DataError(f"{root} has one class folder ({classes[0]}); a classifier needs at least two")
     train, val = stratified_split(images, classes, val_split, seed, root)
-    return Split(classes, train, val, "folders", root)
+    return Split(classes, train, val, "folders", root, source=f"folder {root}")
 
 
 def load_manifest_split(path: Path, val_split: float, seed: int) -> Split:
     """A `path,label[,split]` CSV: split like a folder of class folders (or as its `split` column says)."""
     if not path.is_file():
         raise DataError(f"--data {path}: no such manifest file (a CSV with the columns path,label)")
-    classes, images, given = read_manifest(path)
+    manifest = read_manifest(path)
+    manifest.warn_repeats(path)
+    classes, images, given = manifest.classes, manifest.by_class, manifest.splits
     root = path.resolve().parent
     if len(classes) < 2:
         raise DataError(f"{path} has one label ({classes[0]}); a classifier needs at least two")
@@ -116,7 +195,7 @@ def load_manifest_split(path: Path, val_split: float, seed: int) -> Split:
         val = SampleIndex.from_pairs(root, ((p, c) for p, c in pairs if given[p] == "val"))
     else:
         train, val = stratified_split(images, classes, val_split, seed, root)
-    return Split(classes, train, val, "manifest", root)
+    return Split(classes, train, val, "manifest", root, source=f"CSV manifest {path}")
 
 
 def classes_without_validation(split: Split) -> List[str]:
@@ -133,7 +212,9 @@ def all_images(root: str | Path, classes: Sequence[str]) -> SampleIndex:
             "with --split val"
         )
     if is_manifest(root):
-        found, images, _ = read_manifest(Path(root))
+        manifest = read_manifest(Path(root))
+        manifest.warn_repeats(Path(root))
+        found, images = manifest.classes, manifest.by_class
         unknown = sorted(set(found) - set(classes))
         if unknown:
             raise DataError(f"{root} has labels the model does not know: {', '.join(unknown)}")
@@ -145,10 +226,10 @@ def all_images(root: str | Path, classes: Sequence[str]) -> SampleIndex:
     return SampleIndex.from_pairs(base, ((p, label) for label, name in enumerate(classes) for p in images[name]))
 
 
-def split_lines(split: Split) -> Dict[str, List[str]]:
-    """The split as its files hold it: `relative/path.jpg<TAB>class` per image, for train and for val."""
+def split_entries(split: Split) -> Dict[str, List[Tuple[str, str]]]:
+    """The split as its files hold it: (relative path, class name) per image, for train and for val."""
     return {
-        name: [f"{samples.relative(i)}\t{split.classes[samples.labels[i]]}" for i in range(len(samples))]
+        name: [(samples.relative(i), split.classes[samples.labels[i]]) for i in range(len(samples))]
         for name, samples in (("train", split.train), ("val", split.val))
     }
 
@@ -162,11 +243,35 @@ def samples_digest(part) -> str:
     return digest.hexdigest()[:16]
 
 
+SPLIT_DIGEST_VERSION = 2
+
+
 def split_summary(split: Split) -> Dict[str, object]:
-    """What a checkpoint keeps of its split: a digest of both file lists and their sizes."""
-    lines = split_lines(split)
-    digest = hashlib.sha1("\n".join([*lines["train"], "--", *lines["val"]]).encode()).hexdigest()[:16]
-    return {"digest": digest, "train": len(split.train), "val": len(split.val)}
+    """What a checkpoint keeps of its split: a digest of which images are in each part (not of their order: a folder
+    and the shards made from it with the same seed and --val-split have the same split) and the parts' sizes."""
+    return {**split_digest(split, SPLIT_DIGEST_VERSION), "train": len(split.train), "val": len(split.val)}
+
+
+def split_digest(split: Split, version: int) -> Dict[str, object]:
+    """The split's digest as version `version` computes it (1: the lines in the order listed, as checkpoints written
+    before version 2 hold it)."""
+    entries = split_entries(split)
+    if version == 1:
+        lines = [[f"{relative}\t{name}" for relative, name in entries[part]] for part in ("train", "val")]
+    else:
+        lines = [sorted(splitfile.line(*entry) for entry in entries[part]) for part in ("train", "val")]
+    text = "\n".join([*lines[0], "--", *lines[1]])
+    digest = hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return {"digest": digest} if version == 1 else {"digest": digest, "digest_version": version}
+
+
+def same_split(split: Split, saved: Dict[str, object]) -> bool:
+    """Whether `split` is the split a checkpoint's `split` entry describes (digest of either version)."""
+    version = int(str(saved.get("digest_version", 1)))
+    if version > SPLIT_DIGEST_VERSION:
+        return True  # a newer ddptrain's digest cannot be compared here
+    here = {**split_digest(split, version), "train": len(split.train), "val": len(split.val)}
+    return all(saved.get(key) == value for key, value in here.items())
 
 
 def write_split_files(split: Split, run_dir: Path) -> None:
@@ -175,8 +280,8 @@ def write_split_files(split: Split, run_dir: Path) -> None:
     (run_dir / "class_indices.json").write_text(json.dumps(indices, indent=2) + "\n")
     split_dir = run_dir / "splits"
     split_dir.mkdir(parents=True, exist_ok=True)
-    for name, lines in split_lines(split).items():
-        (split_dir / f"{name}.txt").write_text("".join(line + "\n" for line in lines))
+    for name, entries in split_entries(split).items():
+        splitfile.write(split_dir / f"{name}.txt", entries)
 
 
 def describe_added(added: List[str], root: Path, where: str) -> str:
@@ -204,7 +309,7 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
             "--out, or --overwrite) for another class list"
         )
     train, val = (_read_samples(f, scanned.root, classes) for f in files[1:])
-    stored = Split(classes, train, val, scanned.layout, scanned.root)
+    stored = Split(classes, train, val, scanned.layout, scanned.root, source=scanned.source)
     listed = {scanned.train.relative(i) for i in range(len(scanned.train))}
     listed.update(scanned.val.relative(i) for i in range(len(scanned.val)))
     known = [part.relative(i) for part in (train, val) for i in range(len(part))]
@@ -222,13 +327,11 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
 def _read_samples(path: Path, root: Path, classes: List[str]) -> SampleIndex:
     label_of = {name: i for i, name in enumerate(classes)}
     samples = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            relative, _, name = line.rstrip("\n").rpartition("\t")
-            if not relative or name not in label_of:
-                raise DataError(
-                    f"{path}:{number} is not a split line (relative/path<TAB>class name); the run's split files "
-                    "were changed or damaged"
-                )
-            samples.append((relative, label_of[name]))
+    for number, relative, name in splitfile.read(path):
+        if name not in label_of:
+            raise DataError(
+                f"{path}:{number} names class {name!r}, which is not in the run's class_indices.json; the run's "
+                "split files were changed or damaged"
+            )
+        samples.append((relative, label_of[name]))
     return SampleIndex.from_pairs(root, samples)

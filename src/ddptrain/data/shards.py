@@ -13,37 +13,32 @@ a small cache; reads are then local. `_info.json` lets timm's WebDataset reader 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import http.client
 import io
 import json
 import os
 import random
 import re
-import socket
 import tarfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import DataError
+from ..util import redact
+from ..version import __version__
 from .images import ImageLimits, check_size
 from .index import SampleIndex
+from .remote import DEFAULT_DEADLINE_S, Expected, ShardCache, cache_size, default_cache, fetch, read_capped, safe_names
 
 INDEX = "shards.json"
 ARRAYS = "shards-index.npz"
 TIMM_INFO = "_info.json"
 FORMAT = "ddptrain-shards"
-FETCH_ATTEMPTS = 4
-FETCH_TIMEOUT_S = 60.0
-CACHE_ENV = "DDPTRAIN_SHARD_CACHE"
-CACHE_SHARDS_ENV = "DDPTRAIN_SHARD_CACHE_SHARDS"
-DEFAULT_CACHE_SHARDS = 16
+VERSION = 2  # 2: shards.json records the seed, --val-split and the offsets file's size and SHA-1
+INDEX_MAX_BYTES = 64 * 2**20  # shards.json: a million shards fit in far less
+ARRAYS_MAX_BYTES = 16 * 2**30  # the offsets of a shard set whose shards.json does not give their size (version 1)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 
 
@@ -69,12 +64,22 @@ def is_shard_set(location: str) -> bool:
 # ---- writing ---------------------------------------------------------------------------------------------
 
 
-def write_shards(split, out: Path, shard_bytes: int, seed: int, progress=None) -> Dict:
+def write_shards(
+    split, out: Path, shard_bytes: int, seed: int, progress=None, val_split: Optional[float] = None
+) -> Dict:
     """Write `split` (a ddptrain.data.folder.Split) as shards under `out`; the index files last, so a set
     without them is an interrupted one. Samples are shuffled (by `seed`) across shards: each shard mixes
     classes. Returns the index's summary."""
     out.mkdir(parents=True, exist_ok=True)
-    index: Dict = {"format": FORMAT, "version": 1, "classes": list(split.classes), "source": str(split.root)}
+    index: Dict = {
+        "format": FORMAT,
+        "version": VERSION,
+        "classes": list(split.classes),
+        "source": str(split.root),
+        "seed": seed,
+        "val_split": val_split,
+        "layout": split.layout,
+    }
     arrays: Dict[str, np.ndarray] = {}
     for part, samples in (("train", split.train), ("val", split.val)):
         order = list(range(len(samples)))
@@ -89,6 +94,7 @@ def write_shards(split, out: Path, shard_bytes: int, seed: int, progress=None) -
     tmp = out / (ARRAYS + ".tmp.npz")
     np.savez(tmp, **arrays)  # type: ignore[arg-type]
     os.replace(tmp, out / ARRAYS)
+    index["arrays"] = {"url": ARRAYS, "filesize": (out / ARRAYS).stat().st_size, "sha1": _sha1(out / ARRAYS)}
     (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
     (out / TIMM_INFO).write_text(json.dumps(_timm_info(index, split.root), indent=1) + "\n")
     return {
@@ -183,91 +189,8 @@ def _sha1(path: Path) -> str:
     return digest.hexdigest()
 
 
-# ---- fetching --------------------------------------------------------------------------------------------
-
-
 def join(location: str, name: str) -> str:
     return f"{location.rstrip('/')}/{name}" if is_remote(location) else str(Path(location) / name)
-
-
-def fetch_bytes(url: str, into: Optional[Path] = None) -> bytes:
-    """GET `url` (into a file when `into` is given), retrying a failed or short transfer with back-off; a
-    404/403/401 is not retried. Raises DataError naming the URL."""
-    last = ""
-    for attempt in range(FETCH_ATTEMPTS):
-        try:
-            with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:
-                expected = response.headers.get("Content-Length")
-                if into is None:
-                    data = response.read()
-                    got = len(data)
-                else:
-                    data, got = b"", _stream(response, into)
-                if expected is not None and got != int(expected):
-                    raise http.client.IncompleteRead(b"", int(expected) - got)
-                return data
-        except urllib.error.HTTPError as error:
-            if error.code in (401, 403, 404, 410):
-                raise DataError(
-                    f"shard {url} is not on the server (HTTP {error.code} {error.reason}); check the --data URL, "
-                    "or re-upload the shard set (ddptrain shard writes every shard listed in shards.json)"
-                ) from None
-            last = f"HTTP {error.code} {error.reason}"
-        except (urllib.error.URLError, http.client.HTTPException, socket.timeout, ConnectionError, OSError) as error:
-            last = f"{type(error).__name__}: {getattr(error, 'reason', error)}"
-        if attempt + 1 < FETCH_ATTEMPTS:
-            time.sleep(0.5 * 2**attempt)
-    raise DataError(
-        f"shard {url} could not be downloaded after {FETCH_ATTEMPTS} attempts (last: {last}); check the server "
-        "and the network, then resume with --resume auto"
-    )
-
-
-def _stream(response, into: Path) -> int:
-    tmp = into.with_name(f".{into.name}.{os.getpid()}.part")
-    got = 0
-    try:
-        with open(tmp, "wb") as handle:
-            for block in iter(lambda: response.read(1 << 20), b""):
-                handle.write(block)
-                got += len(block)
-        os.replace(tmp, into)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return got
-
-
-def default_cache(location: str) -> Path:
-    root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ddptrain" / "shards")
-    return root / hashlib.sha1(location.rstrip("/").encode()).hexdigest()[:16]
-
-
-class ShardCache:
-    """Remote shards downloaded whole into a node-local folder: one process downloads a shard while the others
-    on the node wait for it (a file lock); the least recently used beyond `keep` shards are deleted."""
-
-    def __init__(self, folder: Path, keep: int):
-        self.folder, self.keep = folder, keep
-
-    def local(self, url: str) -> Path:
-        name = url.rstrip("/").rsplit("/", 1)[-1]
-        target = self.folder / name
-        if target.is_file():
-            os.utime(target)
-            return target
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / f".{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not target.is_file():
-                fetch_bytes(url, into=target)
-                self._evict(keep=target)
-        return target
-
-    def _evict(self, keep: Path) -> None:
-        cached = sorted((p for p in self.folder.glob("*.tar") if p != keep), key=lambda p: p.stat().st_mtime)
-        for stale in cached[: max(0, len(cached) + 1 - self.keep)]:
-            stale.unlink(missing_ok=True)  # a process still reading it keeps its open handle
 
 
 # ---- reading ---------------------------------------------------------------------------------------------
@@ -285,6 +208,7 @@ class ShardSamples:
         self.labels = arrays["label"]
         self.names = SampleIndex(location, arrays["name_blob"], arrays["name_offsets"], self.labels)
         self.root = location
+        self.source = f"shard set {redact(location)}"
         self._open: Dict[int, int] = {}
 
     def __getstate__(self):
@@ -321,57 +245,172 @@ class ShardSamples:
     def _fd(self, shard: int) -> int:
         fd = self._open.get(shard)
         if fd is None:
-            url = join(self.location, self.shards[shard]["url"])
-            fd = self._open_shard(url)
+            fd = self._open_shard(shard)
             if len(self._open) >= self.MAX_OPEN:
                 os.close(self._open.pop(next(iter(self._open))))
             self._open[shard] = fd
         return fd
 
-    def _open_shard(self, url: str) -> int:
+    def _open_shard(self, shard: int) -> int:
+        entry = self.shards[shard]
+        url = join(self.location, entry["url"])
         if self.cache is None:
-            try:
-                return os.open(url, os.O_RDONLY)
-            except FileNotFoundError:
-                raise DataError(f"shard {url} is missing; the shard set is incomplete — re-make it") from None
+            return _open_local(url, int(entry["filesize"]))
         for _ in range(2):  # another process on the node may evict it between the download and the open
             try:
-                return os.open(self.cache.local(url), os.O_RDONLY)
+                return os.open(self.cache.local(url, int(entry["filesize"]), entry["sha1"]), os.O_RDONLY)
             except FileNotFoundError:
                 continue
-        raise DataError(f"shard {url} keeps leaving the cache {self.cache.folder}; raise {CACHE_SHARDS_ENV}")
+        raise DataError(
+            f"shard {redact(url)} keeps leaving the cache {self.cache.folder}; raise DDPTRAIN_SHARD_CACHE_SHARDS"
+        )
 
     @property
     def nbytes(self) -> int:
         return int(sum(a.nbytes for a in (self.shard, self.offset, self.size, self.labels)) + self.names.nbytes)
 
 
-def read_index(location: str) -> Tuple[Dict, Dict[str, np.ndarray]]:
-    """shards.json and the offsets of a shard set at a folder or URL prefix."""
+def _open_local(path: str, size: int) -> int:
+    """A local shard, refused when it is missing or not the size its index records (re-made or cut short since)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise DataError(f"shard {path} is missing; the shard set is incomplete — re-make it") from None
+    found = os.fstat(fd).st_size
+    if found != size:
+        os.close(fd)
+        raise DataError(
+            f"shard {path} is {found} bytes where its index ({INDEX}) says {size}: it was changed or cut short after "
+            "`ddptrain shard` wrote the set; re-make the shard set"
+        )
+    return fd
+
+
+def read_index(location: str, deadline_s: float = DEFAULT_DEADLINE_S) -> Tuple[Dict, Dict[str, np.ndarray]]:
+    """shards.json and the offsets of a shard set at a folder or URL prefix, read within size caps and checked:
+    every shard name stays inside the set, every sample lies inside its shard, every label names a class."""
+    where = redact(join(location, INDEX))
     if is_remote(location):
-        meta, raw = fetch_bytes(join(location, INDEX)), fetch_bytes(join(location, ARRAYS))
+        meta = fetch(join(location, INDEX), Expected(INDEX_MAX_BYTES, what="shard index"), deadline_s)
     else:
         folder = Path(location)
         if not (folder / INDEX).is_file():
             raise DataError(f"{folder} has no {INDEX}: not a shard set (make one with `ddptrain shard`)")
-        meta, raw = (folder / INDEX).read_bytes(), (folder / ARRAYS).read_bytes()
-    index = json.loads(meta)
-    if index.get("format") != FORMAT:
-        raise DataError(f"{join(location, INDEX)} is not a ddptrain shard index (make one with `ddptrain shard`)")
-    with np.load(io.BytesIO(raw), allow_pickle=False) as loaded:
-        arrays = {name: loaded[name] for name in loaded.files}
+        meta = read_capped(folder / INDEX, INDEX_MAX_BYTES, "shard index")
+    index = _parse_index(meta, where)
+    record = index.get("arrays") or {}
+    expected = Expected(
+        record.get("filesize", ARRAYS_MAX_BYTES), record.get("filesize"), record.get("sha1"), "shard offsets"
+    )
+    if is_remote(location):
+        raw = fetch(join(location, ARRAYS), expected, deadline_s)
+    else:
+        raw = read_capped(Path(location) / ARRAYS, expected.limit, "shard offsets")
+        if expected.sha1 is not None and hashlib.sha1(raw).hexdigest() != expected.sha1:
+            raise DataError(f"{Path(location) / ARRAYS} is not the offsets file its {INDEX} lists; re-make the set")
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as loaded:
+            arrays = {name: loaded[name] for name in loaded.files}
+    except (ValueError, OSError, EOFError) as error:
+        raise DataError(
+            f"{redact(join(location, ARRAYS))} is not a shard offsets file ({error}); re-make the set"
+        ) from None
+    _check_arrays(index, arrays, where)
     return index, arrays
 
 
-def open_shard_set(location: str, cache_dir: Optional[Path] = None):
-    """(classes, train samples, val samples) of a shard set."""
-    index, arrays = read_index(location)
+def _parse_index(meta: bytes, where: str) -> Dict:
+    try:
+        index = json.loads(meta)
+    except ValueError:
+        raise DataError(f"{where} is not JSON: not a ddptrain shard index (make one with `ddptrain shard`)") from None
+    if not isinstance(index, dict) or index.get("format") != FORMAT:
+        raise DataError(f"{where} is not a ddptrain shard index (make one with `ddptrain shard`)")
+    version = index.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _damaged(where, "its version is missing or not a whole number")
+    if version > VERSION:
+        raise DataError(
+            f"{where} is a shard index of format {version}; this ddptrain ({__version__}) reads formats up to "
+            f"{VERSION}: use the newer ddptrain that wrote it"
+        )
+    classes = index.get("classes")
+    if not isinstance(classes, list) or len(classes) < 1 or not all(isinstance(c, str) for c in classes):
+        raise _damaged(where, "its class list is missing or not a list of names")
+    if len(set(classes)) != len(classes):
+        raise _damaged(where, "its class list names a class twice")
+    for part in ("train", "val"):
+        shards = (index.get(part) or {}).get("shardlist")
+        if not isinstance(shards, list) or not all(_is_shard_entry(entry) for entry in shards):
+            raise _damaged(
+                where, f"its {part} shard list is missing or has an entry without url/nsamples/filesize/sha1"
+            )
+        outside = safe_names([entry["url"] for entry in shards])
+        if outside is not None:
+            raise _damaged(where, f"shard name {outside!r} points outside the shard set")
+    record = index.get("arrays")
+    if record is not None and not (isinstance(record, dict) and _is_file_record(record, ARRAYS_MAX_BYTES)):
+        raise _damaged(where, "its record of the offsets file is not a filesize and a sha1")
+    return index
+
+
+def _is_shard_entry(entry) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("url"), str)
+        and _is_count(entry.get("nsamples"), 2**40)
+        and _is_file_record(entry, 2**50)
+    )
+
+
+def _is_file_record(record: Dict, largest: int) -> bool:
+    sha1 = record.get("sha1")
+    return _is_count(record.get("filesize"), largest) and isinstance(sha1, str) and _SHA1.fullmatch(sha1) is not None
+
+
+def _is_count(value, largest: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= largest
+
+
+_SHA1 = re.compile(r"[0-9a-f]{40}")
+
+
+def _check_arrays(index: Dict, arrays: Dict[str, np.ndarray], where: str) -> None:
+    for part in ("train", "val"):
+        shards = index[part]["shardlist"]
+        columns = [f"{part}_{name}" for name in ("shard", "offset", "size", "label", "name_blob", "name_offsets")]
+        missing = [name for name in columns if name not in arrays]
+        if missing:
+            raise _damaged(where, f"its offsets file lacks {', '.join(missing)}")
+        shard, offset, size, label = (arrays[name].astype(np.int64) for name in columns[:4])
+        count = len(label)
+        if not (len(shard) == len(offset) == len(size) == count == sum(e["nsamples"] for e in shards)):
+            raise _damaged(where, f"its {part} offsets do not list the {part} shards' samples")
+        if count and (shard.min() < 0 or shard.max() >= len(shards)):
+            raise _damaged(where, f"a {part} sample names a shard that is not in the list")
+        if count and (label.min() < 0 or label.max() >= len(index["classes"])):
+            raise _damaged(where, f"a {part} sample has a label outside the class list")
+        ends = np.asarray([e["filesize"] for e in shards], dtype=np.int64)[shard] if count else shard
+        if count and (offset.min() < 0 or size.min() < 0 or (offset + size > ends).any()):
+            raise _damaged(where, f"a {part} sample lies outside its shard")
+        names = arrays[columns[5]]
+        if len(names) != count + 1 or (count and (names[0] != 0 or names[-1] != len(arrays[columns[4]]))):
+            raise _damaged(where, f"its {part} sample names are damaged")
+
+
+def _damaged(where: str, what: str) -> DataError:
+    return DataError(f"{where}: {what}; the index is damaged or was not written by `ddptrain shard`: re-make the set")
+
+
+def open_shard_set(location: str, cache_dir: Optional[Path] = None, deadline_s: float = DEFAULT_DEADLINE_S):
+    """(classes, train samples, val samples, the index) of a shard set. Remote shards are cached per node, each
+    download bounded by `deadline_s` (--fetch-timeout)."""
+    index, arrays = read_index(location, deadline_s)
     cache = None
     if is_remote(location):
-        keep = int(os.environ.get(CACHE_SHARDS_ENV) or DEFAULT_CACHE_SHARDS)
-        cache = ShardCache(cache_dir or default_cache(location), keep)
+        cache = ShardCache(cache_dir or default_cache(location), cache_size(), deadline_s)
     parts = []
     for part in ("train", "val"):
         columns = {name[len(part) + 1 :]: value for name, value in arrays.items() if name.startswith(part + "_")}
         parts.append(ShardSamples(location, index[part]["shardlist"], columns, cache))
-    return list(index["classes"]), parts[0], parts[1]
+    return list(index["classes"]), parts[0], parts[1], index

@@ -21,8 +21,9 @@ import torch
 from ...data.folder import load_split
 from ...data.images import ImageLimits
 from ...data.loaders import LoaderSettings, training_images
+from ...data.remote import CACHE_ENV
 from ...data.samplers import EpochSampler
-from ...data.shards import CACHE_ENV, write_shards
+from ...data.shards import write_shards
 from ...data.transforms import Preprocess
 from .photos import write_photos
 
