@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from .config import TRACKER_MODULES, Config, RunConfig
+from .data.folder import check_layout
 from .errors import (
     CheckpointError,
     ConfigError,
@@ -17,14 +18,17 @@ from .errors import (
     missing_tracker_package,
     missing_weights_file,
 )
-from .train.rundir import check_fresh_start, check_metrics_readable, check_not_in_use
+from .train.rundir import check_apart, check_fresh_start, check_metrics_readable, check_not_in_use
+from .train.trackers import check_backend
 
 
 def check_before_start(cfg: Config) -> None:
     check_data_folder(cfg.data.folder())
+    check_apart("--out", Path(cfg.run.out), "--data", cfg.data.folder())
+    check_layout(cfg.data.folder())
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
-    check_trackers(cfg.run)
+    check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
     if cfg.run.resume and cfg.run.resume != "auto" and not Path(cfg.run.resume).is_file():
         raise CheckpointError(
             f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
@@ -67,12 +71,15 @@ def check_data_folder(root: str | Path) -> None:
         raise missing_data_folder(root)
 
 
-def check_trackers(run: RunConfig) -> None:
-    """--log-to mlflow or wandb: the package is installed (found, not imported: MLflow alone takes a second)."""
+def check_trackers(run: RunConfig, probe: bool = False) -> None:
+    """--log-to mlflow or wandb: the package is installed (found, not imported: MLflow alone takes a second); with
+    `probe`, also that its backend opens (a tracking server that answers, credentials it accepts)."""
     for name in run.trackers():
         module = TRACKER_MODULES.get(name)
         if module is not None and importlib.util.find_spec(module) is None:
             raise missing_tracker_package(name)
+        if probe and module is not None:
+            check_backend(name)
 
 
 def check_weights_file(path: Path) -> None:

@@ -176,13 +176,13 @@ def test_the_runs_split_is_the_source_of_truth_once_written(tmp_path):
     write_synthetic(data, classes=3, per_class=4, start=100)  # 12 new images, 4 per class
     best = run_dir / "checkpoints" / "best.pt"
     evaluated = run_cli(["eval", "--checkpoint", best, "--data", data, "--nproc", 2])
-    assert json_lines(evaluated.stdout)[0]["samples"] == val_before.count("\n") == 9
+    assert json_lines(evaluated.stdout)[0]["samples"] == val_before.count("\n") - 1 == 9  # less the format line
     assert evaluated.stderr.count("12 image(s) added to") == 1 and "left out of --split val" in evaluated.stderr
     resumed = run_cli(["train", *flags, "--epochs", 2])
     assert "resume: train/val split read back" in resumed.stderr and "12 image(s) added to" in resumed.stderr
     assert (run_dir / "splits" / "val.txt").read_text() == val_before
     assert [m["val_samples"] for m in read_metrics(run_dir)] == [9, 9]
-    gone = data / val_before.splitlines()[0].split("\t")[0]
+    gone = data / val_before.splitlines()[1].split("\t")[0]
     gone.unlink()
     refused = run_cli(["train", *flags, "--epochs", 3], check=False)
     assert refused.returncode != 0 and f"are gone from {data}: {gone}" in refused.stderr

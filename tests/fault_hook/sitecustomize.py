@@ -8,6 +8,8 @@ torchrun runs clean):
                                       signal goes to the launcher, or to this process without one
   slow_forward:SECONDS                every forward pass of the model
   slow_data:SECONDS                   every image decoded (in the DataLoader's processes too)
+  no_flock                            flock on the run directory's lock fails with ENOLCK, as on NFS without a
+                                      lock manager (in the launcher too)
 """
 
 import os
@@ -33,6 +35,19 @@ if (
             return _real_wrap(model, *args, **kwargs)
 
         _trainer.wrap_ddp = _wrap_slow_model
+    elif _action == "no_flock":
+        import errno
+        import fcntl
+
+        _real_flock = fcntl.flock
+
+        def _flock(fd, operation):
+            number = fd if isinstance(fd, int) else fd.fileno()
+            if os.readlink(f"/proc/self/fd/{number}").endswith(".ddptrain.lock"):
+                raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+            return _real_flock(fd, operation)
+
+        fcntl.flock = _flock
     elif _action == "slow_data":
         from ddptrain.data import datasets as _datasets
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..data.folder import load_split
-from ..data.shards import ARRAYS, INDEX, TIMM_INFO, is_shard_set, parse_size, write_shards
-from ..errors import ConfigError
+from ..data.shards import ARRAYS, INDEX, TIMM_INFO, is_shard_set, parse_size, read_index, write_shards
+from ..errors import ConfigError, DataError
+from ..train.rundir import check_apart
 
 log = logging.getLogger("ddptrain")
 
@@ -25,15 +26,12 @@ def make_shards(data: str, out: str, shard_size: str, val_split: float, seed: in
     if is_shard_set(data):
         raise ConfigError(f"--data {data} is already a shard set")
     folder = Path(out)
-    existing = sorted(folder.glob("train-*.tar")) + sorted(folder.glob("val-*.tar")) if folder.is_dir() else []
-    if (existing or (folder / INDEX).exists()) and not overwrite:
-        raise ConfigError(f"{folder} already holds shards; use another --out, or --overwrite to replace them")
-    for stale in [*existing, folder / INDEX, folder / ARRAYS, folder / TIMM_INFO]:
-        stale.unlink(missing_ok=True)
+    check_apart("--out", folder, "--data", data)
+    _clear_earlier_set(folder, overwrite)
     started = time.perf_counter()
     split = load_split(data, val_split, seed)
     with tqdm(total=len(split.train) + len(split.val), unit="img", desc="shard", leave=False) as bar:
-        summary = write_shards(split, folder, limit, seed, bar)
+        summary = write_shards(split, folder, limit, seed, bar, val_split=val_split)
     log.info(
         "wrote %d training shard(s) (%d images) and %d validation shard(s) (%d images) of %d classes to %s in %.1f s; "
         "train with --data %s, or serve the folder over HTTP(S) and use --data https://HOST/PATH/",
@@ -47,3 +45,27 @@ def make_shards(data: str, out: str, shard_size: str, val_split: float, seed: in
         folder,
     )
     return summary
+
+
+def _clear_earlier_set(folder: Path, overwrite: bool) -> None:
+    """--overwrite removes an earlier shard set ddptrain wrote in `folder` — the files its shards.json lists — and
+    nothing else; tar files that no shards.json of ours lists are never touched."""
+    tars = sorted(folder.glob("train-*.tar")) + sorted(folder.glob("val-*.tar")) if folder.is_dir() else []
+    index_file = folder / INDEX
+    if not tars and not index_file.exists():
+        return
+    if not overwrite:
+        raise ConfigError(f"{folder} already holds shards; use another --out, or --overwrite to replace them")
+    try:
+        index, _ = read_index(str(folder))
+    except DataError as error:
+        raise ConfigError(
+            f"--overwrite: {folder} holds tar files but no readable ddptrain shard index ({error}); ddptrain removes "
+            "only shard sets it wrote: delete them yourself, or use another --out"
+        ) from None
+    listed = [folder / entry["url"] for part in ("train", "val") for entry in index[part]["shardlist"]]
+    for stale in [*listed, folder / INDEX, folder / ARRAYS, folder / TIMM_INFO]:
+        stale.unlink(missing_ok=True)
+    others = sorted(set(tars) - set(listed))
+    if others:
+        log.warning("--overwrite: left %d tar file(s) the old index did not list: %s", len(others), others[0].name)

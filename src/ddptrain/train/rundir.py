@@ -1,46 +1,54 @@
-"""The run directory has one owner: what a run leaves there, whether a run is there already, the lock
-that keeps a second job out, and clearing it for `--overwrite`. The standard library only, so the
-command line checks it before any process starts; rank 0 takes the lock for the whole run.
+"""The run directory has one owner: what a run leaves there, whether a run is there already, whose files are whose,
+and clearing it for `--overwrite`. The standard library only, so the command line checks it before any process
+starts; rank 0 takes the lock (`runlock.py`) and claims the folder for the whole run.
+
+Ownership is written down, never guessed from names. At its start a run writes `RUN_DIR/.ddptrain-run.json` (the
+marker): its run id, and which of the entries a run writes (`RUN_ENTRIES`) did not exist before it — those are
+the run's. `--overwrite` removes only what the marker says is the run's, and inside its folders only the files a
+run writes (`checkpoints/last.pt`, never an exported `best.safetensors`); a folder without a marker is refused,
+not cleared. A fresh start into a folder that already holds entries of those names (a project's own `report/`,
+`checkpoints/`) is refused before launch, so a run never mixes its files with a user's.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
+import re
 import shutil
-import socket
 import time
+import uuid
 from pathlib import Path
-from typing import IO, List, Optional
+from typing import Dict, List, Optional
 
 from ..errors import ConfigError, DataError
-from ..util import DamagedLine, read_epoch_records
+from ..util import DamagedLine, read_epoch_records, write_json_atomic
+from ..version import __version__
+from .runlock import RunLock
 
 log = logging.getLogger("ddptrain")
 
-LOCK = ".ddptrain.lock"
-# Everything a run writes in its directory (a later run with --overwrite removes all of it, nothing else).
-RUN_ENTRIES = (
-    "checkpoints",
-    "metrics.jsonl",
-    "best_eval.json",
-    "tb",
-    "train.log",
-    "config.yaml",
-    "class_indices.json",
-    "splits",
-    "report",
-    "metrics.csv",  # --log-to csv
-    "trackers.json",  # the MLflow / W&B run ids a resume continues
-    "mlruns",  # --log-to mlflow without MLFLOW_TRACKING_URI
-    "wandb",  # --log-to wandb
-)
-
-
-class RunDirInUseError(ConfigError):
-    pass
+MARKER = ".ddptrain-run.json"
+MARKER_FORMAT, MARKER_VERSION = "ddptrain-run", 1
+# Everything a run writes in its directory, and (for folders) the files in them that are the run's: a pattern per
+# file a run writes there; None: the whole folder is written for the run by a library (MLflow's, W&B's files).
+RUN_ENTRIES: Dict[str, Optional[str]] = {
+    "checkpoints": r"(last|best|step-\d+)\.pt|\.(last|best|step-\d+)\.pt\.(tmp|link)-\d+",
+    "metrics.jsonl": "",
+    "best_eval.json": "",
+    "tb": r"events\.out\.tfevents\..+",
+    "train.log": "",
+    "config.yaml": "",
+    "class_indices.json": "",
+    "splits": r"(train|val)\.txt",
+    "report": r"(curves|throughput|epoch_time|confusion(-\d+-.+)?)\.png|report\.md",
+    "metrics.csv": "",  # --log-to csv
+    "trackers.json": "",  # the MLflow / W&B run ids a resume continues
+    "mlruns": None,  # --log-to mlflow without MLFLOW_TRACKING_URI
+    "wandb": None,  # --log-to wandb
+}
+ENDED = ("finished", "failed")  # how a run that will not be continued by itself ended ("stopped": to be resumed)
 
 
 def existing_run(run_dir: Path) -> Optional[str]:
@@ -59,15 +67,54 @@ def existing_run(run_dir: Path) -> Optional[str]:
     return ", ".join(found) or None
 
 
+def read_marker(run_dir: Path) -> Optional[Dict]:
+    """The run directory's marker, or None when there is none (a folder no ddptrain run has claimed)."""
+    path = run_dir / MARKER
+    try:
+        marker = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        raise ConfigError(f"{path} is damaged (not JSON); remove it only if nothing in {run_dir} is a run's") from None
+    if not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT:
+        raise ConfigError(f"{path} is not a ddptrain run marker; give another --out")
+    if int(marker.get("version", 0)) > MARKER_VERSION:
+        raise ConfigError(
+            f"{path} is of format {marker['version']}; this ddptrain ({__version__}) knows formats up to "
+            f"{MARKER_VERSION}: use the newer ddptrain that wrote it"
+        )
+    return marker
+
+
+def present_entries(run_dir: Path) -> List[str]:
+    return [name for name in RUN_ENTRIES if os.path.lexists(run_dir / name)]
+
+
 def check_fresh_start(run_dir: Path, resume: Optional[str], overwrite: bool) -> None:
-    """A run that starts from scratch must not silently replace the results of an earlier one."""
+    """A run that starts from scratch must not silently replace the results of an earlier one, nor mix its files
+    with a user's; `--overwrite` needs a marker that says what is the earlier run's."""
     if resume and overwrite:
         raise ConfigError(
             "--resume and --overwrite contradict each other: --resume continues the run in --out, "
             "--overwrite deletes it; give one"
         )
-    if resume or overwrite:
+    if resume:
         return
+    marker = read_marker(run_dir)
+    if overwrite:
+        if marker is None and present_entries(run_dir):
+            raise ConfigError(
+                f"--overwrite: {run_dir} has no {MARKER} (the record each ddptrain run writes at its start of what is "
+                f"its own), so none of {', '.join(present_entries(run_dir))} is known to be a run's and ddptrain "
+                "deletes nothing it did not write: remove them yourself, or give another --out"
+            )
+        return
+    if marker is None and present_entries(run_dir):
+        raise ConfigError(
+            f"--out {run_dir} already holds {', '.join(present_entries(run_dir))}, which no ddptrain run claimed (it has "
+            f"no {MARKER}): a run would mix its files with them. Give an empty or new --out (a run of an older "
+            "ddptrain continues with --resume auto)"
+        )
     previous = existing_run(run_dir)
     if previous:
         raise ConfigError(
@@ -87,82 +134,123 @@ def check_metrics_readable(run_dir: Path) -> None:
             raise DataError(str(error)) from None
 
 
-class RunLock:
-    """An exclusive `flock` on RUN_DIR/.ddptrain.lock, held by rank 0 for the whole run. The kernel releases it
-    when the process ends, however it ends: a killed job never leaves a stale lock behind."""
-
-    def __init__(self, run_dir: Path):
-        self.path = run_dir / LOCK
-        self.handle: Optional[IO[str]] = None
-
-    def acquire(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - stays open: it holds the lock
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = _holder(handle)
-            handle.close()
-            raise RunDirInUseError(
-                f"--out {self.path.parent} is in use by another job ({holder}); two jobs must not "
-                "write one run directory: give this one another --out, or stop the other"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}) + "\n")
-        handle.flush()
-        self.handle = handle
-        return self
-
-    def release(self) -> None:
-        if self.handle is not None:
-            fcntl.flock(self.handle, fcntl.LOCK_UN)
-            self.handle.close()
-            self.handle = None
+def check_apart(out_flag: str, out: Path, data_flag: str, data: str) -> None:
+    """The output folder and the data may not contain each other: a run folder inside the data becomes a class (or
+    its report's PNGs training images), and the data inside a run folder is one `--overwrite` from loss. URLs are
+    never local folders."""
+    if "://" in data:
+        return
+    out_real, data_real = Path(os.path.realpath(out)), Path(os.path.realpath(data))
+    if out_real == data_real or data_real in out_real.parents:
+        raise ConfigError(
+            f"{out_flag} {out} is inside {data_flag} {data}: its files would be read as data (a run folder becomes a "
+            f"class, its figures training images). Give an {out_flag} outside the data"
+        )
+    if out_real in data_real.parents:
+        raise ConfigError(
+            f"{data_flag} {data} is inside {out_flag} {out}: keep the data outside the output folder, so that "
+            "nothing done to the output (--overwrite) can reach it"
+        )
 
 
 def check_not_in_use(run_dir: Path) -> None:
     """Fail now, before any process starts, when another job holds the run directory."""
-    if (run_dir / LOCK).is_file():
+    if (run_dir / RunLock.FILE).is_file() or (run_dir / RunLock.FOLDER).is_dir():
         RunLock(run_dir).acquire().release()
 
 
-def _holder(handle: IO[str]) -> str:
-    handle.seek(0)
-    try:
-        info = json.loads(handle.read() or "{}")
-    except ValueError:
-        return "holder unknown"
-    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["since"])) if "since" in info else "?"
-    return f"host {info.get('host', '?')}, pid {info.get('pid', '?')}, since {since}"
+def elastic_continues(run_dir: Path, job_id: str) -> bool:
+    """Whether this start of an elastic job's workers continues the run in `run_dir`: its marker says the same job
+    (rendezvous id) has been training there and did not finish or fail. torchrun restarts the workers of an elastic
+    job when a node joins without counting a restart, so without this the new workers would start the run afresh."""
+    marker = read_marker(run_dir)
+    if marker is None or marker.get("job") != job_id or existing_run(run_dir) is None:
+        return False
+    return (marker.get("ended") or {}).get("how") not in ENDED
 
 
-def claim(run_dir: Path, resume: Optional[str], overwrite: bool) -> RunLock:
-    """Rank 0, before anything is written: take the lock, refuse to replace an earlier run silently, and with
-    --overwrite remove that run's files first."""
+def claim(run_dir: Path, resume: Optional[str], overwrite: bool, job_id: Optional[str] = None) -> RunLock:
+    """Rank 0, before anything is written: take the lock, refuse to replace an earlier run silently, with
+    --overwrite remove that run's own files, and write the marker that says what this run owns."""
     lock = RunLock(run_dir).acquire()
     try:
         check_fresh_start(run_dir, resume, overwrite)
-        if overwrite:
-            removed = clear_run(run_dir)
+        marker = read_marker(run_dir)
+        if overwrite and marker is not None:
+            removed = clear_run(run_dir, marker)
             if removed:
                 log.warning("--overwrite: removed the earlier run's %s from %s", ", ".join(removed), run_dir)
+        write_marker(run_dir, _claimed(run_dir, marker, resume, overwrite, job_id))
     except BaseException:
         lock.release()
         raise
     return lock
 
 
-def clear_run(run_dir: Path) -> List[str]:
-    """--overwrite: remove what an earlier run wrote (and only that), so nothing of it mixes with the new one."""
+def _claimed(run_dir: Path, marker: Optional[Dict], resume: Optional[str], overwrite: bool, job: Optional[str]) -> Dict:
+    if marker is None:
+        # A run directory of an older ddptrain that is resumed: the user says it is theirs; its run entries are the run's.
+        adopted = bool(resume) and existing_run(run_dir) is not None
+        owned = list(RUN_ENTRIES) if adopted else [name for name in RUN_ENTRIES if name not in present_entries(run_dir)]
+        marker = {"format": MARKER_FORMAT, "version": MARKER_VERSION, "owned": owned, "created": time.time()}
+    if marker.get("run_id") is None or overwrite or (not resume and existing_run(run_dir) is None):
+        marker["run_id"] = uuid.uuid4().hex
+    return {**marker, "ddptrain": __version__, "started": time.time(), "job": job, "ended": None, "pid": os.getpid()}
+
+
+def write_marker(run_dir: Path, marker: Dict) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run_dir / MARKER, marker)
+
+
+def record_end(run_dir: Path, how: str, step: int) -> None:
+    """How the run ended (finished, failed, stopped to be resumed) and at which optimizer step: what the launcher
+    reports after a Ctrl-C, and what tells an elastic job's next workers whether to continue."""
+    marker = read_marker(run_dir)
+    if marker is not None:
+        write_marker(run_dir, {**marker, "ended": {"how": how, "step": step, "at": time.time()}})
+
+
+def stopped_since(run_dir: Path, since: float) -> Optional[int]:
+    """The step at which the run saved a checkpoint and stopped (on a signal) after `since`, or None."""
+    try:
+        ended = (read_marker(run_dir) or {}).get("ended") or {}
+    except ConfigError:
+        return None
+    if ended.get("how") == "stopped" and float(ended.get("at", 0)) >= since:
+        return int(ended.get("step", 0))
+    return None
+
+
+def clear_run(run_dir: Path, marker: Dict) -> List[str]:
+    """--overwrite: remove what the marker says an earlier run wrote — inside its folders only the files a run
+    writes there — and nothing else, so nothing of it mixes with the new run and nothing of anyone else's goes."""
     removed = []
-    for name in RUN_ENTRIES:
+    for name in marker.get("owned", []):
+        pattern = RUN_ENTRIES.get(name, "")
         entry = run_dir / name
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        elif entry.exists() or entry.is_symlink():
-            entry.unlink()
-        else:
+        if not os.path.lexists(entry):
             continue
+        if entry.is_dir() and not entry.is_symlink():
+            if pattern is None:
+                shutil.rmtree(entry)
+            elif pattern:
+                _remove_matching(entry, re.compile(pattern))
+                if any(entry.iterdir()):
+                    removed.append(f"{name}/ (its run files)")
+                    continue
+                entry.rmdir()
+            else:
+                continue  # a folder where a run writes a file: not the run's
+        elif pattern is None or pattern:
+            continue  # a file where a run writes a folder: not the run's
+        else:
+            entry.unlink()
         removed.append(name)
     return removed
+
+
+def _remove_matching(folder: Path, pattern: re.Pattern) -> None:
+    for item in folder.iterdir():
+        if pattern.fullmatch(item.name) and (item.is_file() or item.is_symlink()):
+            item.unlink()

@@ -130,7 +130,7 @@ class Trainer:
         self.clock = clock or StartupClock()
         self.run_dir = Path(cfg.run.out)
         # Rank 0 owns the run directory for the whole run: the lock first, before anything is written there.
-        self.run_lock = rundir.claim(self.run_dir, cfg.run.resume, cfg.run.overwrite) if rt.is_main else None
+        self.run_lock = self._claim_run_dir() if rt.is_main else None
         self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main, report)
         self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main)
         self.resumed = self.checkpointer.resume_from(cfg.run.resume)  # read first: it can change --grad-accum
@@ -176,6 +176,11 @@ class Trainer:
         self.clock.mark("resume and DDP")
 
     # ---- set-up -------------------------------------------------------------------------------
+    def _claim_run_dir(self) -> rundir.RunLock:
+        cfg = self.cfg
+        rundir.check_apart("--out", self.run_dir, "--data", cfg.data.folder())
+        return rundir.claim(self.run_dir, cfg.run.resume, cfg.run.overwrite, job_id(cfg))
+
     def _load_split(self) -> Split:
         """Rank 0 lists the data once and every rank gets its result (compact arrays): N ranks do not list
         a network file system N times. An error there is raised on every rank."""
@@ -202,7 +207,7 @@ class Trainer:
         """A fresh run splits the data; a resumed one reads its own split back from RUN_DIR/splits, so images added
         to the folder since cannot move between training and validation (a shard set cannot change)."""
         cfg = self.cfg
-        scanned = load_split(cfg.data.folder(), cfg.data.val_split, cfg.optim.seed)
+        scanned = load_split(cfg.data.folder(), cfg.data.val_split, cfg.optim.seed, cfg.data.fetch_timeout)
         found = read_run_split(self.run_dir, scanned) if cfg.run.resume and scanned.layout != "shards" else None
         if found is None:
             return scanned
@@ -252,8 +257,11 @@ class Trainer:
                 rank=rt.rank,
                 every_rank=True,
             )
+        self.validates = len(split.val) > 0
+        if not self.validates:
+            self._train_only()
         missing_val = classes_without_validation(split)
-        if missing_val and rt.is_main and cfg.data.val_split > 0:
+        if missing_val and rt.is_main and self.validates:
             log.warning(
                 "no validation image for class(es) %s: too few images for --val-split %s; their "
                 "accuracy is not measured",
@@ -269,6 +277,23 @@ class Trainer:
             self.steps_per_epoch,
             self.workers,
         )
+
+    def _train_only(self) -> None:
+        """No validation images (--val-split 0, or a manifest whose rows are all `train`): an explicit mode, said
+        once. Nothing is evaluated, so nothing can be "best": best.pt is not written and last.pt is the result."""
+        if self.cfg.optim.patience is not None:
+            raise DataError(
+                f"--patience {self.cfg.optim.patience} needs validation images, and {self.cfg.data.folder()} gives none "
+                "(--val-split 0?); give a --val-split above 0, or drop --patience",
+                rank=self.rt.rank,
+                every_rank=True,
+            )
+        if self.rt.is_main:
+            log.warning(
+                "no validation images (--val-split %g): training only — nothing is evaluated, best.pt is not "
+                "written, checkpoints/last.pt holds the result",
+                self.cfg.data.val_split,
+            )
 
     def _build_model(self) -> None:
         cfg, rt, classes = self.cfg, self.rt, len(self.split.classes)
@@ -327,7 +352,9 @@ class Trainer:
         split = self.split
         if self.rt.env.local_rank != 0 or self.rt.is_main or split.layout == "shards":
             return {"classes": list(split.classes), "images of the shared list missing on this node": 0}
-        own = load_split(self.cfg.data.folder(), self.cfg.data.val_split, self.cfg.optim.seed)
+        own = load_split(
+            self.cfg.data.folder(), self.cfg.data.val_split, self.cfg.optim.seed, self.cfg.data.fetch_timeout
+        )
         listed = {part.relative(i) for part in (own.train, own.val) for i in range(len(part))}
         missing = sum(part.relative(i) not in listed for part in (split.train, split.val) for i in range(len(part)))
         return {"classes": list(own.classes), "images of the shared list missing on this node": missing}
@@ -493,10 +520,14 @@ class Trainer:
                 stop_workers(loader)
             self.sinks.close(failure)
             if self.run_lock is not None:
+                rundir.record_end(self.run_dir, ending(failure, last_epoch < cfg.optim.epochs), self.global_step)
                 self.run_lock.release()
         if last_epoch < cfg.optim.epochs:
             log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, cfg.optim.epochs)
-        log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
+        if self.validates:
+            log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
+        else:
+            log.info("done: trained without validation; the result is %s", self.checkpointer.folder / "last.pt")
         return result
 
     def _evaluate(self, model) -> EvalResult:
@@ -529,7 +560,9 @@ class Trainer:
         return True
 
     def _evaluates(self, epoch: int) -> bool:
-        """--eval-every N: after every N-th epoch, and after the last."""
+        """--eval-every N: after every N-th epoch, and after the last (never without validation images)."""
+        if not self.validates:
+            return False
         return (epoch + 1) % self.cfg.run.eval_every == 0 or epoch + 1 == self.cfg.optim.epochs
 
     def _run_epoch(self, epoch: int) -> Optional[EvalResult]:
@@ -694,6 +727,37 @@ class Trainer:
         )
 
 
+def job_id(cfg: Config) -> Optional[str]:
+    """An elastic job's identity across its re-formations: its rendezvous id (None for a static job)."""
+    return cfg.launch.rdzv_id if cfg.launch.rdzv_endpoint else None
+
+
+def ending(failure: Optional[BaseException], more_epochs: bool) -> str:
+    """How a run ended, for its marker: stopped (a signal or --stop-after-epochs: to be resumed), failed, finished."""
+    if isinstance(failure, (Preempted, KeyboardInterrupt)) or (failure is None and more_epochs):
+        return "stopped"
+    return "failed" if failure is not None else "finished"
+
+
+def continue_elastic_job(cfg: Config, rt: dist.Runtime) -> Config:
+    """The workers of an elastic job that re-formed (a node joined or left) continue its run: rank 0 reads the run
+    directory's marker and every rank follows its answer, so none starts afresh, and none wipes it (--overwrite)."""
+    job = job_id(cfg)
+    if job is None or cfg.run.resume:
+        return cfg
+    continues = dist.broadcast_object(rundir.elastic_continues(Path(cfg.run.out), job) if rt.is_main else None)
+    if not continues:
+        return cfg
+    if rt.is_main:
+        log.warning(
+            "elastic job %r re-formed: its workers continue the run in %s from the newest checkpoint%s",
+            job,
+            cfg.run.out,
+            " (--overwrite applies to the job's first start only)" if cfg.run.overwrite else "",
+        )
+    return cfg.replace(resume="auto", overwrite=False)
+
+
 def resume_after_restart(cfg: Config, restarts: int) -> Config:
     """Workers restarted by torchrun (--max-restarts) continue from the newest checkpoint."""
     if restarts > 0 and not cfg.run.resume:
@@ -713,6 +777,7 @@ def run(
         rt = dist.setup(env, cfg.launch.device, cfg.launch.dist_timeout)
         clock.mark("process group")
         try:
+            cfg = continue_elastic_job(cfg, rt)
             return Trainer(cfg, rt, stop, clock, report).fit()
         finally:
             close_heartbeat(rt)
