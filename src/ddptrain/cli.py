@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .config import Config, LaunchConfig, add_config_flags, build_config
+from .config import Config, LaunchConfig, add_config_flags, build_config, options
 from .errors import DdptrainError
 from .logs import setup_logging
 from .runtime.env import detect, inside_worker
@@ -130,8 +130,19 @@ def _add_tool_commands(sub) -> None:
     sh.add_argument("--data", required=True, help="a folder of class folders (or train/ and val/), or a CSV manifest")
     sh.add_argument("--out", required=True, help="folder for train-NNNNNN.tar, val-NNNNNN.tar and shards.json")
     sh.add_argument("--shard-size", default="1GB", help="largest shard (default 1GB; e.g. 500MB)")
-    sh.add_argument("--val-split", type=float, default=0.2, help="as for train: fraction of each class held out")
-    sh.add_argument("--seed", type=int, default=0, help="as for train: the split, and the order within shards")
+    sh.add_argument(
+        "--val-split",
+        type=float,
+        default=options()["val_split"].default,
+        help="as for train (and with its default): fraction of each class held out",
+    )
+    seed = options()["seed"].default
+    sh.add_argument(
+        "--seed",
+        type=int,
+        default=seed,
+        help=f"as for train (and with its default, {seed}): the split, and the order within shards",
+    )
     sh.add_argument("--overwrite", action="store_true", help="replace a shard set already in --out")
 
     fw = sub.add_parser(
@@ -189,7 +200,7 @@ def cmd_train(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
 
         check_before_start(cfg)
         if cfg.launch.uses_launcher:
-            return _launch(cfg.launch, argv, args.verbose)
+            return _launch(cfg.launch, argv, args.verbose, _run_record(Path(cfg.run.out)))
     from .train.trainer import run
 
     clock.mark("imports")
@@ -206,12 +217,23 @@ def _report_folder(run_dir: Path) -> Path:
     return write_report([run_dir]).parent
 
 
-def _launch(spec: LaunchConfig, argv: List[str], verbose: bool) -> int:
+def _launch(spec: LaunchConfig, argv: List[str], verbose: bool, run=None) -> int:
     from .runtime.dist import resolve_device_kind
-    from .runtime.launch import check_nproc, launch
+    from .runtime.launch import RunRecord, check_nproc, launch
 
     check_nproc(spec.nproc or 1, resolve_device_kind(spec.device))
-    return launch(spec, argv, verbose)
+    return launch(spec, argv, verbose, run or RunRecord())
+
+
+def _run_record(run_dir: Path):
+    """What the launcher may say about the run in `run_dir` once its workers are gone (see runtime.launch)."""
+    from .runtime.launch import RunRecord
+    from .train.rundir import existing_run, stopped_since
+
+    return RunRecord(
+        has_checkpoint=lambda: "checkpoints" in (existing_run(run_dir) or ""),
+        stopped_at_step=lambda since: stopped_since(run_dir, since),
+    )
 
 
 def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
@@ -402,8 +424,28 @@ def _print_error(command: str, error: DdptrainError) -> None:
     rank = error.rank if error.rank is not None else (env.rank if env else 0)
     if error.every_rank and env is not None and env.local_rank != 0:
         return
+    if error.summary_key and env is not None and env.world_size > 1 and not _first_to_report(error.summary_key):
+        return
     where = f"rank {rank}: " if env is not None and env.world_size > 1 else ""
     print(f"ddptrain {command}: error: {where}{error}", file=sys.stderr, flush=True)
+
+
+def _first_to_report(key: str) -> bool:
+    """Whether this process is the first of its node to report an error of kind `key` in this job (attempt): a
+    token file made with O_EXCL in the temporary folder decides."""
+    import hashlib
+    import tempfile
+
+    job = ":".join(os.environ.get(name, "") for name in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"))
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    name = hashlib.sha1(f"{job}:{attempt}:{key}".encode()).hexdigest()[:20]
+    try:
+        os.close(os.open(Path(tempfile.gettempdir()) / f"ddptrain-reported-{name}", os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _run(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:

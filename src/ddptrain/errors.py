@@ -16,12 +16,23 @@ class DdptrainError(Exception):
 
     exit_code = 1
     every_rank = False  # raised identically on every rank: local rank 0 prints it for its node
+    # Raised alike on several ranks but not necessarily on all (a data error met in loader workers): the first rank
+    # of a node to report an error with this key prints it, the others of that node stay quiet.
+    summary_key: Optional[str] = None
 
-    def __init__(self, message: str, rank: Optional[int] = None, every_rank: Optional[bool] = None):
+    def __init__(
+        self,
+        message: str,
+        rank: Optional[int] = None,
+        every_rank: Optional[bool] = None,
+        exit_code: Optional[int] = None,
+    ):
         super().__init__(message)
         self.rank = rank
         if every_rank is not None:
             self.every_rank = every_rank
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 class ConfigError(DdptrainError):

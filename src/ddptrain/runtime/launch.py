@@ -13,13 +13,16 @@ import os
 import signal
 import socket
 import sys
-from typing import List, Optional, Sequence
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Sequence
 
 from ..config import LaunchConfig
-from ..errors import ConfigError, LaunchError
+from ..errors import ConfigError, DdptrainError, LaunchError
 from .env import WORKER_ENV, available_cpus
 from .explain import explain
-from .preempt import EXIT_PREEMPTED, Preempted
+from .preempt import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted
 from .startup import LAUNCHED_ENV, mark_launch
 
 LOOPBACK = "127.0.0.1"
@@ -186,9 +189,19 @@ def quiet_torchrun_logs() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False) -> int:
+@dataclass(frozen=True)
+class RunRecord:
+    """What the launcher can learn about the run once its workers are gone (the run directory knows; runtime/ does
+    not read it itself): whether there is a checkpoint to resume from, and the step at which the workers saved a
+    checkpoint and stopped after a given time (None when they did not)."""
+
+    has_checkpoint: Callable[[], bool] = lambda: False
+    stopped_at_step: Callable[[float], Optional[int]] = lambda since: None
+
+
+def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False, run: RunRecord = RunRecord()) -> int:
     """Run this node's workers to completion; return 0 on success, raise LaunchError naming the failed
-    rank (Preempted when they stopped on SIGTERM/SIGUSR1 after saving)."""
+    rank (Preempted when they stopped on SIGTERM/SIGUSR1/SIGINT after saving)."""
     if not verbose:
         quiet_torchrun_logs()
     from torch.distributed import run as torchrun
@@ -197,29 +210,35 @@ def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False
 
     if not verbose:
         quiet_torchrun_logs()  # the loggers the imports above just created
-    local = LoopbackRendezvous(spec.master_port) if spec.single_node and not spec.master_addr else None
-    if local is not None:
-        spec = dataclasses.replace(spec, master_port=local.port)
+    local = None
+    if spec.single_node:
+        warn_single_node_address(spec.master_addr)
+        local = LoopbackRendezvous(spec.master_port)
+        spec = dataclasses.replace(spec, master_addr=LOOPBACK, master_port=local.port)
     argv = torchrun_argv(spec, worker_argv)
     os.environ.update(network_environment(spec))
+    if spec.rdzv_endpoint:
+        # torchrun's c10d rendezvous shares one TCP store across rounds and keeps the bootstrap address it found in
+        # the first; when a node joins and the old rank 0 stays rank 0, it never publishes that address in the new
+        # round and the joiner waits for it until the store times out (torch 2.x, dynamic_rendezvous.py). Building
+        # it again each round is torch's own opt-out; workers then host their store themselves (runtime/dist.py).
+        os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     os.environ[WORKER_ENV] = "1"
     # An even share of the cores per process; torchrun would otherwise force 1 thread each.
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // (spec.nproc or 1))))
     previous_usr1 = signal.signal(signal.SIGUSR1, _forward_usr1)  # torchrun's agent handles SIGTERM itself
+    started, interrupts = time.time(), _Interrupts().install()
     try:
         mark_launch()
         torchrun.run(parse_torchrun_argv(argv))
     except SignalException as stopped:
-        raise Preempted(
-            f"received {signal.Signals(stopped.sigval).name}: the workers were told to save a "
-            "checkpoint and stop (their messages are above); continue with --resume auto"
-        ) from None
+        raise _signal_outcome(signal.Signals(stopped.sigval), started, run, interrupts.killed) from None
     except ChildFailedError as failure:
         if all(info.exitcode == EXIT_PREEMPTED for info in failure.failures.values()):
             raise Preempted(
                 "the workers saved a checkpoint and stopped on a signal; continue with --resume auto"
             ) from None
-        raise LaunchError(_describe_failure(failure)) from None
+        raise LaunchError(_describe_failure(failure, run.has_checkpoint())) from None
     except (RuntimeError, OSError) as error:  # the agent itself: rendezvous, store, port
         hint = explain(str(error))
         if hint is None:
@@ -228,12 +247,102 @@ def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False
             f"the launcher failed on node {spec.node_rank}: {str(error).strip().splitlines()[0]}\n  {hint}"
         ) from None
     finally:
+        interrupts.uninstall()
         signal.signal(signal.SIGUSR1, previous_usr1)
         os.environ.pop(WORKER_ENV, None)
         os.environ.pop(LAUNCHED_ENV, None)
         if local is not None:
             local.close()
     return 0
+
+
+def warn_single_node_address(master_addr: Optional[str]) -> None:
+    """A one-node job stays on loopback whatever --master-addr says: nothing outside this machine needs to reach it."""
+    if master_addr and master_addr not in (LOOPBACK, "localhost", "::1"):
+        log.warning(
+            "--master-addr %s on a one-node job: the rendezvous store and gloo/NCCL listen on %s only, so nothing "
+            "outside this machine can reach the job; give --nnodes N for a job across nodes",
+            master_addr,
+            LOOPBACK,
+        )
+
+
+class _Interrupts:
+    """A second Ctrl-C ends the workers at once. torchrun's agent answers a signal by forwarding it to the workers and
+    waiting for them (30 s); a second signal interrupts that wait, but the agent then waits again. So the handler the
+    agent installs is wrapped: on the second SIGINT it first kills every process below the launcher."""
+
+    def __init__(self) -> None:
+        self.count = self.killed = 0
+        self.module: Any = None
+
+    def install(self) -> _Interrupts:
+        try:
+            from torch.distributed.elastic.multiprocessing import api
+        except ImportError:
+            return self
+        original = getattr(api, "_terminate_process_handler", None)
+        if original is None:
+            return self
+
+        def handler(signum, frame):
+            if signum == signal.SIGINT:
+                self.count += 1
+                if self.count > 1:
+                    self.killed += _kill_workers()
+            original(signum, frame)
+
+        self.module, self.original = api, original
+        api._terminate_process_handler = handler  # registered by name when the agent starts its workers
+        return self
+
+    def uninstall(self) -> None:
+        if self.module is not None:
+            self.module._terminate_process_handler = self.original
+
+
+def _signal_outcome(sig: signal.Signals, started: float, run: RunRecord, killed: int) -> DdptrainError:
+    """What to say after the launcher was signalled: what the workers did, read from the run directory."""
+    if killed:
+        return Preempted(
+            f"interrupted twice: {killed} worker process(es) killed at once, without a checkpoint; the last "
+            "checkpoint saved before stays the resume point (--resume auto)",
+            exit_code=EXIT_INTERRUPTED,
+        )
+    step = run.stopped_at_step(started)
+    if step is not None:
+        return Preempted(
+            f"received {sig.name}: every process saved a checkpoint at step {step} and stopped; continue with "
+            "--resume auto"
+        )
+    return Preempted(
+        f"received {sig.name}: the workers stopped before saving a checkpoint (they had not reached a step where "
+        "they could); the last checkpoint saved before, if any, stays the resume point (--resume auto)",
+        exit_code=EXIT_INTERRUPTED if sig == signal.SIGINT else 128 + int(sig),
+    )
+
+
+def _kill_workers() -> int:
+    """SIGKILL every process below this one (the workers torchrun started, in sessions of their own, and their
+    loader workers); how many there were."""
+    children: dict = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(found)
 
 
 def _forward_usr1(signum, frame) -> None:
@@ -244,7 +353,7 @@ def _forward_usr1(signum, frame) -> None:
     raise SignalException(f"process {os.getpid()} got SIGUSR1", sigval=signal.SIGUSR1)
 
 
-def _describe_failure(failure) -> str:
+def _describe_failure(failure, resumable: bool = False) -> str:
     lines, explanations = [], []
     for rank, info in sorted(failure.failures.items()):  # keyed by global rank
         lines.append(f"rank {rank} (local {info.local_rank}, pid {info.pid}) exited with code {info.exitcode}")
@@ -255,7 +364,8 @@ def _describe_failure(failure) -> str:
     text = (
         "worker processes failed: "
         + "; ".join(lines)
-        + ". The failing rank's error is printed above; fix it and rerun (add --resume auto to continue)."
+        + ". The failing rank's error is printed above; fix it and rerun"
+        + (" (add --resume auto to continue from the last checkpoint)." if resumable else ".")
     )
     return text + "".join(f"\n  {hint}" for hint in explanations)
 

@@ -1,4 +1,4 @@
-"""Preemption: SIGTERM or SIGUSR1 asks a run to stop cleanly, keeping everything done so far.
+"""Preemption: SIGTERM, SIGUSR1 or SIGINT (Ctrl-C) asks a run to stop cleanly, keeping everything done so far.
 
 Clusters announce the end of a job with a signal: Kubernetes sends SIGTERM to the container before
 killing it; SLURM sends the signal chosen with `sbatch --signal` (often USR1) ahead of the time limit
@@ -6,6 +6,9 @@ or a preemption. The launcher (torchrun's agent) forwards the signal to every wo
 records it; the ranks agree at the next loss reduction (every --log-every steps, every mid-epoch
 checkpoint step and each epoch's end), rank 0 writes a checkpoint, and every process exits with
 EXIT_PREEMPTED so schedulers and scripts can tell "stopped to be resumed" from a failure.
+
+Ctrl-C is the same request from a person: the first one stops every rank at the next agreement point with a
+checkpoint; a second one aborts at once (the launcher kills its workers), saving nothing more.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any, Dict, Optional
 from ..errors import DdptrainError
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a temporary condition; run the same command with --resume auto
-SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+EXIT_INTERRUPTED = 128 + signal.SIGINT
 
 
 class Preempted(DdptrainError):
@@ -60,8 +64,18 @@ class StopRequest:
         self.step_started_at = None
 
     def _handle(self, signum: int, frame) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            sys.stderr.write("ddptrain: interrupted again; stopping at once without a checkpoint\n")
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
         if self.signum is None:
             self.signum = signum
+            if signum == signal.SIGINT and os.environ.get("RANK", "0") == "0":
+                sys.stderr.write(
+                    "ddptrain: interrupted; every process saves a checkpoint at its next step and stops "
+                    "(Ctrl-C again to stop at once without one)\n"
+                )
+                sys.stderr.flush()
         if self.step_started_at is not None and self.stuck_after_s is not None:
             in_step = time.monotonic() - self.step_started_at
             if in_step > self.stuck_after_s:
