@@ -67,7 +67,8 @@ def opt(
 class DataConfig:
     path: Optional[str] = opt(
         None,
-        "folder of class sub-folders (or with train/ and val/ inside)",
+        "the data: a folder of class sub-folders (or with train/ and val/ inside), a path,label[,split] CSV manifest, "
+        "or a shard set made by `ddptrain shard` (its folder, or an http(s):// URL of it)",
         flag="data",
         node_local=True,
         report=TABLE,
@@ -126,6 +127,12 @@ class DataConfig:
         report=TABLE,
     )
     max_image_mb: float = opt(128.0, "files larger than this (MB) are skipped without being read", report=TABLE)
+    fetch_timeout: float = opt(
+        900.0,
+        "seconds one download from a shard server may take in all, retries included (a shard, or the index); a "
+        "server that trickles or stalls fails the run naming the URL instead of holding it",
+        report=TABLE,
+    )
     workers: Optional[int] = opt(
         None,
         "DataLoader workers per process (default: CPUs per process, at most 8)",
@@ -150,6 +157,7 @@ class DataConfig:
                     self.max_image_pixels > 0 and self.max_image_mb > 0,
                     "--max-image-pixels and --max-image-mb must be positive",
                 ),
+                (self.fetch_timeout > 0, "--fetch-timeout must be positive"),
             ]
         )
         for name in ("mean", "std"):
@@ -640,7 +648,9 @@ def load_yaml(path: str | Path) -> Dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"config file {path} is not UTF-8 text ({error.reason}); save it as UTF-8") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path} is not valid YAML: {str(error).splitlines()[0]}") from None
     if not isinstance(data, dict):
@@ -680,7 +690,7 @@ def _section_entries(section: str, values: Mapping, source: str) -> List[Tuple[s
         if key not in by_name:
             close = difflib.get_close_matches(key, list(by_name), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"unknown option '{section}.{key}' in {source}{hint}")
+            raise ConfigError(f"unknown option {section + '.' + key!r} in {source}{hint}")
         entries.append((by_name[key], value))
     return entries
 
@@ -709,11 +719,11 @@ def check_known_keys(values: Mapping[str, Any], source: str) -> None:
     if len(unknown) == 1:
         key = unknown[0]
         hint = f"; did you mean '{hints[key]}'?" if key in hints else ""
-        raise ConfigError(f"unknown option '{key}' in {source}{hint}")
-    shown = ", ".join(unknown[:SHOWN_UNKNOWN]) + (
+        raise ConfigError(f"unknown option {key!r} in {source}{hint}")
+    shown = ", ".join(repr(key) if not key.isprintable() or not key else key for key in unknown[:SHOWN_UNKNOWN]) + (
         f" and {len(unknown) - SHOWN_UNKNOWN} more" if len(unknown) > SHOWN_UNKNOWN else ""
     )
-    likely = "; ".join(f"{key} -> {name}" for key, name in hints.items())
+    likely = "; ".join(f"{key if key.isprintable() else repr(key)} -> {name}" for key, name in hints.items())
     raise ConfigError(
         f"{len(unknown)} options in {source} are not ddptrain options: {shown}"
         + (f". Perhaps: {likely}" if likely else "")

@@ -101,6 +101,7 @@ def test_csv_has_one_row_per_epoch_across_a_resume_and_takes_columns_that_appear
         record = _record(epoch, evaluated=epoch > 0)  # --eval-every 2-like: no val_ columns in the first record
         metrics.append(record)
         trackers.log_epoch(record)
+    trackers.close("KILLED")
     rows = _rows(tmp_path / CSV)
     assert [row["epoch"] for row in rows] == ["0", "1", "2"]
     assert list(rows[0])[:3] == ["epoch", "step", "train_loss"] and "val_top1" in rows[0]
@@ -113,6 +114,7 @@ def test_csv_has_one_row_per_epoch_across_a_resume_and_takes_columns_that_appear
     redone = {**_record(2), "train_loss": 0.125}
     metrics.append(redone)
     resumed.log_epoch(redone)
+    resumed.close("FINISHED")
     rows = _rows(tmp_path / CSV)
     assert [row["epoch"] for row in rows] == ["0", "1", "2"] and rows[2]["train_loss"] == "0.125"
     assert (tmp_path / CSV).read_text().count("epoch,") == 1  # one header
@@ -139,6 +141,7 @@ def test_mlflow_defaults_to_a_store_in_the_run_dir_and_starts_no_thread_while_tr
         trackers.log_epoch(_record(epoch))
     (tmp_path / "best_eval.json").write_text("{}")
     trackers.log_artifacts([tmp_path / "best_eval.json", tmp_path / "not-written.json"])
+    trackers.flush()
     assert {t.ident for t in threading.enumerate()} == before  # telemetry off; nothing else starts
     trackers.close("FINISHED")
 
@@ -155,6 +158,7 @@ def test_mlflow_defaults_to_a_store_in_the_run_dir_and_starts_no_thread_while_tr
 
     # a resume continues the run; an option changed on resume becomes a tag (MLflow parameters cannot change)
     again = Trackers.start(["mlflow"], tmp_path, {**config, "lr": 0.1}, resumed=True, history=[])
+    again.flush()
     assert client.get_run(run_id).info.status == "RUNNING"
     again.log_epoch(_record(2))
     again.close("KILLED")
@@ -174,31 +178,75 @@ class _Failing(Tracker):
     name = "flaky"
     takes_artifacts = True
 
-    def __init__(self):
-        self.calls = 0
+    def __init__(self, errors):
+        self.errors, self.calls = list(errors), 0
 
     def log_epoch(self, record):
         self.calls += 1
-        raise ConnectionError("tracking server gone\nsecond line")
+        error = self.errors.pop(0) if self.errors else None
+        if error is not None:
+            raise error
 
     def log_artifacts(self, paths):
-        raise ConnectionError("still gone")
+        self.log_epoch({})
 
 
-def test_a_tracker_failing_mid_run_costs_one_warning(tmp_path, caplog):
-    failing = _Failing()
+def test_a_failing_tracker_is_warned_about_once_per_kind_and_disabled_after_three_failures_in_a_row(caplog):
+    # the second call succeeds, so the count of failures in a row starts again after it
+    failing = _Failing(
+        [ConnectionError("tracking server gone\nsecond line"), None, ConnectionError("again"), TimeoutError("slow")]
+        + [ConnectionError("x")] * 3
+    )
     trackers = Trackers([failing])
     with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        for epoch in range(10):
+            trackers.log_epoch(_record(epoch))
+        trackers.flush()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings[:2] == [
+        "--log-to flaky: could not log epoch 1 (ConnectionError: tracking server gone); training goes on, "
+        "metrics.jsonl has every epoch (further failures of this kind are not reported)",
+        "--log-to flaky: could not log epoch 4 (TimeoutError: slow); training goes on, metrics.jsonl has every "
+        "epoch (further failures of this kind are not reported)",
+    ]
+    assert warnings[2].startswith("--log-to flaky: 3 calls failed in a row, the last with ConnectionError: x;")
+    assert "flaky is disabled for the rest of this run" in warnings[2] and len(warnings) == 3
+    assert failing.calls == 5  # nothing more is sent to a disabled tracker
+
+
+class _Stuck(Tracker):
+    name = "stuck"
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def log_epoch(self, record):
+        self.release.wait(30)  # a server that accepted the connection and never answers
+
+
+def test_a_tracker_that_stops_answering_never_holds_the_loop_and_is_disabled(monkeypatch, caplog):
+    import time
+
+    from ddptrain.train import trackers as module
+
+    monkeypatch.setattr(module, "CALL_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(module, "CLOSE_TIMEOUT_S", 0.5)
+    stuck = _Stuck()
+    trackers = Trackers([stuck])
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        started = time.monotonic()
         trackers.log_epoch(_record(0))
         trackers.log_epoch(_record(1))
-        (tmp_path / "f.json").write_text("{}")
-        trackers.log_artifacts([tmp_path / "f.json"])
-    assert failing.calls == 2
+        assert time.monotonic() - started < 0.1  # queued, not waited for
+        time.sleep(0.5)
+        trackers.log_epoch(_record(2))
+        closing = time.monotonic()
+        trackers.close("FINISHED")
+        assert time.monotonic() - closing < 2
+    stuck.release.set()
     warnings = [r.getMessage() for r in caplog.records]
-    assert warnings == [
-        "--log-to flaky: could not log epoch 1 (ConnectionError: tracking server gone); training goes on, "
-        "metrics.jsonl has every epoch (further failures of flaky are not reported)"
-    ]
+    assert len(warnings) == 1 and "a call has not returned for over 0.3 s" in warnings[0], warnings
+    assert "stuck is disabled for the rest of this run" in warnings[0]
 
 
 @pytest.mark.slow  # W&B starts its own service process: a couple of seconds
@@ -210,6 +258,7 @@ def test_wandb_offline_keeps_its_id_and_continues_the_run_on_resume(tmp_path, mo
     (tmp_path / "best_eval.json").write_text("{}")
     trackers.log_artifacts([tmp_path / "best_eval.json"])
     trackers.close("FINISHED")
+    assert not [lane for lane in trackers.lanes if lane.disabled]
     run_id = json.loads((tmp_path / IDS).read_text())["wandb"]
 
     again = Trackers.start(["wandb"], tmp_path, {"lr": 0.05}, resumed=True, history=[])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +14,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ..data.datasets import UnreadableFiles
-from ..data.folder import all_images, describe_added, load_split, read_run_split, split_summary
-from ..data.images import UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
+from ..data.folder import all_images, describe_added, load_split, read_run_split, same_split, split_summary
+from ..data.images import IMAGE_EXTENSIONS, UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
 from ..data.index import Samples
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
 from ..data.transforms import Preprocess, eval_decode_min_side, eval_transform, normalize
@@ -49,7 +50,7 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
     if opts.split == "all":
         return all_images(opts.data, loaded.class_names)
     cfg = loaded.config
-    split = load_split(opts.data, cfg.data.val_split, cfg.optim.seed)
+    split = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, cfg.data.fetch_timeout)
     run_dir = Path(opts.checkpoint).resolve().parent.parent  # RUN_DIR/checkpoints/best.pt
     readable = (run_dir / "splits").is_dir() and split.layout != "shards"  # a shard set's split cannot change
     found = read_run_split(run_dir, split) if readable else None
@@ -57,20 +58,34 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
         split, added = found
         if added and is_main:
             log.warning("%s", describe_added(added, split.root, "--split val"))
-    elif loaded.split is not None and split_summary(split) != loaded.split:
-        here = split_summary(split)
-        raise DataError(
-            f"{opts.data} does not give the validation split {opts.checkpoint} was trained with (its run's splits/ "
-            f"are not beside it): here {here['train']} train / {here['val']} val images and another file list, "
-            f"the checkpoint's {loaded.split['train']} / {loaded.split['val']}. Evaluate on the folder it was trained "
-            "on, or use --split all"
-        )
+    elif loaded.split is not None and not same_split(split, loaded.split):
+        raise DataError(split_differs(opts, split, loaded))
     if split.classes != loaded.class_names:
         raise DataError(
             f"{opts.data} has classes {split.classes} but the checkpoint knows "
             f"{loaded.class_names}; use --split all for a folder with a subset of the classes"
         )
     return split.val
+
+
+def split_differs(opts: EvalOptions, split, loaded: LoadedModel) -> str:
+    """Why --data does not give the validation split the checkpoint was trained with, as far as can be told."""
+    here, saved = split_summary(split), loaded.split or {}
+    cfg = loaded.config
+    why = f"here {here['train']} train / {here['val']} val images, the checkpoint's {saved.get('train')} / {saved.get('val')}"
+    if split.layout == "shards" and split.made_with:
+        made = split.made_with
+        if (made.get("seed"), made.get("val_split")) != (cfg.optim.seed, cfg.data.val_split):
+            return (
+                f"{opts.data} is a shard set split with --seed {made.get('seed')} --val-split {made.get('val_split')}, "
+                f"and {opts.checkpoint} was trained on a split with --seed {cfg.optim.seed} --val-split "
+                f"{cfg.data.val_split} ({why}): make the shards with the run's --seed and --val-split, or use "
+                "--split all on the folder"
+            )
+    return (
+        f"{opts.data} does not give the validation split {opts.checkpoint} was trained with ({why}, and another file "
+        "list); evaluate on the data it was trained on, or use --split all"
+    )
 
 
 def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
@@ -118,6 +133,8 @@ def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
                 yield str(found), None
         elif path.is_file():
             yield str(path), None
+        elif os.path.lexists(path):
+            yield str(path), "not a regular file (a FIFO, a device, a socket or a broken link); not read"
         else:
             yield str(path), "no such file or folder"
 
@@ -133,6 +150,12 @@ def run_predict(
     ema: bool = False,
 ) -> int:
     """Print one JSON object per image; return 1 when any path could not be read, else 0."""
+    items = list(expand_paths(paths))
+    if not items:
+        raise DataError(
+            f"no images in {', '.join(map(str, paths))} (extensions: {' '.join(sorted(IMAGE_EXTENSIONS))}); give image "
+            "files or folders that hold some"
+        )
     torch_device = torch.device(dist.resolve_device_kind(device))
     loaded = load_model(checkpoint_path, torch_device, trust_torchscript, ema)
     preprocess = Preprocess.of(loaded.config.data)  # as the model was trained
@@ -141,7 +164,7 @@ def run_predict(
     k = max(1, min(topk, len(loaded.class_names)))
     failures = 0
     pending: List[Tuple[str, torch.Tensor]] = []
-    for path, error in expand_paths(paths):
+    for path, error in items:
         if error is None:
             try:
                 image = load_rgb(path, decode_side, ImageLimits.of(loaded.config.data))

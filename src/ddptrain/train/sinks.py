@@ -23,7 +23,7 @@ from ..data.folder import Split, write_split_files
 from ..errors import DataError
 from ..logs import add_log_file
 from ..runtime.startup import StartupClock
-from ..util import DamagedLine, read_epoch_records, write_json_atomic, write_text_atomic
+from ..util import DamagedLine, read_epoch_records, redact, write_json_atomic, write_text_atomic
 from . import timing
 from .loop import EpochStats
 from .metrics import EvalResult
@@ -223,7 +223,7 @@ class RunSinks:
             {**evaluated, "perf/images_per_sec": stats.images_per_sec, **perf_scalars(record)}, record["step"]
         )
         validation = (
-            "not evaluated (--eval-every)"
+            "not evaluated"
             if result is None
             else f"val_loss {result.loss:.4f}  val_top1 {result.top1:.4f}  val_top5 {result.top5:.4f}  "
             f"({result.samples} images)" + (f"  ema: val_top1 {ema.top1:.4f}" if ema is not None else "")
@@ -266,11 +266,21 @@ class RunSinks:
         files config.yaml, best_eval.json and the report's figures (made here)."""
         status = run_status(failure)
         if status == FINISHED and self.trackers.take_artifacts:
-            self.trackers.log_artifacts([self.run_dir / "config.yaml", self.run_dir / BEST_EVAL, *self._report()])
+            self.trackers.log_artifacts([*self._shareable_config(), self.run_dir / BEST_EVAL, *self._report()])
         self.trackers.close(status)
         self.tb.close()
         logging.getLogger("ddptrain").removeHandler(self.log_handler)
         self.log_handler.close()
+
+    def _shareable_config(self) -> List[Path]:
+        """config.yaml for the trackers, unless it holds credentials (a --data URL with a password): then only the
+        parameters go, which are redacted, and the file stays on this machine."""
+        path = self.run_dir / "config.yaml"
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if redact(text) != text:
+            log.info("config.yaml holds credentials in a URL: not sent to the trackers (its options are, redacted)")
+            return []
+        return [path]
 
     def _report(self) -> List[Path]:
         if self.report is None or not self.metrics.path.is_file():

@@ -1,0 +1,133 @@
+"""What a new user hits without knowing: data-layout errors before launch (and before torch is imported), an error
+met in DataLoader workers as one line naming the source, advice to resume only when there is something to resume,
+`--val-split 0` as an explicit training-only mode, and `shard`/`train`/`eval` that agree on the split."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ddptrain.cli import build_parser
+from ddptrain.config import Config
+
+from ..conftest import TINY, cli_env, json_lines, read_metrics, run_cli, write_synthetic
+from ..test_cli import BLOCKER
+
+
+@pytest.fixture
+def no_torch(tmp_path):
+    folder = tmp_path / "blocker"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(BLOCKER)
+    return cli_env({"PYTHONPATH": str(folder)})
+
+
+def _train(data, out, env, *extra):
+    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", data, "--out", out, *TINY, "--nproc", 2, *extra]
+    return subprocess.run(list(map(str, cmd)), capture_output=True, text=True, env=env, timeout=60)
+
+
+def _layouts(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    one = write_synthetic(tmp_path / "one", classes=1, per_class=3)
+    hollow = write_synthetic(tmp_path / "hollow", classes=2, per_class=3)
+    (hollow / "star").mkdir()
+    (hollow / "star" / "notes.txt").write_text("no images here")
+    manifest = tmp_path / "list.csv"
+    with open(manifest, "w", newline="") as handle:
+        csv.writer(handle).writerows([("path", "label"), *((f"images/{i}.jpg", i % 2) for i in range(30))])
+    return {
+        "has no class sub-folders": empty,
+        "has one class folder (disc); a classifier needs at least two": one,
+        "class folder 'star' in": hollow,
+        "none of the 20 paths checked names a file, e.g. ": manifest,
+    }
+
+
+def test_data_layout_errors_come_before_launch_in_one_line_without_torch(tmp_path, no_torch):
+    for message, data in _layouts(tmp_path).items():
+        proc = _train(data, tmp_path / "run", no_torch)
+        assert proc.returncode != 0 and proc.stderr.count("\n") == 1, (message, proc.stderr[-2000:])
+        assert message in proc.stderr and "resume" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_an_unknown_model_is_said_once_per_node_without_resume_advice(tiny_shapes, tmp_path):
+    proc = run_cli(
+        ["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--nproc", 2, "--model", "resnet1800"],
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.count("unknown torchvision model 'resnet1800'") == 1, proc.stderr[-3000:]
+    assert "--resume auto" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_data_error_met_in_loader_workers_is_one_line_naming_the_source(tmp_path):
+    """The report: a CSV whose relative paths do not resolve printed 128 lines of two tracebacks."""
+    images = write_synthetic(tmp_path / "images", classes=2, per_class=2)
+    manifest = tmp_path / "list.csv"
+    rows = [(str(p.relative_to(tmp_path)), p.parent.name) for p in sorted(images.rglob("*.jpg"))]
+    rows += [(f"images/moved/{i}.jpg", ["disc", "ring"][i % 2]) for i in range(160)]
+    with open(manifest, "w", newline="") as handle:
+        csv.writer(handle).writerows([("path", "label"), *rows])
+    proc = run_cli(
+        ["train", "--data", manifest, "--out", tmp_path / "run", *TINY, "--nproc", 2, "--workers", 1, "--epochs", 1],
+        check=False,
+    )
+    assert proc.returncode != 0
+    error = [line for line in proc.stderr.splitlines() if "64 images in a row could not be read" in line]
+    assert len(error) == 1, proc.stderr[-4000:]
+    assert f"CSV manifest {manifest}" in error[0] and "relative paths in a CSV manifest" in error[0]
+    assert "Traceback" not in proc.stderr and "--resume auto" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_val_split_0_trains_without_validation_and_writes_no_best(tiny_shapes, tmp_path):
+    """The report: --val-split 0 logged val_top1 0.0000 and picked best.pt on nothing."""
+    run_dir = tmp_path / "run"
+    proc = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--val-split", 0, "--epochs", 2])
+    assert proc.stderr.count("no validation images (--val-split 0): training only") == 1
+    metrics = read_metrics(run_dir)
+    assert [m["epoch"] for m in metrics] == [0, 1] and not any("val_top1" in m for m in metrics)
+    assert (run_dir / "checkpoints" / "last.pt").is_file() and not (run_dir / "checkpoints" / "best.pt").exists()
+    refused = run_cli(
+        ["train", "--data", tiny_shapes, "--out", tmp_path / "other", *TINY, "--val-split", 0, "--patience", 2],
+        check=False,
+    )
+    assert refused.returncode != 0 and "--patience 2 needs validation images" in refused.stderr
+
+
+def test_shard_and_train_split_alike_by_default():
+    """The report: `ddptrain shard` defaulted to --seed 0, train to 42."""
+    args = build_parser().parse_args(["shard", "--data", "d", "--out", "s"])
+    assert (args.seed, args.val_split) == (Config().optim.seed, Config().data.val_split)
+
+
+@pytest.mark.slow
+def test_eval_of_a_folder_trained_checkpoint_on_its_shards_agrees_or_says_why_not(tiny_shapes, straight, tmp_path):
+    """The report: eval of a folder-trained checkpoint on its shards was refused with a false message."""
+    checkpoint = straight / "checkpoints" / "best.pt"
+    same = tmp_path / "same"
+    run_cli(["shard", "--data", tiny_shapes, "--out", same, "--seed", 3, "--val-split", 0.25])
+    on_shards = json_lines(run_cli(["eval", "--checkpoint", checkpoint, "--data", same]).stdout)[0]
+    on_folder = json_lines(run_cli(["eval", "--checkpoint", checkpoint, "--data", tiny_shapes]).stdout)[0]
+    assert (on_shards["samples"], on_shards["top1"], on_shards["loss"]) == (
+        on_folder["samples"],
+        on_folder["top1"],
+        on_folder["loss"],
+    )
+
+    other = tmp_path / "other"
+    run_cli(["shard", "--data", tiny_shapes, "--out", other])  # the defaults: another seed than the run's 3
+    refused = run_cli(["eval", "--checkpoint", checkpoint, "--data", other], check=False)
+    assert refused.returncode != 0 and refused.stdout == ""
+    assert "is a shard set split with --seed 42 --val-split 0.2, and" in refused.stderr
+    assert "was trained on a split with --seed 3 --val-split 0.25" in refused.stderr
+    assert json.loads((straight / "class_indices.json").read_text())  # the run itself is untouched
