@@ -25,7 +25,7 @@ from .train.trackers import check_backend
 def check_before_start(cfg: Config) -> None:
     check_data_folder(cfg.data.folder())
     check_apart("--out", Path(cfg.run.out), "--data", cfg.data.folder())
-    check_layout(cfg.data.folder())
+    check_layout(cfg.data.folder(), fetch_timeout_s=cfg.data.fetch_timeout)
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)

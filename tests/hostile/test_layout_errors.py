@@ -118,11 +118,8 @@ def test_eval_of_a_folder_trained_checkpoint_on_its_shards_agrees_or_says_why_no
     run_cli(["shard", "--data", tiny_shapes, "--out", same, "--seed", 3, "--val-split", 0.25])
     on_shards = json_lines(run_cli(["eval", "--checkpoint", checkpoint, "--data", same]).stdout)[0]
     on_folder = json_lines(run_cli(["eval", "--checkpoint", checkpoint, "--data", tiny_shapes]).stdout)[0]
-    assert (on_shards["samples"], on_shards["top1"], on_shards["loss"]) == (
-        on_folder["samples"],
-        on_folder["top1"],
-        on_folder["loss"],
-    )
+    assert (on_shards["samples"], on_shards["top1"]) == (on_folder["samples"], on_folder["top1"])
+    assert abs(on_shards["loss"] - on_folder["loss"]) < 1e-6  # the same images, summed in another order
 
     other = tmp_path / "other"
     run_cli(["shard", "--data", tiny_shapes, "--out", other])  # the defaults: another seed than the run's 3

@@ -116,7 +116,7 @@ def test_a_run_dir_of_an_older_ddptrain_resumes_and_is_adopted(tmp_path):
 @pytest.mark.parametrize(
     ("out", "data", "message"),
     [
-        ("d", "d", "--out .*/d is inside --data"),
+        ("d", "d", "--out .*/d is --data"),
         ("d/runs/a", "d", "is inside --data"),
         ("d/cat/run", "d", "is inside --data"),
         ("proj", "proj/images", "--data .* is inside --out"),

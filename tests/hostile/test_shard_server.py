@@ -249,3 +249,14 @@ def test_a_shard_set_written_by_an_older_ddptrain_still_reads(tmp_path):
     classes, train, _, _ = open_shard_set(str(shards))
     assert classes == ["disc", "ring"] and _read(train)[:2] == b"\xff\xd8"
     shutil.rmtree(shards)
+
+
+def test_a_shard_server_answering_html_for_the_index_is_one_line_before_launch(served, tmp_path):
+    from ..conftest import TINY, run_cli
+
+    server, _ = served
+    server.modes[INDEX] = "html"
+    proc = run_cli(["train", "--data", server.url, "--out", tmp_path / "run", *TINY, "--nproc", 2], check=False)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr[-3000:]
+    assert "shards.json: the server answered HTTP 200 with an HTML page" in proc.stderr
+    assert not (tmp_path / "run").exists()  # refused before any process started

@@ -20,7 +20,7 @@ from . import splitfile
 from .images import is_image_file
 from .index import Sample, SampleIndex, Samples, read_manifest, scan_images
 from .remote import DEFAULT_DEADLINE_S
-from .shards import is_remote, is_shard_set, open_shard_set
+from .shards import is_remote, is_shard_set, open_shard_set, read_index
 
 
 @dataclass
@@ -66,12 +66,15 @@ def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[L
     return classes, images
 
 
-def check_layout(root: str | Path, manifest_rows_checked: int = 20) -> None:
+def check_layout(
+    root: str | Path, manifest_rows_checked: int = 20, fetch_timeout_s: float = DEFAULT_DEADLINE_S
+) -> None:
     """What can be known about --data quickly, before any process starts: a folder has two or more class folders,
     each with at least one image (found without listing it all); a CSV manifest parses, names two or more labels
-    and its first rows name files that exist; a local shard set's index reads and checks. A URL is read later."""
+    and its first rows name files that exist; a shard set's index (local, or fetched from its URL) reads and checks."""
     text = str(root)
     if is_remote(text):
+        read_index(text, fetch_timeout_s)
         return
     if is_manifest(text):
         manifest = read_manifest(Path(text))

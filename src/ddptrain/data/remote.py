@@ -80,10 +80,10 @@ def fetch(url: str, expected: Expected, deadline_s: float, into: Optional[Path] 
     or into memory. Network failures and 5xx answers are retried with back-off (FETCH_ATTEMPTS in all), a body
     that does not match the index once; everything else is an error naming the URL at once."""
     deadline = time.monotonic() + deadline_s
-    last, mismatches = "", 0
+    last, mismatches, progress = "", 0, _Progress()
     for attempt in range(FETCH_ATTEMPTS):
         try:
-            return _fetch_once(url, expected, deadline, deadline_s, into)
+            return _fetch_once(url, expected, deadline, deadline_s, into, progress)
         except Refused:
             raise
         except Mismatch as error:
@@ -124,15 +124,24 @@ def _http_refusal(url: str, expected: Expected, error: urllib.error.HTTPError) -
     )
 
 
-def _fetch_once(url: str, expected: Expected, deadline: float, deadline_s: float, into: Optional[Path]) -> bytes:
+class _Progress:
+    """The most bytes one attempt of a download received: what a message about a slow server reports."""
+
+    def __init__(self) -> None:
+        self.most = 0
+
+
+def _fetch_once(
+    url: str, expected: Expected, deadline: float, deadline_s: float, into: Optional[Path], progress: _Progress
+) -> bytes:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        raise _too_slow(url, expected, deadline_s, 0)
+        raise _too_slow(url, expected, deadline_s, progress.most)
     with _OPENER.open(_request(url), timeout=min(READ_TIMEOUT_S, remaining)) as response:
         _check_answer(url, expected, response)
         sink = _Sink(into)
         try:
-            got = _read_body(url, response, expected, deadline, deadline_s, sink.write)
+            got = _read_body(url, response, expected, deadline, deadline_s, sink.write, progress)
             _check_body(url, expected, response, got, sink.digest.hexdigest())
             return sink.finish()
         finally:
@@ -170,12 +179,15 @@ def _check_answer(url: str, expected: Expected, response) -> None:
         )
 
 
-def _read_body(url: str, response, expected: Expected, deadline: float, deadline_s: float, write: Callable) -> int:
+def _read_body(
+    url: str, response, expected: Expected, deadline: float, deadline_s: float, write: Callable, progress: _Progress
+) -> int:
     """Read the body in blocks as they arrive, within the deadline and never beyond `expected.limit` bytes."""
     got = 0
     sock = _socket_of(response)
     while True:
         remaining = deadline - time.monotonic()
+        progress.most = max(progress.most, got)
         if remaining <= 0:
             raise _too_slow(url, expected, deadline_s, got)
         if sock is not None:

@@ -142,8 +142,9 @@ def check_apart(out_flag: str, out: Path, data_flag: str, data: str) -> None:
         return
     out_real, data_real = Path(os.path.realpath(out)), Path(os.path.realpath(data))
     if out_real == data_real or data_real in out_real.parents:
+        where = "is" if out_real == data_real else "is inside"
         raise ConfigError(
-            f"{out_flag} {out} is inside {data_flag} {data}: its files would be read as data (a run folder becomes a "
+            f"{out_flag} {out} {where} {data_flag} {data}: its files would be read as data (a run folder becomes a "
             f"class, its figures training images). Give an {out_flag} outside the data"
         )
     if out_real in data_real.parents:
