@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ddptrain.data.synthetic import CLASS_ORDER, render_image
+from ddptrain.tools.demodata import CLASS_ORDER, render_image
 
 CLI_TIMEOUT_S = 300
 # metrics.jsonl fields that measure time or memory: they differ between otherwise identical runs

@@ -96,13 +96,35 @@ def test_node_local_options_are_left_out_of_what_nodes_must_share():
     assert shared["lr"] == 0.3 and not {"data", "out", "node_rank", "iface", "weights", "resume"} & set(shared)
 
 
-def test_report_roles_come_from_the_field_metadata():
-    from ddptrain.config import HIDDEN, LEGEND, TABLE, report_role
+def test_report_roles_live_in_the_report():
+    from ddptrain.tools.report import HIDDEN, LEGEND, TABLE, report_role
 
     assert report_role("sync_bn") == LEGEND and report_role("lr") == LEGEND
     assert report_role("workers") == TABLE and report_role("data") == TABLE
     assert report_role("out") == HIDDEN and report_role("master_port") == HIDDEN
     assert report_role("from_a_newer_version") == LEGEND
+
+
+def test_per_channel_values_are_typed_and_config_yaml_says_its_version(tmp_path):
+    from ddptrain.config import CONFIG_VERSION, load_yaml, save_yaml
+
+    cfg = build_config({"data": "d", "mean": "0.4, 0.4,0.4", "std": [0.2, 0.2, 0.2]})
+    assert cfg.data.mean == (0.4, 0.4, 0.4) and cfg.data.std == (0.2, 0.2, 0.2)
+    with pytest.raises(ConfigError, match="mean must be three numbers, one per RGB channel"):
+        build_config({"data": "d", "mean": "0.4,0.4"})
+    with pytest.raises(ConfigError, match="--std must be three numbers above 0"):
+        build_config({"data": "d", "std": "0.2,0,0.2"})
+    save_yaml(cfg, tmp_path / "config.yaml")
+    text = (tmp_path / "config.yaml").read_text()
+    assert text.startswith(f"config_version: {CONFIG_VERSION}\n") and "mean:\n- 0.4\n" in text
+    assert load_yaml(tmp_path / "config.yaml")["mean"] == (0.4, 0.4, 0.4)
+    # format 1 (no version key): per-channel texts, --log-to naming tensorboard
+    (tmp_path / "old.yaml").write_text("data: d\nmean: 0.5,0.5,0.5\nlog_to: tensorboard,csv\n")
+    old = load_yaml(tmp_path / "old.yaml")
+    assert (old["mean"], old["log_to"]) == ((0.5, 0.5, 0.5), "csv")
+    (tmp_path / "new.yaml").write_text(f"config_version: {CONFIG_VERSION + 1}\ndata: d\n")
+    with pytest.raises(ConfigError, match=rf"new\.yaml is a config of format {CONFIG_VERSION + 1}; this ddptrain"):
+        load_yaml(tmp_path / "new.yaml")
 
 
 def test_a_checkpoint_config_from_another_version_loads_leniently():

@@ -8,7 +8,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from .config import TRACKER_MODULES, Config, RunConfig
+from .config import Config, RunConfig
 from .data.folder import check_layout
 from .errors import (
     CheckpointError,
@@ -19,7 +19,7 @@ from .errors import (
     missing_weights_file,
 )
 from .train.rundir import check_apart, check_fresh_start, check_metrics_readable, check_not_in_use
-from .train.trackers import check_backend
+from .train.trackers import TRACKER_MODULES, TRACKERS, check_backend, unknown_tracker
 
 
 def check_before_start(cfg: Config) -> None:
@@ -75,6 +75,8 @@ def check_trackers(run: RunConfig, probe: bool = False) -> None:
     """--log-to mlflow or wandb: the package is installed (found, not imported: MLflow alone takes a second); with
     `probe`, also that its backend opens (a tracking server that answers, credentials it accepts)."""
     for name in run.trackers():
+        if name not in TRACKERS:
+            raise unknown_tracker(name)
         module = TRACKER_MODULES.get(name)
         if module is not None and importlib.util.find_spec(module) is None:
             raise missing_tracker_package(name)

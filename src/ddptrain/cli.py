@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .config import Config, LaunchConfig, add_config_flags, build_config, options
+from .config import Config, LaunchConfig, add_config_flags, add_option_flags, build_config, options
 from .errors import DdptrainError
 from .logs import setup_logging
 from .runtime.env import detect, inside_worker
@@ -80,12 +80,7 @@ def _add_training_commands(sub) -> None:
         default="val",
         help="val: the training run's validation split (default); all: every image in --data",
     )
-    ev.add_argument("--batch-size", type=int, default=64)
-    ev.add_argument("--workers", type=int, default=None)
-    ev.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    ev.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto")
-    ev.add_argument("--nproc", type=int, default=None, help="processes (launches through torchrun)")
-    ev.add_argument("--dist-timeout", type=float, default=1800.0)
+    add_option_flags(ev, ["batch_size", "workers", "device", "amp", "nproc", "dist_timeout"])  # as for train
     _add_trust_torchscript(ev)
     _add_ema(ev)
     _add_verbose(ev)
@@ -97,8 +92,7 @@ def _add_model_file_commands(sub) -> None:
     pr.add_argument("--checkpoint", required=True, help="a checkpoint, or an exported .safetensors/TorchScript file")
     pr.add_argument("paths", nargs="+", metavar="PATH")
     pr.add_argument("--topk", type=int, default=5)
-    pr.add_argument("--batch-size", type=int, default=32)
-    pr.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    add_option_flags(pr, ["batch_size", "device"])  # as for train
     _add_trust_torchscript(pr)
     _add_ema(pr)
 
@@ -292,7 +286,7 @@ def cmd_export(args: argparse.Namespace, argv: List[str], clock: StartupClock) -
 
 
 def cmd_make_dataset(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
-    from .data.synthetic import make_dataset
+    from .tools.demodata import make_dataset
 
     setup_logging(0, 1)
     out = make_dataset(args.out, args.classes, args.per_class, args.seed)

@@ -122,3 +122,25 @@ def pid_alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True  # no /proc here: the signal test is all there is
     return state not in ("Z", "X")
+
+
+_GOLDEN = 0x9E3779B97F4A7C15  # the golden ratio in 64 bits: spreads nearby integers far apart
+
+
+def mix_seed(*parts: int) -> int:
+    """One seed from several integers (seed, epoch, index, rank, ...), the same on every platform and process:
+    every random draw ddptrain makes is seeded by this function of what it depends on, and of nothing else."""
+    value = int(parts[0]) if parts else 0
+    for part in parts[1:]:
+        value = value * _GOLDEN + int(part)
+    return value % (2**63 - 1)
+
+
+def first_line(error: BaseException | str, limit: int = 300, kind: bool = False) -> str:
+    """What an error says in one line: libraries' messages run over many lines of advice, the first says what
+    happened (`kind`: prefixed with the exception's type)."""
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else ("" if kind else type(error).__name__)
+    if kind and isinstance(error, BaseException):
+        text = f"{type(error).__name__}: {text}"
+    return text[:limit]

@@ -1,13 +1,13 @@
 import torch
 
 from ddptrain.data.datasets import ImageDataset, augmentation_seed, collate
-from ddptrain.data.samplers import EpochSampler, ShardSampler
+from ddptrain.data.samplers import EpochSampler, ExactEvalSampler
 from ddptrain.data.transforms import train_transform
 
 
 def test_shard_sampler_gives_each_index_to_exactly_one_rank():
     for length, world in [(7, 2), (1, 3), (10, 3), (0, 2)]:
-        shards = [list(ShardSampler(length, r, world)) for r in range(world)]
+        shards = [list(ExactEvalSampler(length, r, world)) for r in range(world)]
         flat = sorted(i for shard in shards for i in shard)
         assert flat == list(range(length))
 

@@ -157,8 +157,8 @@ def test_checkpoint_loads_into_a_plain_model_and_predict_agrees(trained, dataset
     # test_resnet's pretrained config: mean and std 0.5, bilinear, evaluation crop 0.95 (resize to 33, crop 32)
     saved = state["config"]
     assert (saved["mean"], saved["std"], saved["interpolation"], saved["crop_fraction"]) == (
-        "0.5,0.5,0.5",
-        "0.5,0.5,0.5",
+        (0.5, 0.5, 0.5),
+        (0.5, 0.5, 0.5),
         "bilinear",
         0.95,
     )

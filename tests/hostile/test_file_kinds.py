@@ -17,7 +17,7 @@ import pytest
 from ddptrain.data.datasets import ImageDataset
 from ddptrain.data.images import ImageLimits, ImageTooLarge, NotARegularFile, read_image_file
 from ddptrain.data.index import SampleIndex, scan_images
-from ddptrain.data.synthetic import render_image
+from ddptrain.tools.demodata import render_image
 
 from ..conftest import cli_env
 

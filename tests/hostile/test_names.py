@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from ddptrain.data import splitfile
 from ddptrain.data.folder import load_split, read_run_split, split_summary, write_split_files
 from ddptrain.data.index import read_manifest
-from ddptrain.data.synthetic import render_image
 from ddptrain.errors import DataError
+from ddptrain.tools.demodata import render_image
 
 from ..conftest import TINY, read_metrics, run_cli
 

@@ -6,7 +6,7 @@ import torchvision
 
 from ddptrain.errors import ConfigError, WeightsError
 from ddptrain.models import build_model, freeze_backbone, head_name, load_weights, strip_prefixes
-from ddptrain.train.state import read_model_weights
+from ddptrain.models.weights import read_model_weights
 
 
 def _load_file(model, path, head="fc"):

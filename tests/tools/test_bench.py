@@ -56,8 +56,8 @@ def test_startup_bench_breaks_the_time_to_the_first_step_into_phases(tmp_path):
 @pytest.mark.slow
 def test_recipe_bench_trains_the_strong_recipe_and_summarises_it(tmp_path):
     """One real run of the strong recipe (what each of the bench's five runs is); the plan around it below."""
-    from ddptrain.data.synthetic import make_dataset
     from ddptrain.tools.bench import recipe
+    from ddptrain.tools.demodata import make_dataset
 
     data = make_dataset(tmp_path / "data", classes=3, per_class=6, seed=0, progress=False)
     work = recipe.RecipeWork(data, "timm:test_resnet", 32, 4, 2, 0, 1, "cpu")

@@ -6,7 +6,7 @@ from ddptrain.errors import CheckpointError
 from ddptrain.models import unwrap
 from ddptrain.train import checkpointer as checkpoint
 from ddptrain.train.checkpointer import Checkpointer
-from ddptrain.train.state import TrainState, capture_rng, restore_rng
+from ddptrain.train.state import EpochPosition, PartialEpoch, TrainState, capture_rng, restore_rng
 
 
 def test_failed_write_leaves_previous_checkpoint_intact(tmp_path, monkeypatch):
@@ -64,10 +64,14 @@ def test_load_refuses_non_checkpoints(tmp_path):
         checkpoint.load(tmp_path / "nothing.pt")
 
 
+def _mid_epoch(rng) -> TrainState:
+    return TrainState(model={}, partial=PartialEpoch(0, EpochPosition(), [rng]))
+
+
 def test_rng_state_survives_a_weights_only_round_trip(tmp_path):
-    checkpoint.save_atomic(TrainState(model={}, rng=capture_rng()).to_dict(), tmp_path / "c.pt")
+    checkpoint.save_atomic(_mid_epoch(capture_rng()).to_dict(), tmp_path / "c.pt")
     state = checkpoint.load(tmp_path / "c.pt")
-    assert torch.equal(state.rng["torch"], torch.get_rng_state())
+    assert state.partial is not None and torch.equal(state.partial.rng[0]["torch"], torch.get_rng_state())
 
 
 def test_resume_lookup(tmp_path):
@@ -150,9 +154,9 @@ def test_rng_state_survives_a_checkpoint_round_trip(tmp_path):
     import numpy as np
 
     torch.manual_seed(1), np.random.seed(2), random.seed(3)
-    checkpoint.save_atomic(TrainState(model={}, rng=capture_rng()).to_dict(), tmp_path / "c.pt")
+    checkpoint.save_atomic(_mid_epoch(capture_rng()).to_dict(), tmp_path / "c.pt")
     expected = (torch.rand(3), np.random.rand(3), random.random())
     torch.manual_seed(9), np.random.seed(9), random.seed(9)
-    restore_rng(checkpoint.load(tmp_path / "c.pt").rng)
+    restore_rng(checkpoint.load(tmp_path / "c.pt").partial.rng[0])
     assert torch.equal(torch.rand(3), expected[0])
     assert (np.random.rand(3) == expected[1]).all() and random.random() == expected[2]

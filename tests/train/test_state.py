@@ -6,9 +6,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 import torch
 
-from ddptrain.train.state import FORMAT_VERSION, EpochPosition, PartialEpoch, TrainState
+from ddptrain.errors import CheckpointError
+from ddptrain.train.state import FORMAT_VERSION, EpochPosition, PartialEpoch, TrainState, migrate
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "ddptrain"
 STATE_MODULE = PACKAGE / "train" / "state.py"
@@ -20,32 +22,29 @@ EPOCH_END_KEYS = [
     "format",
     "model",
     "optimizer",
-    "scheduler",
     "scaler",
     "epoch",
     "step",
     "best_top1",
     "since_best",
-    "rng",
     "config",
     "class_names",
     "world_size",
     "global_batch",
     "split",
     "metrics",
+    "ddptrain",
 ]
-MID_EPOCH_KEYS = EPOCH_END_KEYS[:-1] + ["partial"]
+MID_EPOCH_KEYS = EPOCH_END_KEYS[:-2] + ["partial", "ddptrain"]
 
 
 def _state(**extra) -> TrainState:
     return TrainState(
         model={"w": torch.ones(2)},
         optimizer={"state": {}, "param_groups": []},
-        scheduler={"lr": 1.0},
         epoch=2,
         step=30,
         best_top1=0.5,
-        rng={"torch": torch.get_rng_state()},
         config={"model": "resnet18", "lr": 0.1},
         class_names=["a", "b"],
         world_size=2,
@@ -73,10 +72,10 @@ def test_round_trip_through_a_weights_only_file(tmp_path):
     back = TrainState.from_dict(torch.load(tmp_path / "c.pt", weights_only=True), tmp_path / "c.pt")
     assert (back.partial.epoch, back.partial.position) == (3, EpochPosition(8, 4.0, 8.0, 1))
     assert torch.equal(back.partial.rng[0]["torch"], partial.rng[0]["torch"])
-    assert back.next_epoch() == 3 and back.resumes_mid_epoch
+    assert back.next_epoch() == 3 and back.partial is not None
     assert (back.epoch, back.step, back.best_top1, back.class_names, back.world_size) == (2, 30, 0.5, ["a", "b"], 2)
     assert torch.equal(back.model["w"], torch.ones(2))
-    assert _state().next_epoch() == 3 and not _state().resumes_mid_epoch  # epoch end: the next one
+    assert _state().next_epoch() == 3 and _state().partial is None  # epoch end: the next one
 
 
 def test_a_checkpoint_of_an_older_layout_loads_with_defaults():
@@ -136,3 +135,20 @@ def test_checkpoint_keys_are_written_as_strings_in_one_module_only():
 def test_a_mid_epoch_position_written_before_shard_sets_reads_with_no_lanes():
     position = EpochPosition.from_dict({"samples_done": 8, "loss_sum": 4.0, "loss_count": 8.0, "skipped": 1})
     assert position == EpochPosition(8, 4.0, 8.0, 1, lanes=0)
+
+
+def test_a_format_1_checkpoint_is_migrated_and_a_newer_one_refused_naming_both_versions():
+    """Format 1 (before 2026-12) also held the LR schedule's state and the saving rank's RNG state, never read."""
+    old = {k: v for k, v in _state(metrics={"epoch": 2}).to_dict().items() if k not in ("format", "ddptrain")}
+    old.update(scheduler={"lr": 1.0}, rng={"torch": torch.get_rng_state()})
+    back = TrainState.from_dict(old, "old.pt")
+    assert back.format == FORMAT_VERSION and back.epoch == 2 and back.metrics == {"epoch": 2}
+    assert "scheduler" not in migrate(dict(old), "old.pt") and "rng" not in migrate(dict(old), "old.pt")
+    newer = {**_state().to_dict(), "format": FORMAT_VERSION + 1, "ddptrain": "9.9.9"}
+    with pytest.raises(
+        CheckpointError,
+        match=rf"new\.pt is a checkpoint of format {FORMAT_VERSION + 1}, written by "
+        rf"ddptrain 9\.9\.9; this ddptrain \(.*\) reads formats up to {FORMAT_VERSION}: use ddptrain "
+        r"9\.9\.9 or newer",
+    ):
+        TrainState.from_dict(newer, "new.pt")

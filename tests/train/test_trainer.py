@@ -2,11 +2,12 @@
 
 import pytest
 
-from ddptrain.config import build_config
+from ddptrain.config import Config, build_config
 from ddptrain.logs import setup_logging
 from ddptrain.runtime import dist
 from ddptrain.runtime.env import DistEnv
-from ddptrain.train.trainer import Trainer, resolve_preprocessing
+from ddptrain.train.resume import resolve_preprocessing
+from ddptrain.train.trainer import Trainer
 
 
 @pytest.mark.slow
@@ -70,12 +71,12 @@ def test_resuming_a_run_that_reached_its_epochs_trains_nothing_and_says_so(tiny_
 def test_preprocessing_comes_from_the_command_line_then_the_checkpoint_then_the_model():
     cfg = build_config({"data": "d", "model": "timm:test_resnet", "img_size": 32})
     fresh, source = resolve_preprocessing(cfg, None)
-    assert (fresh.data.img_size, fresh.data.mean, fresh.data.crop_fraction) == (32, "0.5,0.5,0.5", 0.95)
+    assert (fresh.data.img_size, fresh.data.mean, fresh.data.crop_fraction) == (32, (0.5, 0.5, 0.5), 0.95)
     assert source == "timm:test_resnet's pretrained config; img_size from the command line"
     before = {"model": "timm:test_resnet", "img_size": 32}  # a checkpoint from before these options: ImageNet's
-    resumed, source = resolve_preprocessing(cfg, before)
-    assert (resumed.data.mean, resumed.data.crop_fraction) == ("0.485,0.456,0.406", 0.875)
+    resumed, source = resolve_preprocessing(cfg, Config.from_flat(before, "the checkpoint", strict=False))
+    assert (resumed.data.mean, resumed.data.crop_fraction) == ((0.485, 0.456, 0.406), 0.875)
     assert source.startswith("the checkpoint's")
     given = build_config({"data": "d", "model": "timm:test_resnet", "mean": "0.4,0.4,0.4", "std": "0.2,0.2,0.2"})
-    chosen, _ = resolve_preprocessing(given, fresh.to_flat())
-    assert (chosen.data.mean, chosen.data.std, chosen.data.img_size) == ("0.4,0.4,0.4", "0.2,0.2,0.2", 32)
+    chosen, _ = resolve_preprocessing(given, fresh)
+    assert (chosen.data.mean, chosen.data.std, chosen.data.img_size) == ((0.4, 0.4, 0.4), (0.2, 0.2, 0.2), 32)

@@ -10,8 +10,8 @@ from safetensors.torch import save_file
 
 from ddptrain.errors import CheckpointError, WeightsError
 from ddptrain.models import build_model, load_weights
+from ddptrain.models.weights import read_model_weights
 from ddptrain.train import checkpointer
-from ddptrain.train.state import read_model_weights
 
 from ..conftest import run_cli
 

@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..errors import DataError
+from ..util import mix_seed
 from .images import UNREADABLE_ERRORS, ImageLimits, decode_rgb, describe_unreadable
 from .index import Sample, Samples, as_samples
 from .transforms import IMAGENET_MEAN, IMAGENET_STD, Stats, normalize
@@ -17,7 +18,6 @@ from .transforms import IMAGENET_MEAN, IMAGENET_STD, Stats, normalize
 log = logging.getLogger("ddptrain")
 
 MAX_SUBSTITUTIONS = 64
-_MIX = 0x9E3779B97F4A7C15  # golden-ratio constant: spreads nearby integers far apart
 _SUBSTITUTE_STRIDE = 7919  # a prime step, so substitutes do not cluster in one class folder
 
 
@@ -32,10 +32,7 @@ def augmentation_seed(seed: int, epoch: int, index: int, copy: int = 0) -> int:
     """The random draws for one sample are a pure function of (seed, epoch, sample index) and, with repeated
     augmentation, of which copy of the sample it is: they do not depend on the rank, the worker, the number of
     processes or whether the run was resumed."""
-    value = (seed * _MIX + epoch) * _MIX + index
-    if copy:
-        value = value * _MIX + copy
-    return value % (2**63 - 1)
+    return mix_seed(seed, epoch, index, *((copy,) if copy else ()))
 
 
 def _sample_key(item: Union[int, Tuple[int, ...]]) -> Tuple[int, int, int]:

@@ -14,10 +14,11 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import DdptrainError
 from ..runtime.preempt import ignore_stop_signals
+from ..util import mix_seed
 from .datasets import ImageDataset, collate
 from .images import ImageLimits
 from .index import Sample, Samples
-from .samplers import EpochSampler, ShardSampler
+from .samplers import EpochSampler, ExactEvalSampler
 from .transforms import (
     Augment,
     Preprocess,
@@ -108,7 +109,7 @@ def train_loader(
 ) -> DataLoader:
     """Equal, full batches on every rank (the uneven tail dropped); workers persist across epochs and
     their random seeds differ by rank."""
-    generator = torch.Generator().manual_seed(seed * 1000 + rank)
+    generator = torch.Generator().manual_seed(mix_seed(seed, rank))
     kwargs: Dict[str, Any] = {
         "batch_size": settings.batch_size,
         "sampler": sampler,
@@ -129,7 +130,7 @@ def eval_loader(
     """Each sample on exactly one rank (no padding): reduce sums once after the loop, never per batch."""
     kwargs: Dict[str, Any] = {
         "batch_size": settings.batch_size,
-        "sampler": ShardSampler(len(cast(Sized, dataset)), rank, world_size, contiguous=is_sharded(dataset)),
+        "sampler": ExactEvalSampler(len(cast(Sized, dataset)), rank, world_size, contiguous=is_sharded(dataset)),
         "num_workers": settings.workers,
         "pin_memory": settings.pin_memory,
         "drop_last": False,

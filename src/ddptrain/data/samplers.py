@@ -93,7 +93,7 @@ class IndexSampler(EpochSampler):
         return (index for index, _, _ in super().__iter__())
 
 
-class ShardSampler(Sampler):
+class ExactEvalSampler(Sampler):
     """Each index goes to exactly one rank: no padding, no duplicates. Ranks may get uneven counts,
     or none at all, so evaluation must not run collectives per batch (see train.evaluate). `contiguous`:
     rank r takes the r-th of W consecutive runs (for sharded data: a rank reads whole shards)."""

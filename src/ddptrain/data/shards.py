@@ -340,7 +340,8 @@ def _parse_index(meta: bytes, where: str) -> Dict:
     if len(set(classes)) != len(classes):
         raise _damaged(where, "its class list names a class twice")
     for part in ("train", "val"):
-        shards = (index.get(part) or {}).get("shardlist")
+        entry = index.get(part)
+        shards = entry.get("shardlist") if isinstance(entry, dict) else None
         if not isinstance(shards, list) or not all(_is_shard_entry(entry) for entry in shards):
             raise _damaged(
                 where, f"its {part} shard list is missing or has an entry without url/nsamples/filesize/sha1"

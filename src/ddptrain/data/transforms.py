@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torchvision.transforms import v2
 
-from ..config import DataConfig, channels, channels_text
+from ..config import DataConfig, parse_channels
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -36,18 +36,18 @@ class Preprocess:
         """From a config; what it leaves unset (a run written before these options existed) is ImageNet's."""
         return cls(
             data.img_size or DEFAULT_IMG_SIZE,
-            channels(data.mean) if data.mean else IMAGENET_MEAN,
-            channels(data.std) if data.std else IMAGENET_STD,
+            parse_channels(data.mean) or IMAGENET_MEAN,
+            parse_channels(data.std) or IMAGENET_STD,
             data.interpolation or "bilinear",
             data.crop_fraction or EVAL_CROP_FRACTION,
         )
 
     def flat(self) -> Dict[str, Any]:
-        """As config options (`img_size`, `mean: "0.5,0.5,0.5"`, ...)."""
+        """As config options (`img_size`, `mean: (0.5, 0.5, 0.5)`, ...)."""
         return {
             "img_size": self.img_size,
-            "mean": channels_text(self.mean),
-            "std": channels_text(self.std),
+            "mean": tuple(float(v) for v in self.mean),
+            "std": tuple(float(v) for v in self.std),
             "interpolation": self.interpolation,
             "crop_fraction": self.crop_fraction,
         }

@@ -1,9 +1,10 @@
-"""Models: build by name (`build`), fit weights into them (`weights`), wrap for training and unwrap (`wrap`)."""
+"""Models: build by name (`build`), read weights and fit them (`weights`), wrap for training (`wrap`, `syncbn`)
+and unwrap."""
 
 from .build import TIMM_PREFIX, build_model, freeze_backbone, head_name
 from .preprocess import pretrained_preprocessing
 from .pretrained import build_pretrained, fetch, locate
-from .weights import describe_mismatch, load_weights, strip_prefixes
+from .weights import describe_mismatch, load_weights, read_model_weights, strip_prefixes
 from .wrap import compile_model, is_compiled, place_model, unwrap, wrap_ddp
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "pretrained_preprocessing",
     "describe_mismatch",
     "load_weights",
+    "read_model_weights",
     "strip_prefixes",
     "compile_model",
     "is_compiled",

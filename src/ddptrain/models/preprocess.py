@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ..config import channels_text
 from .build import TIMM_PREFIX
 
 
@@ -27,7 +26,7 @@ def _timm(name: str) -> Dict[str, Any]:
     if cfg.input_size:
         found["img_size"] = int(cfg.input_size[-1])
     if cfg.mean and cfg.std:
-        found["mean"], found["std"] = channels_text(cfg.mean), channels_text(cfg.std)
+        found["mean"], found["std"] = _floats(cfg.mean), _floats(cfg.std)
     if cfg.interpolation in ("bilinear", "bicubic", "nearest"):
         found["interpolation"] = cfg.interpolation
     if cfg.crop_pct:
@@ -46,8 +45,12 @@ def _torchvision(name: str) -> Dict[str, Any]:
     crop, resize = int(transforms.crop_size[0]), int(transforms.resize_size[0])
     return {
         "img_size": crop,
-        "mean": channels_text(transforms.mean),
-        "std": channels_text(transforms.std),
+        "mean": _floats(transforms.mean),
+        "std": _floats(transforms.std),
         "interpolation": transforms.interpolation.value,
         "crop_fraction": round(crop / resize, 4),
     }
+
+
+def _floats(values) -> tuple:
+    return tuple(float(v) for v in values)

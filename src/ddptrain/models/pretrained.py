@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from torch import nn
 
 from ..errors import WeightsError
+from ..util import first_line
 from .build import TIMM_PREFIX, build_model, head_name, timm_size_args
 from .weights import load_weights
 
@@ -135,11 +136,11 @@ def fetch_file(wanted: WeightsFile) -> Tuple[Path, bool]:
 
 
 def _unreachable(wanted: WeightsFile, error: Exception) -> str:
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    reason = first_line(error, 200)
     variable = "TORCH_HOME" if wanted.url else "HF_HOME or HF_HUB_CACHE"
     return (
         f"the pretrained weights of {wanted.model} ({wanted.tag}) are not in the cache and could not be "
-        f"downloaded ({reason[:200]}). Where there is network run `ddptrain fetch-weights {wanted.model}`, then copy "
+        f"downloaded ({reason}). Where there is network run `ddptrain fetch-weights {wanted.model}`, then copy "
         f"{wanted.where} to the same place here (or set {variable} to a cache that has it); or start from a local "
         "file with --weights PATH"
     )

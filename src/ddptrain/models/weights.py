@@ -1,19 +1,23 @@
-"""Fit a state dict into a model: wrapper prefixes stripped, a head that does not fit re-initialised,
-any other difference listed. (Reading the file is the checkpoint format's job: ddptrain.train.state.)"""
+"""Weights from a file into a model: `read_model_weights` reads --weights (a state dict, a safetensors file, a
+ddptrain checkpoint or another script's) as tensors only; `load_weights` fits them — wrapper prefixes stripped, a
+head that does not fit re-initialised, any other difference listed."""
 
 from __future__ import annotations
 
 import logging
-from typing import Dict, Iterable, List
+from pathlib import Path
+from typing import Any, Dict, Iterable, List
 
 import torch
 from torch import nn
 
-from ..errors import WeightsError
+from ..errors import WeightsError, missing_weights_file
 
 log = logging.getLogger("ddptrain")
 
 STRIP_PREFIXES = ("module.", "_orig_mod.")  # added by DistributedDataParallel and torch.compile
+# Where other training scripts keep the model inside their checkpoints (besides ddptrain's own `model`).
+FOREIGN_MODEL_KEYS = ("state_dict", "model_state_dict")
 
 
 def strip_prefixes(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
@@ -66,3 +70,31 @@ def describe_mismatch(state: Dict[str, torch.Tensor], own: Dict[str, torch.Tenso
         for label, keys in (("shape mismatch", mismatched), ("unexpected", unexpected), ("missing", missing))
         if keys
     )
+
+
+def read_model_weights(path: str | Path) -> Dict[str, torch.Tensor]:
+    """A model state dict from a bare state-dict file, a .safetensors file, a ddptrain checkpoint or another
+    script's checkpoint (`state_dict` / `model_state_dict` inside). Tensors only: pickled code is refused."""
+    path = Path(path)
+    if not path.is_file():
+        raise missing_weights_file(path)
+    loaded: Any
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            loaded = load_file(str(path), device="cpu")
+        else:
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise WeightsError(
+            f"cannot read weights from {path}: {error}. Only tensor state dicts, checkpoints "
+            "and .safetensors are accepted (weights_only=True): pickled code is refused."
+        ) from None
+    for key in ("model", *FOREIGN_MODEL_KEYS):
+        if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
+            loaded = loaded[key]
+            break
+    if not isinstance(loaded, dict) or not all(isinstance(v, torch.Tensor) for v in loaded.values()):
+        raise WeightsError(f"{path} does not hold a state dict of tensors")
+    return strip_prefixes(loaded)

@@ -14,7 +14,7 @@ def place_model(
 ) -> nn.Module:
     """Synchronised BatchNorm (only when there is more than one process), then device and memory format."""
     if sync_bn and world_size > 1:
-        from ..runtime.syncbn import convert_sync_bn
+        from .syncbn import convert_sync_bn
 
         model = convert_sync_bn(model, device)
     model.to(device)

@@ -24,6 +24,7 @@ import time
 from typing import Dict, Iterable, Iterator, List, Optional
 
 from ..errors import PeerFailureError
+from ..util import first_line
 from .dist import Runtime
 
 _KEY = "ddptrain/heartbeat/{rank}"
@@ -201,10 +202,10 @@ def describe(heartbeat: Heartbeat, error: BaseException, epoch: int) -> PeerFail
         if behind
         else "a peer rank did not join the collective"
     )
-    first_line = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+    cause = first_line(error, 200)
     lag = heartbeat.interval_s
     return PeerFailureError(
-        f"a collective failed in epoch {epoch + 1} ({first_line}): {who}. That rank is stalled "
+        f"a collective failed in epoch {epoch + 1} ({cause}): {who}. That rank is stalled "
         "(deadlock, slow storage, a debugger) or died — see its own output (ranks publish their step within "
         f"{lag:g} s of reaching it, so one that died may have run up to {lag:g} s beyond it). If its steps "
         f"legitimately take longer, raise --dist-timeout (now {rt.steady_timeout_s:g} s); resume with --resume auto.",

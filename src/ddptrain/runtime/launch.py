@@ -20,6 +20,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from ..config import LaunchConfig
 from ..errors import ConfigError, DdptrainError, LaunchError
+from ..util import first_line
 from .env import WORKER_ENV, available_cpus
 from .explain import explain
 from .preempt import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted
@@ -243,9 +244,7 @@ def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False
         hint = explain(str(error))
         if hint is None:
             raise
-        raise LaunchError(
-            f"the launcher failed on node {spec.node_rank}: {str(error).strip().splitlines()[0]}\n  {hint}"
-        ) from None
+        raise LaunchError(f"the launcher failed on node {spec.node_rank}: {first_line(error)}\n  {hint}") from None
     finally:
         interrupts.uninstall()
         signal.signal(signal.SIGUSR1, previous_usr1)

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..config import LaunchConfig
-from ..data.synthetic import dataset_is_complete, make_dataset
 from ..runtime.env import DistEnv
 from ..runtime.launch import check_nproc, launch
 from ..util import flags
+from .demodata import dataset_is_complete, make_dataset
 
 log = logging.getLogger("ddptrain")
 

@@ -34,11 +34,11 @@ class EvalOptions:
     checkpoint: str
     data: str
     split: str = "val"  # val: the training run's validation split; all: every image under data
-    batch_size: int = 64
+    batch_size: int = 32  # as for train
     workers: Optional[int] = None
     device: str = "auto"
     amp: str = "auto"
-    dist_timeout: float = 1800.0
+    dist_timeout: float = 600.0  # as for train
     trust_torchscript: bool = False  # a *.torchscript.pt file runs its own code when loaded
     ema: bool = False  # the checkpoint's EMA weights
 

@@ -16,11 +16,33 @@ from typing import Dict, List, Optional, Sequence
 
 import yaml
 
-from ..config import HIDDEN, LEGEND, report_role
-from ..errors import DdptrainError
+from ..config import format_channels, migrate, parse_channels
+from ..errors import ConfigError, DdptrainError
 from ..util import DamagedLine, markdown_table, read_epoch_records
 
 log = logging.getLogger("ddptrain")
+
+# How the report treats an option whose value differs between runs: named in figure legends and in the differences
+# table (LEGEND, the recipe: every option not listed below), in the table only (TABLE: paths, logging, fault
+# tolerance), or never (HIDDEN: where a run was written, how its processes met).
+LEGEND, TABLE, HIDDEN = "legend", "table", "hidden"
+ROLES = {
+    **dict.fromkeys(
+        ("data", "max_image_pixels", "max_image_mb", "fetch_timeout", "workers", "stop_after_epochs", "log_every")
+        + ("save_every_steps", "keep_last", "eval_every", "log_to", "rdzv_endpoint", "rdzv_conf", "rdzv_timeout")
+        + ("iface", "max_restarts", "dist_timeout"),
+        TABLE,
+    ),
+    **dict.fromkeys(
+        ("out", "resume", "overwrite", "nproc", "nnodes", "node_rank", "master_addr", "master_port", "rdzv_id"), HIDDEN
+    ),
+}
+
+
+def report_role(flat_key: str) -> str:
+    """LEGEND, TABLE or HIDDEN for a key of a saved config (unknown keys, e.g. a newer ddptrain's: LEGEND)."""
+    return ROLES.get(flat_key, LEGEND)
+
 
 MAX_ANNOTATED_CLASSES = 15  # beyond this the confusion matrix cells carry no numbers
 MAX_LABELLED_BARS = 15  # beyond this the epoch-time bars carry no numbers
@@ -71,9 +93,25 @@ def load_run(path: str | Path) -> Run:
     if not by_epoch:
         raise ReportError(f"{metrics} is empty: the run has not finished an epoch yet")
     config_file, best_file = path / "config.yaml", path / "best_eval.json"
-    config = (yaml.safe_load(config_file.read_text()) or {}) if config_file.is_file() else {}
     best = json.loads(best_file.read_text()) if best_file.is_file() else None
-    return Run(path, config, [by_epoch[k] for k in sorted(by_epoch)], best)
+    return Run(path, _read_config(config_file), [by_epoch[k] for k in sorted(by_epoch)], best)
+
+
+def _read_config(path: Path) -> Dict:
+    """A run's config.yaml as flat options in the current format (any version it was written in), per-channel
+    values as text, so runs written by different ddptrain versions compare alike."""
+    if not path.is_file():
+        return {}
+    raw = yaml.safe_load(path.read_text()) or {}
+    try:
+        flat = migrate(raw, str(path)) if isinstance(raw, dict) else {}
+    except ConfigError as error:
+        raise ReportError(str(error)) from None
+    for key, value in flat.items():
+        channels = parse_channels(value) if key in ("mean", "std") else None
+        if channels is not None:
+            flat[key] = format_channels(channels)
+    return flat
 
 
 def label_runs(runs: List[Run]) -> None:

@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from ..errors import CheckpointError
-from ..util import fsync_dir
+from ..util import first_line, fsync_dir
+from .resume import Beginning, Fresh, Resume
 from .state import TrainState, non_finite_entries
 
 log = logging.getLogger("ddptrain")
@@ -68,13 +69,7 @@ def load_raw(path: str | Path) -> Dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise UnreadableCheckpoint(path, _first_line(error)) from None
-
-
-def _first_line(error: BaseException) -> str:
-    """torch's load errors run over many lines of advice; the first says what happened."""
-    text = str(error).strip().splitlines()
-    return text[0][:300] if text else type(error).__name__
+        raise UnreadableCheckpoint(path, first_line(error)) from None
 
 
 def load(path: str | Path) -> TrainState:
@@ -155,8 +150,10 @@ class Checkpointer:
         if is_main:
             self.folder.mkdir(parents=True, exist_ok=True)
 
-    def resume_from(self, resume: Optional[str]) -> Optional[Tuple[Path, TrainState]]:
-        return load_for_resume(resume, self.run_dir, say=self.is_main)
+    def resume_from(self, resume: Optional[str]) -> Beginning:
+        """Where the run begins: the checkpoint --resume names (or auto finds), read once, or a fresh start."""
+        found = load_for_resume(resume, self.run_dir, say=self.is_main)
+        return Fresh(resume, self.folder) if found is None else Resume(*found)
 
     def save_epoch(self, state: TrainState, is_best: bool) -> None:
         """last.pt (and best.pt on a new best) at an epoch's end."""

@@ -1,4 +1,6 @@
-"""The training step loop. No files, no console: the caller decides what to show and save.
+"""The training step loop. No files, no console: it yields what happened — `Stepped` after every optimizer
+step, `Reduced` where the ranks agreed on the loss (and on whether to stop or save), `Finished` with the epoch's
+figures — and the trainer does the saving, stopping, EMA and progress where a reader sees them.
 
 Distributed hazards handled here:
 - every rank runs the same number of optimizer steps and the same collectives in the same order
@@ -13,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Protocol, Tuple
+from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -31,10 +33,6 @@ from .state import EpochPosition
 from .timing import RankTiming, StepTimer, summarize
 
 
-class StepReporter(Protocol):
-    def __call__(self, steps_done: int, loss: float, lr: float, images_per_sec: float) -> None: ...
-
-
 @dataclass
 class StepSettings:
     grad_accum: int
@@ -47,22 +45,49 @@ class StepSettings:
 
 @dataclass
 class EpochPlan:
-    """Which epoch to train, from where, and what to do at reduction, checkpoint and stop points."""
+    """Which epoch to train, from where, and when to save; `stop`: this rank's wish to stop, which the ranks agree
+    on at reduction points."""
 
     epoch: int
-    global_step: int  # optimizer steps before this call
+    global_step: int  # optimizer steps before this epoch's first
     start: EpochPosition = dataclasses.field(default_factory=EpochPosition)
+    samples_per_step: Optional[int] = None  # images per optimizer step over all ranks (default: the first step's)
     samples_per_epoch: Optional[int] = None  # a whole epoch's samples over all ranks (default: this loader's)
     save_every_steps: int = 0  # 0: no mid-epoch checkpoints
-    on_checkpoint: Optional[Callable[[int, EpochPosition, int], None]] = None  # (epoch, position, step), all ranks
-    report: Optional[StepReporter] = None  # progress after each reduction
-    stop: Optional[StopRequest] = None  # this rank's wish to stop; ranks agree at reduction points
-    on_failure: Optional[Callable[[Iterable[str]], None]] = None  # unreadable files met in a batch
-    after_first_step: Optional[Callable[[], None]] = None  # once, when this call's first step is done
-    after_step: Optional[Callable[[int], None]] = None  # after every optimizer step (global step): e.g. the EMA
+    stop: Optional[StopRequest] = None
 
     def saves_after(self, global_step: int) -> bool:
         return bool(self.save_every_steps) and global_step % self.save_every_steps == 0
+
+
+@dataclass
+class Stepped:
+    """An optimizer step is done (on this rank): its global number, whether it was this epoch's first, and the
+    unreadable files its batches met."""
+
+    global_step: int
+    first: bool
+    failures: Tuple[str, ...] = ()
+
+
+@dataclass
+class Reduced:
+    """Every rank reduced its loss window at this step, so each sees the same values: the mean loss since the last
+    reduction, the epoch's position, and whether the ranks save a mid-epoch checkpoint or stop here."""
+
+    steps_done: int  # in this epoch call
+    global_step: int
+    loss: float
+    lr: float
+    images_per_sec: float
+    position: EpochPosition  # a copy: what a mid-epoch checkpoint saves
+    save: bool  # a mid-epoch checkpoint is due (--save-every-steps, or a stop)
+    stop: bool  # every rank agreed to stop here
+
+
+@dataclass
+class Finished:
+    stats: EpochStats
 
 
 @dataclass
@@ -82,6 +107,67 @@ def steps_per_epoch(batches: int, grad_accum: int) -> int:
     return batches // grad_accum
 
 
+def train_epoch(
+    model: nn.Module,
+    loader,
+    optimizer,
+    schedule: LrSchedule,
+    precision: Precision,
+    settings: StepSettings,
+    rt: Runtime,
+    plan: EpochPlan,
+) -> Iterator[Union[Stepped, Reduced, Finished]]:
+    """One epoch (or its rest), as events; the last one is `Finished`. The learning rate follows the samples
+    consumed over all ranks, so a resume on another number of processes stays on the same curve."""
+    model.train()
+    n_steps = steps_per_epoch(len(loader), settings.grad_accum)
+    monitor = StepMonitor(rt, model, loader, n_steps, plan.stop)
+    window, position = LossWindow(rt.device), dataclasses.replace(plan.start)
+    batches = rank_batches(loader, rt.rank)  # a loader worker's ddptrain error as one line
+    per_step = plan.samples_per_step
+    for step in range(n_steps):
+        global_step = plan.global_step + step + 1
+        with monitor.step(global_step):
+            failures, images = _accumulate(
+                model, batches, monitor, window, precision, settings, rt, (plan.epoch, global_step)
+            )
+            per_step = per_step or images * rt.world_size  # every rank's steps have the same size (tail dropped)
+            per_epoch = plan.samples_per_epoch or (plan.start.samples_done + n_steps * per_step)
+            samples_done = plan.start.samples_done + (step + 1) * per_step
+            schedule.apply(optimizer, plan.epoch, samples_done, per_epoch)
+            optimizer_step(model, optimizer, precision, settings.clip_grad)
+        yield Stepped(global_step, step == 0, failures)
+        last = step + 1 == n_steps
+        save = plan.saves_after(global_step) and not last
+        if save or last or (step + 1) % settings.log_every == 0:
+            totals = window.reduce(monitor.before_reduction(), plan.epoch, global_step, rt.rank)
+            advance(position, totals, samples_done)
+            stop = totals.stop and not last
+            lr, speed = optimizer.param_groups[0]["lr"], monitor.clock.images_per_sec(rt.world_size)
+            yield Reduced(
+                step + 1, global_step, totals.loss, lr, speed, dataclasses.replace(position), save or stop, stop
+            )
+            if stop:
+                yield Finished(_finish(monitor, position, optimizer, rt, stopped=True))
+                return
+    yield Finished(_finish(monitor, position, optimizer, rt))
+
+
+def _accumulate(model, batches, monitor, window, precision, settings, rt, step_key) -> Tuple[Tuple[str, ...], int]:
+    """The micro-batches of one optimizer step, forward and backward: the unreadable files they met, their images."""
+    failures: List[str] = []
+    images = 0
+    for micro in range(settings.grad_accum):
+        batch = monitor.next_batch(batches)
+        failures.extend(batch.failures)
+        images += len(batch)
+        draw = (*step_key, rt.rank, micro)  # Mixup/CutMix: a pure function of (epoch, step, rank, micro)
+        sync = micro == settings.grad_accum - 1
+        loss = forward_backward(model, batch, precision, settings, rt.device, monitor.timer, sync, draw)
+        window.add(loss, len(batch), len(batch.failures))
+    return tuple(failures), images
+
+
 def train_one_epoch(
     model: nn.Module,
     loader,
@@ -92,43 +178,11 @@ def train_one_epoch(
     rt: Runtime,
     plan: EpochPlan,
 ) -> EpochStats:
-    model.train()
-    n_steps = steps_per_epoch(len(loader), settings.grad_accum)
-    monitor = StepMonitor(rt, model, loader, n_steps, plan.stop, plan.on_failure, plan.after_first_step)
-    window, position = LossWindow(rt.device), dataclasses.replace(plan.start)
-    batches = rank_batches(loader, rt.rank)  # a loader worker's ddptrain error as one line
-    for step in range(n_steps):
-        global_step = plan.global_step + step + 1
-        with monitor.step(global_step):
-            for micro in range(settings.grad_accum):
-                batch = monitor.next_batch(batches)
-                draw = (plan.epoch, global_step, rt.rank, micro)  # Mixup/CutMix: a pure function of these
-                loss = forward_backward(
-                    model, batch, precision, settings, rt.device, monitor.timer, micro == settings.grad_accum - 1, draw
-                )
-                window.add(loss, len(batch), len(batch.failures))
-            if step == 0:  # every rank's batches have the same size (the sampler drops the uneven tail)
-                per_step = monitor.clock.images * rt.world_size
-                per_epoch = plan.samples_per_epoch or (plan.start.samples_done + n_steps * per_step)
-            samples_done = plan.start.samples_done + (step + 1) * per_step
-            schedule.apply(optimizer, plan.epoch, samples_done, per_epoch)
-            optimizer_step(model, optimizer, precision, settings.clip_grad)
-            if plan.after_step is not None:
-                plan.after_step(global_step)
-        last = step + 1 == n_steps
-        save = plan.saves_after(global_step) and not last
-        if save or last or (step + 1) % settings.log_every == 0:
-            totals = window.reduce(monitor.before_reduction(), plan.epoch, global_step, rt.rank)
-            advance(position, totals, samples_done)
-            if plan.report is not None:
-                plan.report(
-                    step + 1, totals.loss, optimizer.param_groups[0]["lr"], monitor.clock.images_per_sec(rt.world_size)
-                )
-            if (save or totals.stop) and not last and plan.on_checkpoint is not None:
-                plan.on_checkpoint(plan.epoch, dataclasses.replace(position), global_step)
-            if totals.stop and not last:
-                return _finish(monitor, position, optimizer, rt, stopped=True)
-    return _finish(monitor, position, optimizer, rt)
+    """A whole epoch with nothing done between its steps (tests, benchmarks): `train_epoch`'s last event."""
+    for event in train_epoch(model, loader, optimizer, schedule, precision, settings, rt, plan):
+        if isinstance(event, Finished):
+            return event.stats
+    raise AssertionError("train_epoch ends with Finished")
 
 
 def forward_backward(

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..util import mix_seed
+
 SWITCH_PROB = 0.5  # with both on: the chance of CutMix for a micro-batch (timm's default)
 
 
@@ -33,7 +35,7 @@ class Mixing:
 
     def draw(self, epoch: int, step: int, rank: int, micro: int) -> Tuple[bool, float, float, float]:
         """(cutmix?, lam, box centre y, box centre x): a pure function of its arguments and the seed."""
-        rng = np.random.default_rng([self.seed, epoch, step, rank, micro])
+        rng = np.random.default_rng(mix_seed(self.seed, epoch, step, rank, micro))
         use_cutmix = self.cutmix > 0 and (self.mixup <= 0 or rng.random() < SWITCH_PROB)
         alpha = self.cutmix if use_cutmix else self.mixup
         return use_cutmix, float(rng.beta(alpha, alpha)), float(rng.random()), float(rng.random())

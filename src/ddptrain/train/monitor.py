@@ -8,7 +8,7 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Iterator, Optional
 
 import torch
 from torch import nn
@@ -109,8 +109,7 @@ def advance(position: EpochPosition, totals: WindowTotals, samples_done: int) ->
 
 class StepMonitor:
     """Everything a step does besides learning: heartbeats in the job store, the stop request's stuck-step
-    timer, the step-time breakdown, this epoch's clock, the runtime's switch to its steady timeout, and
-    reporting unreadable files met in a batch."""
+    timer, the step-time breakdown and this epoch's clock."""
 
     def __init__(
         self,
@@ -119,11 +118,8 @@ class StepMonitor:
         loader,
         n_steps: int,
         stop: Optional[StopRequest] = None,
-        on_failure: Optional[Callable[[Iterable[str]], None]] = None,
-        after_first_step: Optional[Callable[[], None]] = None,
     ):
-        self.rt, self.n_steps, self.stop, self.on_failure = rt, n_steps, stop, on_failure
-        self.after_first_step = after_first_step
+        self.rt, self.n_steps, self.stop = rt, n_steps, stop
         self.heartbeat = Heartbeat.of(rt)  # one per run: publishes from a thread, bounded by time
         self.timer = StepTimer(
             rt.device, rt.rank, None if is_compiled(model) else unwrap(model), getattr(loader, "num_workers", 0)
@@ -140,22 +136,16 @@ class StepMonitor:
         self.heartbeat.beat(global_step, done=True)
         if self.stop is not None:
             self.stop.step_finished()
-        self.rt.use_steady_timeout()  # the first step is behind us: a stalled peer now fails fast
         self.steps_done += 1
         if self.steps_done == min(STEADY_STATE_AFTER_STEPS, self.n_steps - 1):
             self.clock.mark_steady()
-        if self.steps_done == 1:
-            if self.n_steps > 1:
-                self.timer.restart()  # the breakdown leaves out the loader's start-up
-            if self.after_first_step is not None:
-                self.after_first_step()
+        if self.steps_done == 1 and self.n_steps > 1:
+            self.timer.restart()  # the breakdown leaves out the loader's start-up
 
     def next_batch(self, batches: Iterator):
         with self.timer.data_wait():
             batch = next(batches)
         self.timer.add_load(batch.load_s)
-        if self.on_failure is not None:
-            self.on_failure(batch.failures)
         self.clock.add_images(len(batch))
         return batch
 

@@ -176,6 +176,3 @@ class LrSchedule:
         for group in optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)  # --layer-decay's per-layer scale
         return lr
-
-    def state_dict(self) -> dict:
-        return dict(vars(self))

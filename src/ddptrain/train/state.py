@@ -1,12 +1,17 @@
 """The checkpoint format, in one place: `TrainState` and its parts, to and from the dict that is saved.
 
 A checkpoint holds the *unwrapped* model (no `module.` / `_orig_mod.` prefixes) so it loads into a
-plain model for inference, and everything needed to continue: optimizer, LR schedule, loss scaler,
-the last complete epoch, the optimizer step, the best top-1 so far, RNG states, the flat config, class
-names and the world size that wrote it — plus, at an epoch end, that epoch's metrics, or, in the
-middle of an epoch, where it stopped (`PartialEpoch`). The dict keys are the dataclass field names;
-no other module reads a checkpoint by its keys. A new piece of state (e.g. EMA weights) is one more
-optional field on `TrainState`.
+plain model for inference, and everything needed to continue: optimizer, loss scaler, the last complete
+epoch, the optimizer step, the best top-1 so far, the flat config, class names and the world size that
+wrote it — plus, at an epoch end, that epoch's metrics, or, in the middle of an epoch, where it stopped
+and every rank's RNG state (`PartialEpoch`). The dict keys are the dataclass field names; no other module
+reads a checkpoint by its keys. A new piece of state (e.g. EMA weights) is one more optional field on
+`TrainState`.
+
+Every checkpoint says its format (`format`) and the ddptrain that wrote it. One of a newer format is refused,
+naming both formats and that ddptrain; older ones are brought up to date by `migrate` (format 1 also kept the LR
+schedule and the saving rank's RNG state, which nothing read: the schedule is a function of the config and the
+position, the RNG that matters is each rank's in `partial`).
 """
 
 from __future__ import annotations
@@ -19,12 +24,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from ..errors import CheckpointError, WeightsError, missing_weights_file
-from ..models.weights import strip_prefixes
+from ..errors import CheckpointError
+from ..version import __version__
 
-FORMAT_VERSION = 1
-# Where other training scripts keep the model inside their checkpoints (besides ddptrain's own `model`).
-FOREIGN_MODEL_KEYS = ("state_dict", "model_state_dict")
+FORMAT_VERSION = 2
 
 
 @dataclass
@@ -72,13 +75,11 @@ class PartialEpoch:
 class TrainState:
     model: Dict[str, torch.Tensor]
     optimizer: Optional[Dict[str, Any]] = None
-    scheduler: Optional[Dict[str, Any]] = None
     scaler: Optional[Dict[str, Any]] = None  # the fp16 GradScaler's state; None otherwise
     epoch: int = -1  # the last complete epoch (0-based); -1 before the first
     step: int = 0  # optimizer steps taken
     best_top1: float = -1.0
     since_best: int = 0  # evaluations since val_top1 last improved (--patience)
-    rng: Optional[Dict[str, Any]] = None  # the saving rank's RNG state
     config: Dict[str, Any] = field(default_factory=dict)  # the flat config (as in config.yaml)
     class_names: List[str] = field(default_factory=list)
     world_size: int = 1
@@ -88,6 +89,7 @@ class TrainState:
     partial: Optional[PartialEpoch] = None  # in the middle of an epoch: where it stopped
     ema: Optional[Dict[str, torch.Tensor]] = None  # --ema-decay: the averaged weights
     format: int = FORMAT_VERSION
+    ddptrain: str = __version__  # the ddptrain that wrote it
 
     # Entries written only when set (a checkpoint is either an epoch end or a mid-epoch one).
     _WHEN_SET = ("metrics", "partial", "ema")
@@ -107,18 +109,30 @@ class TrainState:
             raise CheckpointError(
                 f"{source} is not a ddptrain checkpoint (no 'model' entry); to start from plain weights use --weights"
             )
+        raw = migrate(raw, source)
         values = {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
         if values.get("partial") is not None:
             values["partial"] = PartialEpoch.from_dict(values["partial"])
         return cls(**values)
 
-    @property
-    def resumes_mid_epoch(self) -> bool:
-        return self.partial is not None
-
     def next_epoch(self) -> int:
         """The epoch a resumed run trains first: the interrupted one, or the one after the last complete."""
         return self.partial.epoch if self.partial is not None else self.epoch + 1
+
+
+def migrate(raw: Dict[str, Any], source: str | Path) -> Dict[str, Any]:
+    """A checkpoint's dict in the current format: an older one brought up to date, a newer one refused (naming
+    both formats and the ddptrain that wrote it). Checkpoints without a format entry are format 1."""
+    found = raw.get("format", 1)
+    if not isinstance(found, int) or found > FORMAT_VERSION:
+        writer = raw.get("ddptrain", "a newer ddptrain")
+        raise CheckpointError(
+            f"{source} is a checkpoint of format {found}, written by ddptrain {writer}; this ddptrain ({__version__}) "
+            f"reads formats up to {FORMAT_VERSION}: use ddptrain {writer} or newer to load it"
+        )
+    if found < 2:  # format 1 also kept the LR schedule's state and the saving rank's RNG state: never read
+        raw = {key: value for key, value in raw.items() if key not in ("scheduler", "rng")}
+    return {**raw, "format": FORMAT_VERSION}
 
 
 def non_finite_entries(state: Dict[str, torch.Tensor]) -> List[str]:
@@ -135,34 +149,6 @@ def library_checkpoint(
     if optimizer is not None:
         state["optimizer"] = optimizer
     return state
-
-
-def read_model_weights(path: str | Path) -> Dict[str, torch.Tensor]:
-    """A model state dict from a bare state-dict file, a .safetensors file, a ddptrain checkpoint or another
-    script's checkpoint (`state_dict` / `model_state_dict` inside). Tensors only: pickled code is refused."""
-    path = Path(path)
-    if not path.is_file():
-        raise missing_weights_file(path)
-    loaded: Any
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            loaded = load_file(str(path), device="cpu")
-        else:
-            loaded = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise WeightsError(
-            f"cannot read weights from {path}: {error}. Only tensor state dicts, checkpoints "
-            "and .safetensors are accepted (weights_only=True): pickled code is refused."
-        ) from None
-    for key in ("model", *FOREIGN_MODEL_KEYS):
-        if isinstance(loaded, dict) and isinstance(loaded.get(key), dict):
-            loaded = loaded[key]
-            break
-    if not isinstance(loaded, dict) or not all(isinstance(v, torch.Tensor) for v in loaded.values()):
-        raise WeightsError(f"{path} does not hold a state dict of tensors")
-    return strip_prefixes(loaded)
 
 
 # ---- random number generators ---------------------------------------------------------------------

@@ -35,9 +35,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from ..config import format_channels
 from ..errors import ConfigError, DdptrainError, missing_tracker_package
 from ..runtime.preempt import Preempted
-from ..util import redact, write_json_atomic, write_text_atomic
+from ..util import first_line, redact, write_json_atomic, write_text_atomic
 
 log = logging.getLogger("ddptrain")
 
@@ -47,6 +48,10 @@ NOT_SERIES = ("epoch", "time")  # every point's step and timestamp, not metrics 
 PARAM_CHARS = 500  # per parameter value: what older MLflow servers accept (newer ones take 6000)
 MLFLOW_BATCH = 100  # parameters per log_batch call (MLflow's limit)
 FINISHED, FAILED, KILLED = "FINISHED", "FAILED", "KILLED"  # KILLED: stopped by a signal, to be resumed
+# --log-to: where per-epoch metrics go besides metrics.jsonl and TensorBoard (always written); the Python module each
+# optional one needs, and the extra that installs it (`pip install 'ddptrain[mlflow]'`)
+TRACKERS = ("csv", "mlflow", "wandb")
+TRACKER_MODULES = {"mlflow": "mlflow", "wandb": "wandb"}
 MAX_FAILURES = 3  # failed calls in a row before a tracker is disabled
 CALL_TIMEOUT_S = 90.0  # a call still running after this long: the server stopped answering
 CLOSE_TIMEOUT_S = 30.0  # what the end of a run waits for a tracker's queued calls
@@ -225,8 +230,9 @@ class MLflowTracker(Tracker):
 
 
 def param_text(value: Any) -> str:
-    """An option's value as an MLflow parameter: text without credentials, long ones cut (with a mark that they were)."""
-    text = redact(str(value))
+    """An option's value as an MLflow parameter: text without credentials (per-channel values as typed on the command
+    line, 0.5,0.5,0.5), long ones cut (with a mark that they were)."""
+    text = format_channels(value) if isinstance(value, (tuple, list)) else redact(str(value))
     return text if len(text) <= PARAM_CHARS else text[: PARAM_CHARS - 3] + "..."
 
 
@@ -290,7 +296,11 @@ def make_tracker(name: str, run_dir: Path, history: Sequence[Dict]) -> Tracker:
         return MLflowTracker(run_dir)
     if name == "wandb":
         return WandbTracker(run_dir)
-    raise TrackerError(f"--log-to {name}: not a tracker")  # config validation names the choices first
+    raise unknown_tracker(name)  # checks.py refuses it before launch
+
+
+def unknown_tracker(name: str) -> ConfigError:
+    return ConfigError(f"--log-to {name}: not a tracker; give a comma list of {', '.join(TRACKERS)}")
 
 
 class _Lane:
@@ -344,7 +354,9 @@ class _Lane:
         self.failures_in_a_row += 1
         kind = type(error).__name__
         if self.failures_in_a_row >= MAX_FAILURES:
-            self._disable(f"{MAX_FAILURES} calls failed in a row, the last with {redact(one_line(error))}")
+            self._disable(
+                f"{MAX_FAILURES} calls failed in a row, the last with {redact(first_line(error, 400, kind=True))}"
+            )
         elif kind not in self.warned:
             self.warned.add(kind)
             log.warning(
@@ -352,7 +364,7 @@ class _Lane:
                 "failures of this kind are not reported)",
                 self.name,
                 what,
-                redact(one_line(error)),
+                redact(first_line(error, 400, kind=True)),
             )
 
     def _disable(self, why: str) -> None:
@@ -397,8 +409,6 @@ class Trackers:
         opened: List[Tracker] = []
         ids: Dict[str, Optional[str]] = dict(kept)  # a tracker left out on this resume keeps its id for a later one
         for name in names:
-            if name == "tensorboard":
-                continue
             try:
                 tracker = make_tracker(name, run_dir, history)
                 ids[name] = tracker.start(config, kept.get(name))
@@ -406,7 +416,9 @@ class Trackers:
                 cls(opened).close(FAILED)  # the ones already started
                 if isinstance(error, DdptrainError) or not isinstance(error, Exception):
                     raise
-                raise TrackerError(f"--log-to {name}: cannot start: {redact(one_line(error))}") from error
+                raise TrackerError(
+                    f"--log-to {name}: cannot start: {redact(first_line(error, 400, kind=True))}"
+                ) from error
             opened.append(tracker)
         ids = {name: run_id for name, run_id in ids.items() if run_id}
         if ids or ids_file.exists():
@@ -454,11 +466,6 @@ def read_ids(path: Path) -> Dict[str, str]:
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in found.items() if v} if isinstance(found, dict) else {}
-
-
-def one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:400]
 
 
 PROBE_TIMEOUT_S = 15.0
@@ -512,7 +519,7 @@ def _check_mlflow(timeout_s: float) -> None:
         ):
             hint = "the server refuses the credentials (MLFLOW_TRACKING_USERNAME/PASSWORD or MLFLOW_TRACKING_TOKEN)"
         else:
-            hint = redact(one_line(error))
+            hint = redact(first_line(error, 400, kind=True))
         raise ConfigError(f"--log-to mlflow: cannot use {shown}: {hint}")
 
 

@@ -3,6 +3,7 @@ checkpointer write files (the others hold ones that do nothing)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -28,18 +29,17 @@ from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, stop_workers, training_images
 from ..data.samplers import EpochSampler
 from ..data.transforms import Augment, Preprocess
-from ..errors import CheckpointError, DataError, NonFiniteLossError, WeightsError
+from ..errors import DataError, NonFiniteLossError, WeightsError
 from ..models import (
     build_model,
     build_pretrained,
     compile_model,
-    describe_mismatch,
     fetch,
     freeze_backbone,
     head_name,
     load_weights,
     place_model,
-    pretrained_preprocessing,
+    read_model_weights,
     unwrap,
     wrap_ddp,
 )
@@ -49,20 +49,17 @@ from ..runtime.heartbeat import close_heartbeat, is_peer_failure, naming_stalled
 from ..runtime.preempt import Preempted, StopRequest
 from ..runtime.preflight import check_agreement, weights_checksum
 from ..runtime.startup import StartupClock
+from ..util import mix_seed
 from . import rundir
 from .checkpointer import BEST, Checkpointer
 from .evaluate import evaluate
-from .loop import EpochPlan, EpochStats, StepSettings, steps_per_epoch, train_one_epoch
+from .loop import EpochPlan, EpochStats, Reduced, Stepped, StepSettings, steps_per_epoch, train_epoch
 from .metrics import EvalResult
 from .mixing import Mixing
 from .optim import (
     LrSchedule,
-    apply_settings,
     build_optimizer,
-    group_settings,
     peak_lr,
-    resumed_grad_accum,
-    same_groups,
 )
 from .precision import resolve_precision
 from .sinks import ReportWriter, epoch_record, open_sinks
@@ -72,7 +69,6 @@ from .state import (
     TrainState,
     capture_rng,
     non_finite_entries,
-    read_model_weights,
     restore_rng,
 )
 
@@ -82,38 +78,10 @@ log = logging.getLogger("ddptrain")
 def seed_everything(seed: int, epoch: int, rank: int) -> None:
     """Global RNGs (dropout, user code) as a function of (seed, epoch, rank): a resumed epoch draws
     exactly what the uninterrupted run drew, and ranks do not share dropout masks."""
-    value = (seed * 1_000_003 + epoch) * 1_000_003 + rank
+    value = mix_seed(seed, epoch, rank)
     torch.manual_seed(value)
     np.random.seed(value % 2**32)
     random.seed(value)
-
-
-def resolve_preprocessing(cfg: Config, saved: Optional[Dict[str, Any]]) -> Tuple[Config, str]:
-    """`cfg` with every preprocessing option set — the command line's, else the resumed checkpoint's (a run keeps
-    its input as it was; one written before these options existed had ImageNet's), else the model's pretrained
-    config, else ImageNet's — and where the values came from."""
-    if saved is not None:
-        base, source = (
-            Preprocess.of(Config.from_flat(saved, "the checkpoint", strict=False).data).flat(),
-            "the checkpoint's",
-        )
-    else:
-        found = pretrained_preprocessing(cfg.model.name)
-        base = {**Preprocess().flat(), **found}
-        source = f"{cfg.model.name}'s pretrained config" if found else "ImageNet's"
-    flat = cfg.to_flat()
-    given = sorted(key for key in base if flat[key] is not None)
-    if given:
-        source += f"; {', '.join(given)} from the command line"
-    return cfg.replace(**{key: flat[key] if key in given else value for key, value in base.items()}), source
-
-
-def describe(preprocess: Preprocess) -> str:
-    flat = preprocess.flat()
-    return (
-        f"{flat['img_size']} px, mean {flat['mean']}, std {flat['std']}, {flat['interpolation']}, evaluation crop "
-        f"{flat['crop_fraction']:g}"
-    )
 
 
 class Trainer:
@@ -133,13 +101,11 @@ class Trainer:
         self.run_lock = self._claim_run_dir() if rt.is_main else None
         self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main, report)
         self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main)
-        self.resumed = self.checkpointer.resume_from(cfg.run.resume)  # read first: it can change --grad-accum
-        cfg, source = resolve_preprocessing(cfg, self.resumed[1].config if self.resumed else None)
+        # read before anything is built: a resume keeps its preprocessing and its global batch
+        beginning = self.checkpointer.resume_from(cfg.run.resume)
+        self.requested, self.cfg = beginning.configure(cfg, rt.world_size, say=rt.is_main)  # as given / as trained
+        cfg = self.cfg
         self.preprocess = Preprocess.of(cfg.data)
-        if rt.is_main:
-            log.info("preprocessing: %s (%s)", describe(self.preprocess), source)
-        self.requested = cfg  # as given; checkpoints and config.yaml keep it, so every resume starts from the same
-        self.cfg = cfg = self._keep_global_batch(cfg)
         self.unreadable = UnreadableFiles(rt.rank)
         self.cpus = cpus_per_process(rt.env.local_world_size)
         if rt.device.type == "cpu":
@@ -152,27 +118,19 @@ class Trainer:
         check_agreement(self._preflight_facts(), rt.rank, rt.world_size)
         self.clock.mark("preflight")
         self.precision = resolve_precision(cfg.optim.amp, rt.device)
-        optim = cfg.optim
-        lr = peak_lr(optim, self.global_batch)
-        if optim.lr_base is not None and rt.is_main:
-            log.info("learning rate %.6g: --lr-base %g x global batch %d / 256", lr, optim.lr_base, self.global_batch)
-        self.schedule = LrSchedule(
-            lr,
-            optim.epochs,
-            optim.warmup_epochs,
-            optim.min_lr_ratio,
-            optim.schedule,
-            optim.decay_epochs,
-            optim.decay_rate,
-        )
-        self.start_epoch, self.global_step, self.best_top1, self.since_best = 0, 0, -1.0, 0
-        self.start_position: Optional[EpochPosition] = None  # set when resuming mid-epoch
-        self.resume_rng: Optional[Dict] = None  # this rank's RNG state at that point
-        self._maybe_resume()
-        self._wrap_ddp()
+        self.schedule = self._build_schedule()
         self.ema = self._build_ema()
+        self.start = beginning.restore(
+            self.model, self.optimizer, self.precision.scaler, self.ema, self.split.classes, rt
+        )
+        self.global_step, self.best_top1, self.since_best = (
+            self.start.global_step,
+            self.start.best_top1,
+            self.start.since_best,
+        )
+        self._wrap_ddp()
         self.sinks.write_run_files(self.requested, self.split)
-        self.sinks.start(self.start_epoch - 1, self.global_step, self.requested, resumed=self.resumed is not None)
+        self.sinks.start(self.start.epoch - 1, self.global_step, self.requested, resumed=self.start.resumed)
         self.clock.mark("resume and DDP")
 
     # ---- set-up -------------------------------------------------------------------------------
@@ -298,7 +256,7 @@ class Trainer:
     def _build_model(self) -> None:
         cfg, rt, classes = self.cfg, self.rt, len(self.split.classes)
         torch.manual_seed(cfg.optim.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
-        if cfg.model.pretrained and self.resumed is None:  # a resumed run has its weights in the checkpoint
+        if cfg.model.pretrained:  # not when resuming (Resume.configure): the checkpoint has the weights
             self._fetch_once_per_node(cfg.model.name)
             report = log.info if rt.is_main else log.debug
             model = build_pretrained(cfg.model.name, classes, report, self.preprocess.img_size)
@@ -359,110 +317,20 @@ class Trainer:
         missing = sum(part.relative(i) not in listed for part in (split.train, split.val) for i in range(len(part)))
         return {"classes": list(own.classes), "images of the shared list missing on this node": missing}
 
-    def _keep_global_batch(self, cfg: Config) -> Config:
-        """On resume, --grad-accum takes up a change in the number of processes (see resumed_grad_accum)."""
-        if self.resumed is None:
-            return cfg
-        path, state = self.resumed
-        saved = Config.from_flat(state.config, str(path), strict=False).optim
-        accum = resumed_grad_accum(cfg.optim, saved, state.world_size, state.global_batch, self.rt.world_size)
-        return cfg if accum == cfg.optim.grad_accum else cfg.replace(grad_accum=accum)
-
-    def _maybe_resume(self) -> None:
-        found = self.resumed
-        if found is None:
-            if self.cfg.run.resume == "auto":
-                log.info("resume auto: no checkpoint in %s, starting fresh", self.checkpointer.folder)
-            return
-        path, state = found
-        saved = Config.from_flat(state.config, str(path), strict=False)
-        self._check_resumable(path, state, saved)
-        self.model.load_state_dict(state.model)
-        self._resume_optimizer(state, saved)
-        if self.precision.scaler is not None and state.scaler:
-            self.precision.scaler.load_state_dict(state.scaler)
-        self.start_epoch, self.global_step, self.best_top1 = state.next_epoch(), state.step, state.best_top1
-        self.since_best = state.since_best
-        where = ""
-        if state.partial is not None:
-            self.start_position = state.partial.position
-            where = f" after {state.partial.position.samples_done} of its samples"
-            if state.world_size == self.rt.world_size:
-                self.resume_rng = state.partial.rng[self.rt.rank]
-            else:
-                log.info(
-                    "mid-epoch resume on %d processes (saved on %s): the rest of the epoch is re-sharded; "
-                    "dropout draws differ from an uninterrupted run",
-                    self.rt.world_size,
-                    state.world_size,
-                )
-        if self.start_epoch >= self.cfg.optim.epochs:
-            if self.rt.is_main:
-                log.warning(
-                    "resumed from %s: its %d finished epoch(s) already reach --epochs %d; nothing to train (raise "
-                    "--epochs to train on)",
-                    path,
-                    self.start_epoch,
-                    self.cfg.optim.epochs,
-                )
-            return
-        log.info(
-            "resumed from %s: continuing at epoch %d/%d%s (step %d, written by %s processes)",
-            path,
-            self.start_epoch + 1,
-            self.cfg.optim.epochs,
-            where,
-            self.global_step,
-            state.world_size,
-        )
-
-    def _resume_optimizer(self, state: TrainState, saved: Config) -> None:
-        """The optimizer's state (momentum buffers, moments) continues; its settings are this command line's. Another
-        --optimizer or --layer-decay than the checkpoint's starts its state fresh: the run keeps its place in the
-        schedule."""
+    def _build_schedule(self) -> LrSchedule:
         optim = self.cfg.optim
-        if state.optimizer is None:
-            return
-        if saved.optim.optimizer != optim.optimizer:
-            if self.rt.is_main:  # the same on every rank
-                log.warning(
-                    "resume: --optimizer %s replaces the checkpoint's %s; its state (momentum, moments) starts fresh",
-                    optim.optimizer,
-                    saved.optim.optimizer,
-                )
-            return
-        if not same_groups(self.optimizer, state.optimizer):
-            if self.rt.is_main:
-                log.warning(
-                    "resume: --layer-decay %s makes other parameter groups than the checkpoint's (--layer-decay %s); "
-                    "the optimizer's state (momentum, moments) starts fresh",
-                    optim.layer_decay,
-                    saved.optim.layer_decay,
-                )
-            return
-        wanted = group_settings(self.optimizer)
-        self.optimizer.load_state_dict(state.optimizer)
-        changes = apply_settings(self.optimizer, wanted)
-        if changes:
-            log.info("resume: the command line's optimizer settings replace the checkpoint's: %s", ", ".join(changes))
-
-    def _check_resumable(self, path: Path, state: TrainState, saved: Config) -> None:
-        """Refuse a checkpoint of another model or class list, listing the differences."""
-        differences = []
-        if state.class_names != self.split.classes:
-            differences.append(f"classes {state.class_names} vs {self.split.classes} in {self.cfg.data.path}")
-        if saved.model.name != self.cfg.model.name:
-            differences.append(f"model {saved.model.name} vs --model {self.cfg.model.name}")
-        weights = describe_mismatch(state.model, self.model.state_dict())
-        if weights and not differences:
-            differences.append(f"weights: {weights}")
-        if differences:
-            raise CheckpointError(
-                f"cannot resume from {path}: "
-                + "; ".join(differences)
-                + ". Use another --out (or --resume PATH) for a different model or data.",
-                rank=self.rt.rank,
-            )
+        lr = peak_lr(optim, self.global_batch)
+        if optim.lr_base is not None and self.rt.is_main:
+            log.info("learning rate %.6g: --lr-base %g x global batch %d / 256", lr, optim.lr_base, self.global_batch)
+        return LrSchedule(
+            lr,
+            optim.epochs,
+            optim.warmup_epochs,
+            optim.min_lr_ratio,
+            optim.schedule,
+            optim.decay_epochs,
+            optim.decay_rate,
+        )
 
     def _wrap_ddp(self) -> None:
         model = self.model
@@ -472,31 +340,22 @@ class Trainer:
         self.ddp = wrap_ddp(model, self.rt.device, self.cfg.model.grad_compress)
 
     def _build_ema(self) -> Optional[Any]:
-        """--ema-decay: timm's ModelEmaV3 of the DDP-synchronised weights; a resume continues the saved average."""
+        """--ema-decay: timm's ModelEmaV3 of the model's weights (a resume then loads the saved average into it)."""
         optim = self.cfg.optim
         if not optim.ema_decay:
             return None
         from timm.utils import ModelEmaV3
 
-        ema = ModelEmaV3(unwrap(self.ddp), decay=optim.ema_decay, use_warmup=optim.ema_warmup)
+        ema = ModelEmaV3(self.model, decay=optim.ema_decay, use_warmup=optim.ema_warmup)
         ema.module.requires_grad_(False)
-        resumed = self.resumed[1].ema if self.resumed is not None else None
-        if resumed is not None:
-            ema.module.load_state_dict(resumed)
-        elif self.resumed is not None:
-            log.warning("resume: the checkpoint has no EMA weights; the average starts from its weights now")
         return ema
-
-    def _update_ema(self, global_step: int) -> None:
-        if self.ema is not None:
-            self.ema.update(unwrap(self.ddp), step=global_step)
 
     # ---- the loop -----------------------------------------------------------------------------
     def fit(self) -> Optional[EvalResult]:
         cfg, result = self.cfg, None
         last_epoch = cfg.optim.epochs
         if cfg.run.stop_after_epochs is not None:
-            last_epoch = min(cfg.optim.epochs, self.start_epoch + cfg.run.stop_after_epochs)
+            last_epoch = min(cfg.optim.epochs, self.start.epoch + cfg.run.stop_after_epochs)
         log.info(
             "training %s on %d process(es), %s, amp %s, global batch %d",
             cfg.model.name,
@@ -507,7 +366,7 @@ class Trainer:
         )
         failure: Optional[BaseException] = None  # tells the trackers how the run ended
         try:
-            for epoch in range(self.start_epoch, last_epoch):
+            for epoch in range(self.start.epoch, last_epoch):
                 if self._patience_spent(epoch):  # also a resumed run that had stopped early
                     break
                 with naming_stalled_peers(self.rt, epoch):  # evaluation, saving and barriers have collectives too
@@ -566,34 +425,7 @@ class Trainer:
         return (epoch + 1) % self.cfg.run.eval_every == 0 or epoch + 1 == self.cfg.optim.epochs
 
     def _run_epoch(self, epoch: int) -> Optional[EvalResult]:
-        start = self._epoch_start(epoch)
-        self.train_sampler.set_epoch(epoch, start.samples_done, start.lanes)  # same order on every rank
-        start.lanes = self.train_sampler.lanes  # a resume on another number of processes keeps the epoch's order
-        progress = self.sinks.epoch_progress(self.steps_per_epoch, epoch, self.global_step)
-        plan = EpochPlan(
-            epoch,
-            self.global_step,
-            start,
-            self._samples_per_epoch(),
-            self.cfg.run.save_every_steps,
-            on_checkpoint=self._save_mid_epoch,
-            report=progress,
-            stop=self.stop,
-            on_failure=self.unreadable,
-            after_first_step=self._first_step_done if epoch == self.start_epoch else None,
-            after_step=self._update_ema if self.ema is not None else None,
-        )
-        stats = train_one_epoch(
-            self.ddp,
-            self.train_loader,
-            self.optimizer,
-            self.schedule,
-            self.precision,
-            self._step_settings(),
-            self.rt,
-            plan,
-        )
-        progress.close()
+        stats = self._train(epoch)
         self.global_step += stats.steps
         if stats.stopped is not None:  # rank 0 saved the position; every rank leaves together
             self._leave(epoch, stats.stopped)
@@ -611,16 +443,63 @@ class Trainer:
             self._leave(epoch + 1, None)
         return result
 
+    def _train(self, epoch: int) -> EpochStats:
+        """The epoch's steps, and what happens between them: the EMA after each step, the start-up line after the
+        run's first, progress at each reduction, a mid-epoch checkpoint when one is due or the ranks stop."""
+        start = self._epoch_start(epoch)
+        self.train_sampler.set_epoch(epoch, start.samples_done, start.lanes)  # same order on every rank
+        start.lanes = self.train_sampler.lanes  # a resume on another number of processes keeps the epoch's order
+        plan = EpochPlan(
+            epoch,
+            self.global_step,
+            start,
+            self.global_batch,
+            self._samples_per_epoch(),
+            self.cfg.run.save_every_steps,
+            stop=self.stop,
+        )
+        steps = train_epoch(
+            self.ddp,
+            self.train_loader,
+            self.optimizer,
+            self.schedule,
+            self.precision,
+            self._step_settings(),
+            self.rt,
+            plan,
+        )
+        progress = self.sinks.epoch_progress(self.steps_per_epoch, epoch, self.global_step)
+        stats: Optional[EpochStats] = None
+        for event in steps:
+            if isinstance(event, Stepped):
+                self.unreadable(event.failures)
+                if self.ema is not None:
+                    self.ema.update(unwrap(self.ddp), step=event.global_step)
+                if event.first and epoch == self.start.epoch:
+                    self._first_step_done()
+            elif isinstance(event, Reduced):
+                progress(event.steps_done, event.loss, event.lr, event.images_per_sec)
+                if event.save:
+                    self._save_mid_epoch(epoch, event.position, event.global_step)
+            else:
+                stats = event.stats
+        progress.close()
+        assert stats is not None  # train_epoch always ends with Finished
+        return stats
+
     def _epoch_start(self, epoch: int) -> EpochPosition:
         """Global RNGs and the sample position at which this epoch's training starts."""
         seed_everything(self.cfg.optim.seed, epoch, self.rt.rank)
-        if epoch != self.start_epoch or self.start_position is None:
+        if epoch != self.start.epoch or self.start.position is None:
             return EpochPosition()
-        if self.resume_rng is not None:
-            restore_rng(self.resume_rng)
-        return self.start_position
+        if self.start.rng is not None:
+            restore_rng(self.start.rng)
+        return dataclasses.replace(self.start.position)
 
     def _first_step_done(self) -> None:
+        """After the run's first optimizer step: collectives now wait --dist-timeout, not the start-up allowance (a
+        stalled peer fails fast), and the start-up breakdown is said."""
+        self.rt.use_steady_timeout()
         self.clock.mark("first step")
         self.sinks.startup(self.clock)
 
@@ -710,14 +589,12 @@ class Trainer:
         return TrainState(
             model=unwrap(self.ddp).state_dict(),
             optimizer=self.optimizer.state_dict(),
-            scheduler=self.schedule.state_dict(),
             scaler=self.precision.scaler.state_dict() if self.precision.scaler else None,
             epoch=last_complete_epoch,
             step=self.global_step if step is None else step,
             best_top1=self.best_top1,
             since_best=self.since_best,
             ema=self.ema.module.state_dict() if self.ema is not None else None,
-            rng=capture_rng(),
             config=self.requested.to_flat(),
             class_names=list(self.split.classes),
             world_size=self.rt.world_size,

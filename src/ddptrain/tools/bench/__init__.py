@@ -354,6 +354,6 @@ def _dp_vs_ddp(args: argparse.Namespace) -> int:
 
 
 def _generate(folder: Path, per_class: int, classes: int = 5) -> Path:
-    from ...data.synthetic import make_dataset
+    from ..demodata import make_dataset
 
     return make_dataset(folder, classes=classes, per_class=per_class, seed=0, progress=False)

@@ -94,7 +94,7 @@ def summary(recipe: str, start: str, records: List[Dict]) -> Dict:
 
 
 def compare(work: RecipeWork, tmp: Path, source_per_class: int = 128, progress=print) -> Tuple[Dict, List[Dict]]:
-    from ...data.synthetic import make_dataset
+    from ..demodata import make_dataset
 
     progress(f"bench recipe: 1/5 making the pretrained file ({work.model}, basic recipe, {SOURCE_CLASSES} classes)")
     source = make_dataset(tmp / "source", SOURCE_CLASSES, source_per_class, SOURCE_SEED, progress=False)

@@ -2,7 +2,7 @@ import hashlib
 
 from PIL import Image
 
-from ddptrain.data.synthetic import dataset_is_complete, make_dataset
+from ddptrain.tools.demodata import dataset_is_complete, make_dataset
 
 
 def _digest(root):

@@ -1,0 +1,421 @@
+"""The five sections of a run's options, by role: `data`, `model`, `optim` (the recipe), `run` (where results
+go, resuming, logging, checkpoint cadence) and `launch` (processes, nodes, rendezvous, devices). Each field declares,
+once, in its metadata: its help text, its flat name when that differs from the attribute (`data.path` is
+`--data`), its choices, whether it may differ between nodes (`node_local`: paths and the node's own position, left
+out of the preflight comparison) and the names other training scripts give it (`elsewhere`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Tuple
+
+from ..errors import ConfigError
+
+Channels = Tuple[float, float, float]  # one value per RGB channel (--mean, --std)
+
+
+def parse_channels(value: Any) -> Optional[Channels]:
+    """ "0.5,0.5,0.5", [0.5, 0.5, 0.5] or (0.5, 0.5, 0.5) as three floats; None when it is not three numbers."""
+    if isinstance(value, str):
+        parts: Any = value.replace(" ", "").split(",")
+    elif isinstance(value, (list, tuple)):
+        parts = value
+    else:
+        return None
+    try:
+        numbers = tuple(float(part) for part in parts if not isinstance(part, bool))
+    except (TypeError, ValueError):
+        return None
+    return (numbers[0], numbers[1], numbers[2]) if len(numbers) == 3 == len(parts) else None
+
+
+def format_channels(values) -> str:
+    """(0.5, 0.5, 0.5) -> "0.5,0.5,0.5": how per-channel values are shown and typed."""
+    return ",".join(f"{float(v):g}" for v in values)
+
+
+def require(checks: List[Tuple[bool, str]]) -> None:
+    """Raise a ConfigError with the message of the first check that fails."""
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+
+
+def _is_host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
+def opt(
+    default: Any,
+    help: str,
+    *,
+    flag: Optional[str] = None,
+    choices: Optional[List[str]] = None,
+    node_local: bool = False,
+    elsewhere: Tuple[str, ...] = (),
+) -> Any:
+    """A config field. `elsewhere`: names other training scripts (timm's train.py, torchvision's reference
+    scripts) give this option; a config file using one of them is told which ddptrain option it means."""
+    return field(
+        default=default,
+        metadata={
+            "help": help,
+            "flag": flag,
+            "choices": choices,
+            "node_local": node_local,
+            "elsewhere": elsewhere,
+        },
+    )
+
+
+@dataclass
+class DataConfig:
+    path: Optional[str] = opt(
+        None,
+        "the data: a folder of class sub-folders (or with train/ and val/ inside), a path,label[,split] CSV manifest, "
+        "or a shard set made by `ddptrain shard` (its folder, or an http(s):// URL of it)",
+        flag="data",
+        node_local=True,
+        elsewhere=("data_dir", "data_path"),
+    )
+    val_split: float = opt(0.2, "fraction of each class held out for validation")
+    img_size: Optional[int] = opt(
+        None,
+        "training and evaluation image size in pixels (default: the model's pretrained input size, else 224)",
+        elsewhere=("input_size",),
+    )
+    mean: Optional[Channels] = opt(
+        None,
+        "per-channel mean in [0, 1] units, e.g. 0.5,0.5,0.5 (default: the model's pretrained config, else ImageNet's)",
+    )
+    std: Optional[Channels] = opt(None, "per-channel std above 0, e.g. 0.5,0.5,0.5 (default: as for --mean)")
+    interpolation: Optional[str] = opt(
+        None,
+        "resize interpolation (default: the model's pretrained config, else bilinear)",
+        choices=["bilinear", "bicubic", "nearest"],
+    )
+    crop_fraction: Optional[float] = opt(
+        None,
+        "evaluation resizes to img_size / this and centre-crops img_size (default: the model's pretrained config, "
+        "else 0.875)",
+        elsewhere=("crop_pct",),
+    )
+    min_crop_scale: float = opt(0.08, "smallest RandomResizedCrop area fraction")
+    auto_augment: Optional[str] = opt(
+        None,
+        "per-image augmentation policy after the crop and flip (torchvision's RandAugment, TrivialAugmentWide, "
+        "AutoAugment's ImageNet policy)",
+        choices=["randaugment", "trivialaugment", "autoaugment"],
+        elsewhere=("aa",),
+    )
+    augment_magnitude: int = opt(9, "RandAugment's magnitude (0-30)")
+    random_erasing: float = opt(
+        0.0,
+        "probability of erasing a random rectangle of each training image (black)",
+        elsewhere=("reprob", "random_erase"),
+    )
+    repeated_aug: int = opt(
+        1,
+        "repeated augmentation: each image K times per epoch, its copies on different processes with their own "
+        "augmentation (DeiT); an epoch keeps its length",
+        elsewhere=("aug_repeats",),
+    )
+    mixup: float = opt(0.0, "Mixup: Beta(alpha, alpha) mixing of image pairs within a batch, soft targets; 0: off")
+    cutmix: float = opt(
+        0.0, "CutMix: Beta(alpha, alpha) pasted boxes between images of a batch; with --mixup, either per batch"
+    )
+    max_image_pixels: int = opt(
+        64_000_000,
+        "images with more pixels are skipped and counted as unreadable "
+        "(decompression bombs); PIL itself warns at 89 Mpx",
+    )
+    max_image_mb: float = opt(128.0, "files larger than this (MB) are skipped without being read")
+    fetch_timeout: float = opt(
+        900.0,
+        "seconds one download from a shard server may take in all, retries included (a shard, or the index); a "
+        "server that trickles or stalls fails the run naming the URL instead of holding it",
+    )
+    workers: Optional[int] = opt(
+        None,
+        "DataLoader workers per process (default: CPUs per process, at most 8)",
+        elsewhere=("num_workers",),
+    )
+
+    def validate(self) -> DataConfig:
+        require(
+            [
+                (self.path is not None, "--data is required: a folder of class sub-folders"),
+                (0.0 <= self.val_split < 1.0, "--val-split must be in [0, 1)"),
+                (self.img_size is None or self.img_size >= 8, "--img-size must be at least 8"),
+                (self.crop_fraction is None or 0.0 < self.crop_fraction <= 1.0, "--crop-fraction must be in (0, 1]"),
+                (0.0 < self.min_crop_scale <= 1.0, "--min-crop-scale must be in (0, 1]"),
+                (0 <= self.augment_magnitude <= 30, "--augment-magnitude must be in [0, 30]"),
+                (0.0 <= self.random_erasing <= 1.0, "--random-erasing must be a probability in [0, 1]"),
+                (self.repeated_aug >= 1, "--repeated-aug must be 1 (off) or more"),
+                (self.mixup >= 0 and self.cutmix >= 0, "--mixup and --cutmix take an alpha >= 0 (0: off)"),
+                (self.workers is None or self.workers >= 0, "--workers must be 0 or more"),
+                (
+                    self.max_image_pixels > 0 and self.max_image_mb > 0,
+                    "--max-image-pixels and --max-image-mb must be positive",
+                ),
+                (self.fetch_timeout > 0, "--fetch-timeout must be positive"),
+            ]
+        )
+        if self.std is not None and min(self.std) <= 0:
+            raise ConfigError(f"--std must be three numbers above 0, not {format_channels(self.std)}")
+        return self
+
+    def folder(self) -> str:
+        """--data, which `validate` requires."""
+        if self.path is None:
+            raise ConfigError("--data is required: a folder of class sub-folders")
+        return self.path
+
+
+@dataclass
+class ModelConfig:
+    name: str = opt("resnet18", "torchvision model name, or timm:NAME for a timm model", flag="model")
+    weights: Optional[str] = opt(
+        None,
+        "local state dict or checkpoint to start from (never downloaded)",
+        node_local=True,
+        elsewhere=("initial_checkpoint", "pretrained_path"),
+    )
+    pretrained: bool = opt(
+        False,
+        "start from the model's pretrained weights (torchvision: its DEFAULT weights; timm: its default tag), from "
+        "the libraries' caches (TORCH_HOME, the Hugging Face cache), downloaded there when missing",
+        elsewhere=("pretrained_weights",),
+    )
+    freeze_backbone: bool = opt(False, "train only the classifier head")
+    sync_bn: bool = opt(False, "convert BatchNorm to SyncBatchNorm when more than one process")
+    channels_last: bool = opt(False, "use channels_last memory format")
+    compile: bool = opt(False, "torch.compile the model (before the DDP wrap)", elsewhere=("torchcompile",))
+    grad_compress: str = opt(
+        "off", "cast gradients for the all-reduce (halves the bytes on the wire)", choices=["off", "bf16", "fp16"]
+    )
+
+    def validate(self) -> ModelConfig:
+        # the name and the weights file are checked where they are used (models.build, checks.py)
+        require([(not (self.pretrained and self.weights), "give --pretrained or --weights PATH, not both")])
+        return self
+
+
+@dataclass
+class OptimConfig:
+    epochs: int = opt(10, "number of epochs")
+    batch_size: int = opt(32, "batch size per process (global batch = this x processes x grad-accum)")
+    optimizer: str = opt(
+        "sgd",
+        "optimizer, from timm's factory (sgd: momentum without Nesterov; nesterov: with it)",
+        choices=["sgd", "nesterov", "adamw", "adam", "lamb", "lars", "lion", "nadamw", "rmsprop", "adafactor"],
+        elsewhere=("opt",),
+    )
+    lr: float = opt(0.05, "peak learning rate for the global batch")
+    lr_base: Optional[float] = opt(
+        None,
+        "peak learning rate per 256 images of global batch: --lr becomes this x global batch / 256, so a recipe "
+        "keeps its meaning on another number of GPUs (the learning rate used is logged)",
+    )
+    momentum: float = opt(0.9, "momentum (sgd, nesterov, lars, rmsprop)")
+    weight_decay: float = opt(
+        1e-4,
+        "weight decay (never applied to norm layers, biases, or what the model exempts: position embeddings...)",
+        elsewhere=("wd",),
+    )
+    layer_decay: Optional[float] = opt(
+        None,
+        "layer-wise learning-rate decay for fine-tuning (timm models, e.g. 0.65 for a ViT): each layer's rate is "
+        "this x the next one's, the head's is the full rate",
+    )
+    warmup_epochs: float = opt(
+        1.0, "linear warmup length in epochs, then the --schedule, per step", elsewhere=("lr_warmup_epochs",)
+    )
+    schedule: str = opt(
+        "cosine",
+        "learning-rate decay after the warmup, on fractional epochs: cosine or linear to --min-lr-ratio, or step "
+        "(x --decay-rate every --decay-epochs)",
+        choices=["cosine", "linear", "step"],
+        elsewhere=("sched", "lr_scheduler"),
+    )
+    decay_epochs: float = opt(30.0, "step schedule: epochs between decays", elsewhere=("lr_step_size",))
+    decay_rate: float = opt(0.1, "step schedule: factor at each decay", elsewhere=("lr_gamma",))
+    min_lr_ratio: float = opt(0.01, "final learning rate as a fraction of --lr (cosine, linear)")
+    label_smoothing: float = opt(0.0, "label smoothing for the cross-entropy loss", elsewhere=("smoothing",))
+    amp: str = opt(
+        "auto", "mixed precision: auto = bf16 on capable CUDA, off on CPU", choices=["auto", "bf16", "fp16", "off"]
+    )
+    clip_grad: Optional[float] = opt(None, "clip the global gradient norm to this value", elsewhere=("clip_grad_norm",))
+    grad_accum: int = opt(1, "micro-batches per optimizer step", elsewhere=("grad_accum_steps",))
+    seed: int = opt(42, "seed for the split, the shuffling and the augmentations")
+    ema_decay: float = opt(
+        0.0,
+        "keep an exponential moving average of the weights with this decay (e.g. 0.9998; 0: off), evaluated each "
+        "epoch next to the model (val_top1_ema) and saved in every checkpoint",
+        elsewhere=("model_ema_decay",),
+    )
+    ema_warmup: bool = opt(True, "EMA decay warmup (timm's): a lower decay over the first steps")
+    patience: Optional[int] = opt(
+        None,
+        "stop early when val_top1 has not improved for this many evaluations in a row (best.pt keeps the best)",
+        elsewhere=("early_stopping_patience",),
+    )
+
+    def validate(self) -> OptimConfig:
+        require(
+            [
+                (self.epochs >= 1, "--epochs must be at least 1"),
+                (self.batch_size >= 1, "--batch-size must be at least 1"),
+                (self.grad_accum >= 1, "--grad-accum must be at least 1"),
+                (self.lr > 0, "--lr must be positive"),
+                (self.lr_base is None or self.lr_base > 0, "--lr-base must be positive"),
+                (
+                    self.decay_epochs > 0 and 0 < self.decay_rate <= 1,
+                    "--decay-epochs must be positive, --decay-rate in (0, 1]",
+                ),
+                (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
+                (self.patience is None or self.patience >= 1, "--patience must be at least 1"),
+                (0.0 <= self.ema_decay < 1.0, "--ema-decay must be in [0, 1) (0: off)"),
+                (self.layer_decay is None or 0.0 < self.layer_decay <= 1.0, "--layer-decay must be in (0, 1]"),
+            ]
+        )
+        return self
+
+
+@dataclass
+class RunConfig:
+    out: str = opt(
+        "runs/exp",
+        "run directory: checkpoints, logs, metrics",
+        node_local=True,
+        elsewhere=("output", "output_dir"),
+    )
+    resume: Optional[str] = opt(
+        None, "'auto' (last.pt in the run dir when present) or a checkpoint path", node_local=True
+    )
+    stop_after_epochs: Optional[int] = opt(
+        None, "train at most this many epochs in this invocation, then exit (resume later)"
+    )
+    log_every: int = opt(
+        10,
+        "steps between loss reductions, progress updates and TensorBoard points; also how "
+        "often the ranks check for a stop signal (SIGTERM/SIGUSR1)",
+    )
+    save_every_steps: int = opt(0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch ends)")
+    keep_last: int = opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted")
+    eval_every: int = opt(1, "evaluate every this many epochs, and after the last one", elsewhere=("eval_interval",))
+    overwrite: bool = opt(
+        False,
+        "delete what an earlier run left in --out (checkpoints, metrics, TensorBoard, logs) "
+        "and start over; without it, ddptrain refuses to replace an earlier run",
+        node_local=True,
+    )
+    log_to: str = opt(
+        "",
+        "where the per-epoch metrics also go besides RUN_DIR/metrics.jsonl and TensorBoard (always written): a comma "
+        "list of csv (RUN_DIR/metrics.csv), mlflow, wandb",
+    )
+
+    def trackers(self) -> List[str]:
+        """--log-to as a list, without duplicates; `tensorboard` (always written, accepted for older configs) left
+        out. Which names exist is the trackers' business (ddptrain.train.trackers), checked before launch."""
+        names = (name.strip().lower() for name in self.log_to.split(","))
+        return list(dict.fromkeys(name for name in names if name and name != "tensorboard"))
+
+    def validate(self) -> RunConfig:
+        require(
+            [
+                (self.log_every >= 1, "--log-every must be at least 1"),
+                (self.eval_every >= 1, "--eval-every must be at least 1"),
+                (self.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
+                (self.keep_last >= 1, "--keep-last must be at least 1"),
+            ]
+        )
+        return self
+
+
+@dataclass
+class LaunchConfig:
+    device: str = opt("auto", "device kind", choices=["auto", "cpu", "cuda"])
+    nproc: Optional[int] = opt(None, "processes on this node (launches through torchrun)")
+    nnodes: str = opt("1", "number of nodes, or MIN:MAX for an elastic job (with --rdzv-endpoint)")
+    node_rank: int = opt(0, "rank of this node (static rendezvous)", node_local=True)
+    master_addr: Optional[str] = opt(None, "address of node 0 (default 127.0.0.1 on one node)")
+    master_port: Optional[int] = opt(None, "port of node 0 (default: a free port on one node)")
+    rdzv_endpoint: Optional[str] = opt(
+        None,
+        "HOST:PORT of an elastic (c10d) rendezvous, the same on every node; replaces --master-addr/--node-rank",
+    )
+    rdzv_id: str = opt("ddptrain", "job id shared by every node of an elastic job")
+    rdzv_conf: Optional[str] = opt(
+        None,
+        "more settings for an elastic job's rendezvous, KEY=VALUE[,KEY=VALUE], as torchrun's --rdzv-conf: e.g. "
+        "last_call_timeout=10,keep_alive_interval=2 to re-form sooner after a node is lost (see docs/multinode.md)",
+    )
+    rdzv_timeout: float = opt(300.0, "seconds to wait for every node to join (and for the master to answer)")
+    iface: Optional[str] = opt(
+        None, "network interface for gloo/NCCL traffic between nodes (e.g. eth1)", node_local=True
+    )
+    max_restarts: int = opt(0, "restart all workers this many times when one fails")
+    dist_timeout: float = opt(
+        600.0,
+        "seconds a collective may wait once training runs (start-up allows at least "
+        "30 min); a stalled rank then fails the job, named",
+    )
+
+    @property
+    def uses_launcher(self) -> bool:
+        """True when this invocation must start worker processes through torchrun."""
+        return (
+            (self.nproc or 1) > 1 or self.node_range()[1] > 1 or self.max_restarts > 0 or self.rdzv_endpoint is not None
+        )
+
+    @property
+    def single_node(self) -> bool:
+        return self.rdzv_endpoint is None and str(self.nnodes) == "1"
+
+    def node_range(self) -> Tuple[int, int]:
+        """(min, max) nodes from --nnodes N or MIN:MAX."""
+        low, _, high = str(self.nnodes).partition(":")
+        try:
+            nodes = (int(low), int(high or low))
+        except ValueError:
+            raise ConfigError(f"--nnodes {self.nnodes}: give a number of nodes, or MIN:MAX") from None
+        if not 1 <= nodes[0] <= nodes[1]:
+            raise ConfigError(f"--nnodes {self.nnodes}: need 1 <= MIN <= MAX")
+        return nodes
+
+    def validate(self) -> LaunchConfig:
+        nodes, elastic = self.node_range(), self.rdzv_endpoint is not None
+        require(
+            [
+                (self.nproc is None or self.nproc >= 1, "--nproc must be at least 1"),
+                (elastic or nodes[0] == nodes[1], "--nnodes MIN:MAX (elastic) needs --rdzv-endpoint HOST:PORT"),
+                (elastic or 0 <= self.node_rank < nodes[1], "--node-rank must be in [0, --nnodes)"),
+                (
+                    elastic or self.single_node or self.master_addr is not None,
+                    "--nnodes > 1 needs --master-addr (the address of node 0, reachable from every node)",
+                ),
+                (not elastic or _is_host_port(self.rdzv_endpoint or ""), "--rdzv-endpoint must be HOST:PORT"),
+                (self.rdzv_conf is None or elastic, "--rdzv-conf applies to an elastic job (--rdzv-endpoint)"),
+                (
+                    self.rdzv_conf is None
+                    or all("=" in item and item.split("=", 1)[0].strip() for item in self.rdzv_conf.split(",")),
+                    "--rdzv-conf must be KEY=VALUE[,KEY=VALUE]",
+                ),
+                (self.rdzv_timeout > 0, "--rdzv-timeout must be positive"),
+                (self.dist_timeout > 0, "--dist-timeout must be positive"),
+            ]
+        )
+        return self
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "optim": OptimConfig, "run": RunConfig, "launch": LaunchConfig}
+SECTION_TITLES = {
+    "data": "data",
+    "model": "model",
+    "optim": "optimisation recipe",
+    "run": "run directory and checkpoints",
+    "launch": "processes, nodes and devices",
+}

@@ -1,0 +1,223 @@
+"""Where a run begins: afresh, or from a checkpoint read once and asked for what it restores.
+
+`Checkpointer.resume_from` answers with a `Fresh` or a `Resume`, and the trainer asks it three things: how the
+command line's options become the run's (`configure`: the preprocessing a run keeps, the global batch a resume on
+another number of processes keeps), and, once model and optimizer exist, to put them where the run continues
+(`restore`, which returns the `Start`: epoch, step, best so far, mid-epoch position and RNG). Nothing else in the
+trainer knows a checkpoint's contents.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Protocol, Tuple
+
+from ..config import Config
+from ..data.transforms import Preprocess
+from ..errors import CheckpointError
+from ..models import describe_mismatch, pretrained_preprocessing
+from ..runtime.dist import Runtime
+from .optim import apply_settings, group_settings, resumed_grad_accum, same_groups
+from .state import EpochPosition, TrainState
+
+log = logging.getLogger("ddptrain")
+
+
+@dataclass
+class Start:
+    """Where training begins: the first epoch to train, the optimizer steps before it, the best top-1 so far and
+    the evaluations since it improved; in the middle of an epoch, how far it got and this rank's RNG state."""
+
+    epoch: int = 0
+    global_step: int = 0
+    best_top1: float = -1.0
+    since_best: int = 0
+    position: Optional[EpochPosition] = None
+    rng: Optional[Dict[str, Any]] = None
+    resumed: bool = False
+
+
+class Beginning(Protocol):
+    def configure(self, cfg: Config, world_size: int, say: bool) -> Tuple[Config, Config]: ...
+
+    def restore(self, model, optimizer, scaler, ema, classes: List[str], rt: Runtime) -> Start: ...
+
+
+def resolve_preprocessing(cfg: Config, saved: Optional[Config]) -> Tuple[Config, str]:
+    """`cfg` with every preprocessing option set — the command line's, else the resumed checkpoint's (a run keeps
+    its input as it was; one written before these options existed had ImageNet's), else the model's pretrained
+    config, else ImageNet's — and where the values came from."""
+    if saved is not None:
+        base, source = Preprocess.of(saved.data).flat(), "the checkpoint's"
+    else:
+        found = pretrained_preprocessing(cfg.model.name)
+        base = {**Preprocess().flat(), **found}
+        source = f"{cfg.model.name}'s pretrained config" if found else "ImageNet's"
+    flat = cfg.to_flat()
+    given = sorted(key for key in base if flat[key] is not None)
+    if given:
+        source += f"; {', '.join(given)} from the command line"
+    return cfg.replace(**{key: flat[key] if key in given else value for key, value in base.items()}), source
+
+
+def describe(preprocess: Preprocess) -> str:
+    mean, std = (",".join(f"{v:g}" for v in values) for values in (preprocess.mean, preprocess.std))
+    return (
+        f"{preprocess.img_size} px, mean {mean}, std {std}, {preprocess.interpolation}, evaluation crop "
+        f"{preprocess.crop_fraction:g}"
+    )
+
+
+def _say_preprocessing(cfg: Config, source: str, say: bool) -> None:
+    if say:
+        log.info("preprocessing: %s (%s)", describe(Preprocess.of(cfg.data)), source)
+
+
+class Fresh:
+    """A run that starts from its initial weights (no checkpoint, or none yet under --resume auto)."""
+
+    def __init__(self, resume: Optional[str], folder: Path):
+        self.resume, self.folder = resume, folder
+
+    def configure(self, cfg: Config, world_size: int, say: bool) -> Tuple[Config, Config]:
+        """(the options as the run records them, the options it trains with): the same for a fresh run."""
+        cfg, source = resolve_preprocessing(cfg, None)
+        _say_preprocessing(cfg, source, say)
+        return cfg, cfg
+
+    def restore(self, model, optimizer, scaler, ema, classes: List[str], rt: Runtime) -> Start:
+        if self.resume == "auto":
+            log.info("resume auto: no checkpoint in %s, starting fresh", self.folder)
+        return Start()
+
+
+class Resume:
+    """A checkpoint to continue from: its path, its `TrainState`, and the options it was written with (parsed
+    once)."""
+
+    def __init__(self, path: Path, state: TrainState):
+        self.path, self.state = path, state
+        self.saved = Config.from_flat(state.config, str(path), strict=False)
+        self.cfg: Optional[Config] = None
+
+    def configure(self, cfg: Config, world_size: int, say: bool) -> Tuple[Config, Config]:
+        """(the options as the run records them, the options it trains with). The preprocessing is the
+        checkpoint's unless given; with another number of processes --grad-accum keeps the global batch
+        (`optim.resumed_grad_accum`); pretrained weights are not fetched: the checkpoint has the weights."""
+        requested, source = resolve_preprocessing(cfg, self.saved)
+        _say_preprocessing(requested, source, say)
+        state = self.state
+        accum = resumed_grad_accum(requested.optim, self.saved.optim, state.world_size, state.global_batch, world_size)
+        self.cfg = requested.replace(grad_accum=accum, pretrained=False)
+        return requested, self.cfg
+
+    def restore(self, model, optimizer, scaler, ema, classes: List[str], rt: Runtime) -> Start:
+        """Weights, optimizer state, loss scaler and EMA from the checkpoint, refusing one of another model or class
+        list; the place where training continues."""
+        cfg, state = self._configured(), self.state
+        self._check(model, classes, cfg, rt.rank)
+        model.load_state_dict(state.model)
+        self._restore_optimizer(optimizer, cfg, rt.is_main)
+        if scaler is not None and state.scaler:
+            scaler.load_state_dict(state.scaler)
+        if ema is not None:
+            self._restore_ema(ema, model)
+        start = Start(state.next_epoch(), state.step, state.best_top1, state.since_best, resumed=True)
+        where = ""
+        if state.partial is not None:
+            start.position = state.partial.position
+            where = f" after {state.partial.position.samples_done} of its samples"
+            if state.world_size == rt.world_size:
+                start.rng = state.partial.rng[rt.rank]
+            else:
+                log.info(
+                    "mid-epoch resume on %d processes (saved on %s): the rest of the epoch is re-sharded; "
+                    "dropout draws differ from an uninterrupted run",
+                    rt.world_size,
+                    state.world_size,
+                )
+        self._say_where(start, where, cfg.optim.epochs, rt.is_main)
+        return start
+
+    def _configured(self) -> Config:
+        if self.cfg is None:
+            raise RuntimeError("Resume.configure() comes before restore()")
+        return self.cfg
+
+    def _say_where(self, start: Start, where: str, epochs: int, is_main: bool) -> None:
+        if start.epoch >= epochs:
+            if is_main:
+                log.warning(
+                    "resumed from %s: its %d finished epoch(s) already reach --epochs %d; nothing to train (raise "
+                    "--epochs to train on)",
+                    self.path,
+                    start.epoch,
+                    epochs,
+                )
+            return
+        log.info(
+            "resumed from %s: continuing at epoch %d/%d%s (step %d, written by %s processes)",
+            self.path,
+            start.epoch + 1,
+            epochs,
+            where,
+            start.global_step,
+            self.state.world_size,
+        )
+
+    def _check(self, model, classes: List[str], cfg: Config, rank: int) -> None:
+        """Refuse a checkpoint of another model or class list, listing the differences."""
+        state, differences = self.state, []
+        if state.class_names != classes:
+            differences.append(f"classes {state.class_names} vs {classes} in {cfg.data.path}")
+        if self.saved.model.name != cfg.model.name:
+            differences.append(f"model {self.saved.model.name} vs --model {cfg.model.name}")
+        weights = describe_mismatch(state.model, model.state_dict())
+        if weights and not differences:
+            differences.append(f"weights: {weights}")
+        if differences:
+            raise CheckpointError(
+                f"cannot resume from {self.path}: "
+                + "; ".join(differences)
+                + ". Use another --out (or --resume PATH) for a different model or data.",
+                rank=rank,
+            )
+
+    def _restore_optimizer(self, optimizer, cfg: Config, say: bool) -> None:
+        """The optimizer's state (momentum buffers, moments) continues; its settings are this command line's. Another
+        --optimizer or --layer-decay than the checkpoint's starts its state fresh: the run keeps its place in the
+        schedule."""
+        optim, saved, state = cfg.optim, self.saved.optim, self.state
+        if state.optimizer is None:
+            return
+        if saved.optimizer != optim.optimizer:
+            if say:  # the same on every rank
+                log.warning(
+                    "resume: --optimizer %s replaces the checkpoint's %s; its state (momentum, moments) starts fresh",
+                    optim.optimizer,
+                    saved.optimizer,
+                )
+            return
+        if not same_groups(optimizer, state.optimizer):
+            if say:
+                log.warning(
+                    "resume: --layer-decay %s makes other parameter groups than the checkpoint's (--layer-decay %s); "
+                    "the optimizer's state (momentum, moments) starts fresh",
+                    optim.layer_decay,
+                    saved.layer_decay,
+                )
+            return
+        wanted = group_settings(optimizer)
+        optimizer.load_state_dict(state.optimizer)
+        changes = apply_settings(optimizer, wanted)
+        if changes:
+            log.info("resume: the command line's optimizer settings replace the checkpoint's: %s", ", ".join(changes))
+
+    def _restore_ema(self, ema, model) -> None:
+        if self.state.ema is not None:
+            ema.module.load_state_dict(self.state.ema)
+            return
+        log.warning("resume: the checkpoint has no EMA weights; the average starts from its weights now")
+        ema.module.load_state_dict(model.state_dict())
