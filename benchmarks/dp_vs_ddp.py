@@ -2,10 +2,10 @@
 
     python benchmarks/dp_vs_ddp.py [--model resnet50] [--batch-size 64] [--steps 30] [--out DIR] [--json]
 
-(`ddptrain bench dp-vs-ddp` runs this when at least 2 GPUs are visible.) Synthetic 224 px input, SGD,
-fp32. The global batch is the same for both: DataParallel splits it inside one process; DDP gives each
-of N processes batch/N. This file is the only place in the project where nn.DataParallel appears:
-it is here to be measured against.
+Synthetic 224 px input, SGD, fp32; it needs at least 2 GPUs and says so otherwise. The global batch is the same for
+both: DataParallel splits it inside one process; DDP gives each of N processes batch/N. This file is the only place
+in the project where nn.DataParallel appears: it is here to be measured against, which is also why it is a script of
+the repository and not a command of the installed package (`ddptrain bench` runs only what ships with ddptrain).
 """
 
 import argparse

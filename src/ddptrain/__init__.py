@@ -14,6 +14,7 @@ API = (
     "world_size",
     "is_main",
     "prepare_model",
+    "load_data",
     "unwrap",
     "train_loader",
     "eval_loader",

@@ -21,8 +21,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .data import loaders
+from .data import loaders, sources
 from .data.samplers import IndexSampler
+from .data.split import Split
 from .errors import DdptrainError
 from .models import compile_model, place_model, wrap_ddp
 from .models import unwrap as _unwrap
@@ -115,6 +116,13 @@ class EpochLoader:
 
     def __len__(self) -> int:
         return len(self.loader)
+
+
+def load_data(location: str, val_split: float = 0.2, seed: int = 42) -> Split:
+    """The classes and the train/validation samples of any --data a `ddptrain train` reads (a folder, a manifest, a
+    shard set or its URL), split the way train splits it: `split.classes`, and `split.train` / `split.val` as
+    samples that `ddptrain.data.datasets.ImageDataset` reads."""
+    return sources.load_split(location, val_split, seed)
 
 
 def train_loader(

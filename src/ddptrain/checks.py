@@ -1,5 +1,6 @@
 """What `ddptrain train` can check on this node before any process starts — in milliseconds, without
-torch: the data folder, the weights and resume files, the run directory, the network interface.
+torch: the data (its source's own check), the weights and resume files, the run directory, the trackers, the
+network interface.
 Each failure is one line that says what to do, instead of the same error from every worker."""
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ import os
 from pathlib import Path
 
 from .config import Config, RunConfig
-from .data.folder import check_layout
+from .data import sources
 from .errors import (
     CheckpointError,
     ConfigError,
-    DataError,
-    missing_data_folder,
     missing_tracker_package,
     missing_weights_file,
 )
@@ -23,9 +22,8 @@ from .train.trackers import TRACKER_MODULES, TRACKERS, check_backend, unknown_tr
 
 
 def check_before_start(cfg: Config) -> None:
-    check_data_folder(cfg.data.folder())
     check_apart("--out", Path(cfg.run.out), "--data", cfg.data.folder())
-    check_layout(cfg.data.folder(), fetch_timeout_s=cfg.data.fetch_timeout)
+    sources.check(cfg.data.folder(), cfg.data.fetch_timeout)
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
@@ -51,24 +49,10 @@ def check_before_start(cfg: Config) -> None:
 
 
 def check_eval_inputs(checkpoint: Path, data: Path) -> None:
-    """`ddptrain eval`: the model file and the data folder exist."""
+    """`ddptrain eval`: the model file exists and the data is what its source expects."""
     if not checkpoint.is_file():
         raise CheckpointError(f"checkpoint {checkpoint} does not exist")
-    check_data_folder(str(data))
-
-
-def check_data_folder(root: str | Path) -> None:
-    """--data: a folder (of class folders, or a shard set), a `.csv` manifest, or an http(s) URL of a shard set
-    (checked when it is read)."""
-    text = str(root)
-    if text.startswith(("http://", "https://")):
-        return
-    if text.lower().endswith(".csv"):
-        if not Path(text).is_file():
-            raise DataError(f"--data {text}: no such manifest file (a CSV with the columns path,label)")
-        return
-    if not Path(text).is_dir():
-        raise missing_data_folder(root)
+    sources.check(str(data))
 
 
 def check_trackers(run: RunConfig, probe: bool = False) -> None:

@@ -111,6 +111,12 @@ def _add_model_file_commands(sub) -> None:
 
 
 def _add_tool_commands(sub) -> None:
+    _add_data_commands(sub)
+    _add_machine_commands(sub)
+    _add_reading_commands(sub)
+
+
+def _add_data_commands(sub) -> None:
     mk = sub.add_parser("make-dataset", help="write the embedded demo dataset (deterministic JPEGs)")
     mk.add_argument("--out", required=True)
     mk.add_argument("--classes", type=int, default=5)
@@ -119,9 +125,10 @@ def _add_tool_commands(sub) -> None:
 
     sh = sub.add_parser(
         "shard",
-        help="write a data folder (or a path,label CSV) as WebDataset tar shards + an index, for --data SHARDS/ or a URL",
+        help="write any --data train reads (a folder, a manifest) as WebDataset tar shards + an index, for --data "
+        "SHARDS/ or a URL",
     )
-    sh.add_argument("--data", required=True, help="a folder of class folders (or train/ and val/), or a CSV manifest")
+    sh.add_argument("--data", required=True, help="the data, in any form train reads but a shard set")
     sh.add_argument("--out", required=True, help="folder for train-NNNNNN.tar, val-NNNNNN.tar and shards.json")
     sh.add_argument("--shard-size", default="1GB", help="largest shard (default 1GB; e.g. 500MB)")
     sh.add_argument(
@@ -139,6 +146,8 @@ def _add_tool_commands(sub) -> None:
     )
     sh.add_argument("--overwrite", action="store_true", help="replace a shard set already in --out")
 
+
+def _add_machine_commands(sub) -> None:
     fw = sub.add_parser(
         "fetch-weights",
         help="download a model's pretrained weights into the libraries' cache (TORCH_HOME, the Hugging Face cache), "
@@ -155,13 +164,13 @@ def _add_tool_commands(sub) -> None:
     doc.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
     doc.add_argument("--json", action="store_true", help="one JSON object for machines")
 
-    bench = sub.add_parser(
-        "bench", help="benchmarks: overhead, scaling, precision, dp-vs-ddp, input, startup, recipe, store"
-    )
+    bench = sub.add_parser("bench", help="benchmarks: overhead, scaling, precision, input, startup, recipe, store")
     from .tools.bench import add_arguments as add_bench_arguments
 
     add_bench_arguments(bench)
 
+
+def _add_reading_commands(sub) -> None:
     lint = sub.add_parser("lint", help="check your own DDP training script for common mistakes (static)")
     lint.add_argument("paths", nargs="+", metavar="FILE", help="Python files or folders")
     lint.add_argument("--json", action="store_true", help="one JSON object instead of lines (with each severity)")
@@ -195,7 +204,7 @@ def cmd_train(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
         check_before_start(cfg)
         if cfg.launch.uses_launcher:
             return _launch(cfg.launch, argv, args.verbose, _run_record(Path(cfg.run.out)))
-    from .train.trainer import run
+    from .train.job import run
 
     clock.mark("imports")
     env = detect(os.environ, args.local_rank)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from ddptrain.data.folder import all_images, load_split
 from ddptrain.data.images import ImageLimits
 from ddptrain.data.samplers import EpochSampler, lane_order
 from ddptrain.data.shards import open_shard_set, parse_size, write_shards
+from ddptrain.data.sources import all_images, load_split
 from ddptrain.errors import DataError
 
 from ..conftest import write_synthetic

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddptrain.data.folder import load_split
-from ddptrain.data.index import canonical_labels, read_manifest
+from ddptrain.data.sources import load_split
+from ddptrain.data.sources.manifest import canonical_labels, read_manifest
 from ddptrain.errors import DataError
 
 

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddptrain.data import splitfile
-from ddptrain.data.folder import load_split, read_run_split, split_summary, write_split_files
-from ddptrain.data.index import read_manifest
+from ddptrain.data.sources import load_split
+from ddptrain.data.sources.manifest import read_manifest
+from ddptrain.data.split import read_run_split, split_summary, write_split_files
 from ddptrain.errors import DataError
 from ddptrain.tools.demodata import render_image
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from ddptrain.config import load_yaml
 from ddptrain.data import splitfile
-from ddptrain.data.folder import load_split
 from ddptrain.data.shards import ARRAYS, INDEX, open_shard_set, write_shards
+from ddptrain.data.sources import load_split
 from ddptrain.errors import DdptrainError
 from ddptrain.train.rundir import MARKER, read_marker
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from ddptrain.data import remote
-from ddptrain.data.folder import load_split
 from ddptrain.data.images import ImageLimits
 from ddptrain.data.remote import Expected, ShardCache, fetch
 from ddptrain.data.shards import INDEX, open_shard_set, write_shards
+from ddptrain.data.sources import load_split
 from ddptrain.errors import DataError
 
 from ..conftest import write_synthetic

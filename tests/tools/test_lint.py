@@ -102,7 +102,7 @@ def test_findings_read_file_line_rule_severity_message_and_fix(tmp_path, capsys)
 
 
 def test_project_code_and_the_bare_ddp_benchmark_are_clean(capsys):
-    assert run_lint([str(ROOT / "src"), str(ROOT / "benchmarks" / "bare_ddp.py")], as_json=True) == 0
+    assert run_lint([str(ROOT / "src")], as_json=True) == 0  # the bare DDP benchmark loop ships in src too
     assert json.loads(capsys.readouterr().out)["findings"] == []
 
 

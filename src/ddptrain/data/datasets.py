@@ -89,7 +89,7 @@ class ImageDataset(Dataset):
         if self.substitute:
             raise DataError(
                 f"{source_of(self.samples)}: {MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
-                f"{_ADVICE.get(kind_of(self.samples), _ADVICE['folder'])} (ddptrain skips single bad files, not a "
+                f"{getattr(self.samples, 'hint', '') or 'check the data'} (ddptrain skips single bad files, not a "
                 "broken dataset)"
             )
         return Item(None, int(self.samples.labels[index]), tuple(failures), time.perf_counter() - started)
@@ -104,22 +104,9 @@ class ImageDataset(Dataset):
             generator.set_state(saved)
 
 
-_ADVICE = {
-    "manifest": "relative paths in a CSV manifest are relative to its folder; check them, or give absolute ones",
-    "shards": "the shard set is damaged: re-make it with `ddptrain shard`",
-    "folder": "check the data folder",
-}
-
-
 def source_of(samples) -> str:
     """What error messages call the data a sample comes from ("CSV manifest /d/list.csv", "shard set URL", ...)."""
     return getattr(samples, "source", "") or f"the data in {getattr(samples, 'root', '?')}"
-
-
-def kind_of(samples) -> str:
-    if hasattr(samples, "shard_sizes"):
-        return "shards"
-    return "manifest" if getattr(samples, "source", "").startswith("CSV") else "folder"
 
 
 class Batch(NamedTuple):

@@ -1,5 +1,5 @@
-"""The list of training samples in compact arrays, how a folder or a `path,label` CSV becomes one, and how
-one is read back.
+"""The list of samples in compact arrays (`SampleIndex`, what every source of data gives as its parts), and listing
+a folder's images fast.
 
 A million `(path, label)` tuples are three million Python objects; every DataLoader worker forked from a
 rank touches their reference counts as it reads them and so ends up with a private copy of the pages that
@@ -9,18 +9,14 @@ offsets, the labels): reading an entry writes to none of them, so workers share 
 
 from __future__ import annotations
 
-import csv
+import hashlib
 import logging
 import os
-import re
-import unicodedata
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Protocol, Sequence, Tuple, Union, cast
+from typing import Iterable, Iterator, List, Protocol, Sequence, Tuple, Union, cast
 
 import numpy as np
 
-from ..errors import DataError
 from .images import ImageLimits, is_image_file, read_image_file
 
 log = logging.getLogger("ddptrain")
@@ -43,6 +39,11 @@ class Samples(Protocol):
 
     def read(self, index: int, limits: ImageLimits) -> bytes: ...
 
+    def digest(self) -> str:
+        """Of the samples' names (paths relative to the data) and labels, in order: the same on every node that
+        lists the same data (the preflight compares it)."""
+        ...
+
 
 class SampleIndex:
     """Samples as arrays: paths relative to `root` (or absolute) and class indices. Indexing gives
@@ -52,6 +53,7 @@ class SampleIndex:
         self.root = root
         self.blob, self.offsets, self.labels = blob, offsets, labels
         self.source = source  # what messages call where the samples come from: "folder /d", "CSV manifest /d/x.csv"
+        self.hint = ""  # what to check when many of them cannot be read (set by their source)
 
     @classmethod
     def from_pairs(cls, root: str | Path, pairs: Iterable[Tuple[str, int]]) -> SampleIndex:
@@ -106,9 +108,19 @@ class SampleIndex:
         """The sample's encoded image: a regular file, its size checked against `limits` before it is read."""
         return read_image_file(self.path(index), limits)
 
+    def digest(self) -> str:
+        return array_digest(self.blob, self.offsets, self.labels)
+
     @property
     def nbytes(self) -> int:
         return int(self.blob.nbytes + self.offsets.nbytes + self.labels.nbytes)
+
+
+def array_digest(*arrays: np.ndarray) -> str:
+    digest = hashlib.sha1()
+    for array in arrays:
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
 
 
 def as_samples(samples: Union[Samples, Sequence[Sample]]) -> Samples:
@@ -156,137 +168,3 @@ def scan_images(folder: Path) -> List[str]:
 def _identity(path) -> Tuple[int, int]:
     info = os.stat(path)
     return info.st_dev, info.st_ino
-
-
-@dataclass
-class Manifest:
-    """A `path,label[,split]` CSV, read and checked: its classes, its image paths by class, the split of each path
-    when a `split` column gives one, and the line numbers of exact repeats that were dropped."""
-
-    classes: List[str]
-    by_class: Dict[str, List[str]]
-    splits: Dict[str, str]
-    repeated: List[Tuple[int, int]] = field(default_factory=list)  # (line, the line it repeats)
-
-    def warn_repeats(self, path: Path) -> None:
-        if self.repeated:
-            shown = ", ".join(f"line {line} = line {first}" for line, first in self.repeated[:5])
-            log.warning(
-                "%s: %d row(s) repeat an earlier row exactly and were dropped (%s%s); each image is used once",
-                path,
-                len(self.repeated),
-                shown,
-                " ..." if len(self.repeated) > 5 else "",
-            )
-
-
-def canonical_labels(labels: Iterable[str]) -> Dict[str, str]:
-    """Each label text -> its class name: the text itself (Unicode NFC), or, when every label is a whole number,
-    that number written plainly, so `1`, `01` and `+1` are one class."""
-    texts = {label: unicodedata.normalize("NFC", label) for label in labels}
-    if texts and all(_INTEGER.match(text) for text in texts.values()):
-        return {label: str(int(text)) for label, text in texts.items()}
-    return texts
-
-
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
-
-
-def read_manifest(path: Path) -> Manifest:
-    """A `path,label[,split]` CSV. Paths are relative to the CSV's folder or absolute; classes are the labels
-    sorted (as numbers when every label is an integer). A row that repeats an earlier one exactly is dropped (and
-    counted); an image given two labels or two splits is an error naming both lines, so no image can land in
-    training and validation at once."""
-    try:
-        return _read_manifest(path)
-    except UnicodeDecodeError as error:
-        raise DataError(
-            f"{path}:{_first_undecodable_line(path)} is not UTF-8 text ({error.reason}); save the manifest as UTF-8"
-        ) from None
-    except csv.Error as error:
-        raise DataError(f"{path} is not a CSV file ({error})") from None
-
-
-def _first_undecodable_line(path: Path) -> int:
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                return number
-    return 0
-
-
-def _read_manifest(path: Path) -> Manifest:
-    rows: Dict[str, Tuple[str, str, int]] = {}  # full path -> (label, split, line)
-    repeated: List[Tuple[int, int]] = []
-    base = path.resolve().parent
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        columns = {name.strip().lower(): name for name in reader.fieldnames or []}
-        if "path" not in columns or "label" not in columns:
-            raise DataError(
-                f"{path} is not a manifest: its first line must name the columns `path,label` (found "
-                f"{','.join(reader.fieldnames or []) or 'nothing'})"
-            )
-        for number, row in _numbered_rows(reader):
-            image, label = (row.get(columns["path"]) or "").strip(), (row.get(columns["label"]) or "").strip()
-            if not image or not label:
-                raise DataError(f"{path}:{number}: a row needs a path and a label")
-            which = (row.get(columns["split"]) or "").strip().lower() if "split" in columns else ""
-            if "split" in columns and which not in ("train", "val"):
-                raise DataError(f"{path}:{number}: split must be train or val, not {which!r}")
-            full = os.path.normpath(os.path.join(base, image))
-            earlier = rows.get(full)
-            if earlier is None:
-                rows[full] = (label, which, number)
-            elif earlier[:2] == (label, which):
-                repeated.append((number, earlier[2]))
-            else:
-                _conflict(path, image, number, (label, which), earlier)
-    if not rows:
-        raise DataError(f"{path} lists no images")
-    return _manifest(path, rows, repeated)
-
-
-def _numbered_rows(reader) -> Iterator[Tuple[int, Dict]]:
-    """(the line a row starts on, the row): a quoted field may span lines."""
-    for row in reader:
-        yield reader.line_num - _extra_lines(row), row
-
-
-def _extra_lines(row: Dict) -> int:
-    return sum(str(value).count("\n") for value in row.values() if isinstance(value, str))
-
-
-def _conflict(path: Path, image: str, number: int, given: Tuple[str, str], earlier: Tuple[str, str, int]) -> None:
-    what = "label" if given[0] != earlier[0] else "split"
-    values = (given[0], earlier[0]) if what == "label" else (given[1], earlier[1])
-    raise DataError(
-        f"{path}:{number}: {image} has {what} {values[0]!r} here and {values[1]!r} on line {earlier[2]}; "
-        f"give each image one {what} (one row per image)"
-    )
-
-
-def _manifest(path: Path, rows: Dict[str, Tuple[str, str, int]], repeated: List[Tuple[int, int]]) -> Manifest:
-    names = canonical_labels({label for label, _, _ in rows.values()})
-    by_class: Dict[str, List[str]] = {}
-    splits: Dict[str, str] = {}
-    for full, (label, which, _) in rows.items():
-        by_class.setdefault(names[label], []).append(full)
-        if which:
-            splits[full] = which
-    if splits and len(splits) != len(rows):
-        raise DataError(f"{path}: give every row a split (train or val), or none")
-    numeric = all(_INTEGER.match(name) for name in by_class)
-    classes = sorted(by_class, key=(lambda c: (int(c), c)) if numeric else None)
-    _warn_case_twins(path, classes)
-    return Manifest(classes, {name: sorted(by_class[name]) for name in classes}, splits, repeated)
-
-
-def _warn_case_twins(path: Path, classes: Sequence[str]) -> None:
-    folded: Dict[str, str] = {}
-    for name in classes:
-        other = folded.setdefault(name.casefold(), name)
-        if other != name:
-            log.warning("%s: labels %r and %r differ only in case; they are two classes", path, other, name)

@@ -209,6 +209,7 @@ class ShardSamples:
         self.names = SampleIndex(location, arrays["name_blob"], arrays["name_offsets"], self.labels)
         self.root = location
         self.source = f"shard set {redact(location)}"
+        self.hint = "the shard set is damaged: re-make it with `ddptrain shard`"
         self._open: Dict[int, int] = {}
 
     def __getstate__(self):
@@ -264,6 +265,10 @@ class ShardSamples:
         raise DataError(
             f"shard {redact(url)} keeps leaving the cache {self.cache.folder}; raise DDPTRAIN_SHARD_CACHE_SHARDS"
         )
+
+    def digest(self) -> str:
+        """Of the names of the files the shards were made from, and the labels: as the folder's own digest."""
+        return self.names.digest()
 
     @property
     def nbytes(self) -> int:

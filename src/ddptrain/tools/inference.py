@@ -14,10 +14,11 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ..data.datasets import UnreadableFiles
-from ..data.folder import all_images, describe_added, load_split, read_run_split, same_split, split_summary
 from ..data.images import IMAGE_EXTENSIONS, UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
 from ..data.index import Samples
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
+from ..data.sources import all_images, load_split
+from ..data.split import run_split, same_split, split_summary
 from ..data.transforms import Preprocess, eval_decode_min_side, eval_transform, normalize
 from ..errors import DataError
 from ..runtime import dist
@@ -50,15 +51,10 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
     if opts.split == "all":
         return all_images(opts.data, loaded.class_names)
     cfg = loaded.config
-    split = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, cfg.data.fetch_timeout)
+    listed = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, cfg.data.fetch_timeout)
     run_dir = Path(opts.checkpoint).resolve().parent.parent  # RUN_DIR/checkpoints/best.pt
-    readable = (run_dir / "splits").is_dir() and split.layout != "shards"  # a shard set's split cannot change
-    found = read_run_split(run_dir, split) if readable else None
-    if found is not None:
-        split, added = found
-        if added and is_main:
-            log.warning("%s", describe_added(added, split.root, "--split val"))
-    elif loaded.split is not None and not same_split(split, loaded.split):
+    split, read_back = run_split(listed, run_dir if (run_dir / "splits").is_dir() else None, "--split val", is_main)
+    if not read_back and loaded.split is not None and not same_split(split, loaded.split):
         raise DataError(split_differs(opts, split, loaded))
     if split.classes != loaded.class_names:
         raise DataError(
@@ -73,7 +69,7 @@ def split_differs(opts: EvalOptions, split, loaded: LoadedModel) -> str:
     here, saved = split_summary(split), loaded.split or {}
     cfg = loaded.config
     why = f"here {here['train']} train / {here['val']} val images, the checkpoint's {saved.get('train')} / {saved.get('val')}"
-    if split.layout == "shards" and split.made_with:
+    if split.fixed and split.made_with:
         made = split.made_with
         if (made.get("seed"), made.get("val_split")) != (cfg.optim.seed, cfg.data.val_split):
             return (

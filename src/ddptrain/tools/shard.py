@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..data.folder import load_split
 from ..data.shards import ARRAYS, INDEX, TIMM_INFO, is_shard_set, parse_size, read_index, write_shards
+from ..data.sources import load_split
 from ..errors import ConfigError, DataError
 from ..train.rundir import check_apart
 

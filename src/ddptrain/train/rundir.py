@@ -22,7 +22,9 @@ import uuid
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ..config import Config
 from ..errors import ConfigError, DataError
+from ..runtime.preempt import Preempted
 from ..util import DamagedLine, read_epoch_records, write_json_atomic
 from ..version import __version__
 from .runlock import RunLock
@@ -255,3 +257,17 @@ def _remove_matching(folder: Path, pattern: re.Pattern) -> None:
     for item in folder.iterdir():
         if pattern.fullmatch(item.name) and (item.is_file() or item.is_symlink()):
             item.unlink()
+
+
+def job_id(cfg: Config) -> Optional[str]:
+    """An elastic job's identity across its re-formations: its rendezvous id (None for a static job)."""
+    return cfg.launch.rdzv_id if cfg.launch.rdzv_endpoint else None
+
+
+def ending(failure: Optional[BaseException], more_epochs: bool) -> str:
+    """How a run ended, for its marker: stopped (a signal or --stop-after-epochs: to be resumed), failed, finished."""
+    if isinstance(failure, Preempted) or (failure is None and more_epochs):
+        return "stopped"  # with a checkpoint at the point where it stopped
+    if isinstance(failure, KeyboardInterrupt):
+        return "interrupted"
+    return "failed" if failure is not None else "finished"

@@ -2,8 +2,8 @@
 best_eval.json, the --log-to trackers (metrics.csv, MLflow, W&B: `trackers.py`), the progress bar and the
 end-of-epoch lines.
 
-Rank 0 holds a `RunSinks`; every other rank holds a `NullSinks` with the same methods doing nothing,
-so the trainer calls its sinks on every rank without asking which rank it is.
+Rank 0 holds a `RunSinks`; every other rank holds a `NullSinks` with the same methods doing nothing, so the trainer
+calls its sinks on every rank without asking which rank it is. Both satisfy `Sinks` (mypy checks `open_sinks`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Protocol
 
 from tqdm import tqdm
 
 from ..config import Config, save_yaml
-from ..data.folder import Split, write_split_files
+from ..data.split import Split, write_split_files
 from ..errors import DataError
 from ..logs import add_log_file
 from ..runtime.startup import StartupClock
@@ -334,5 +334,38 @@ class NullSinks:
         pass
 
 
-def open_sinks(run_dir: Path, epochs: int, is_main: bool, report: Optional[ReportWriter] = None):
+class Progress(Protocol):
+    def __call__(self, steps_done: int, loss: float, lr: float, images_per_sec: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Sinks(Protocol):
+    """What a rank's trainer tells its outputs."""
+
+    def write_run_files(self, cfg: Config, split: Split) -> None: ...
+
+    def start(
+        self, last_complete_epoch: int, resumed_step: int, cfg: Optional[Config] = None, resumed: bool = False
+    ) -> None: ...
+
+    def epoch_progress(self, steps: int, epoch: int, global_step: int) -> Progress: ...
+
+    def epoch_end(
+        self,
+        record: Dict,
+        result: Optional[EvalResult],
+        stats: EpochStats,
+        workers: int,
+        ema: Optional[EvalResult] = None,
+    ) -> None: ...
+
+    def startup(self, clock: StartupClock) -> None: ...
+
+    def best_eval(self, epoch: int, checkpoint: str, result: EvalResult, class_names: List[str]) -> None: ...
+
+    def close(self, failure: Optional[BaseException] = None) -> None: ...
+
+
+def open_sinks(run_dir: Path, epochs: int, is_main: bool, report: Optional[ReportWriter] = None) -> Sinks:
     return RunSinks(run_dir, epochs, report) if is_main else NullSinks()

@@ -16,18 +16,11 @@ import torch
 
 from ..config import Config
 from ..data.datasets import UnreadableFiles
-from ..data.folder import (
-    Split,
-    classes_without_validation,
-    describe_added,
-    load_split,
-    read_run_split,
-    samples_digest,
-    split_summary,
-)
 from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, stop_workers, training_images
 from ..data.samplers import EpochSampler
+from ..data.sources import load_split
+from ..data.split import Split, classes_without_validation, run_split, split_summary
 from ..data.transforms import Augment, Preprocess
 from ..errors import DataError, NonFiniteLossError, WeightsError
 from ..models import (
@@ -44,8 +37,8 @@ from ..models import (
     wrap_ddp,
 )
 from ..runtime import dist
-from ..runtime.env import DistEnv, cpus_per_process, restart_count
-from ..runtime.heartbeat import close_heartbeat, is_peer_failure, naming_stalled_peers
+from ..runtime.env import cpus_per_process
+from ..runtime.heartbeat import is_peer_failure, naming_stalled_peers
 from ..runtime.preempt import Preempted, StopRequest
 from ..runtime.preflight import check_agreement, weights_checksum
 from ..runtime.startup import StartupClock
@@ -137,7 +130,7 @@ class Trainer:
     def _claim_run_dir(self) -> rundir.RunLock:
         cfg = self.cfg
         rundir.check_apart("--out", self.run_dir, "--data", cfg.data.folder())
-        return rundir.claim(self.run_dir, cfg.run.resume, cfg.run.overwrite, job_id(cfg))
+        return rundir.claim(self.run_dir, cfg.run.resume, cfg.run.overwrite, rundir.job_id(cfg))
 
     def _load_split(self) -> Split:
         """Rank 0 lists the data once and every rank gets its result (compact arrays): N ranks do not list
@@ -163,21 +156,18 @@ class Trainer:
 
     def _list_data(self) -> Split:
         """A fresh run splits the data; a resumed one reads its own split back from RUN_DIR/splits, so images added
-        to the folder since cannot move between training and validation (a shard set cannot change)."""
-        cfg = self.cfg
-        scanned = load_split(cfg.data.folder(), cfg.data.val_split, cfg.optim.seed, cfg.data.fetch_timeout)
-        found = read_run_split(self.run_dir, scanned) if cfg.run.resume and scanned.layout != "shards" else None
-        if found is None:
-            return scanned
-        split, added = found
-        log.info(
-            "resume: train/val split read back from %s (%d train, %d val images)",
-            self.run_dir / "splits",
-            len(split.train),
-            len(split.val),
-        )
-        if added and self.rt.is_main:
-            log.warning("%s", describe_added(added, split.root, "training and validation"))
+        to the data since cannot move between training and validation (a shard set's split is fixed)."""
+        data = self.cfg.data
+        listed = load_split(data.folder(), data.val_split, self.cfg.optim.seed, data.fetch_timeout)
+        own_split = self.run_dir if self.cfg.run.resume else None
+        split, read_back = run_split(listed, own_split, "training and validation", say=self.rt.is_main)
+        if read_back:
+            log.info(
+                "resume: train/val split read back from %s (%d train, %d val images)",
+                self.run_dir / "splits",
+                len(split.train),
+                len(split.val),
+            )
         return split
 
     def _build_loaders(self) -> None:
@@ -296,7 +286,7 @@ class Trainer:
             **self._node_view(),
             "train_images": len(split.train),
             "val_images": len(split.val),
-            "train_files": samples_digest(split.train),
+            "train_files": split.train.digest(),
             "steps_per_epoch": self.steps_per_epoch,
             "parameters": sum(p.numel() for p in self.model.parameters()),
             "initial_weights": weights_checksum(self.model),
@@ -308,7 +298,7 @@ class Trainer:
         process per node other than rank 0's lists it (rank 0's listing is the one shared), so nodes that mount
         different data stop before the first step instead of training on files some of them lack."""
         split = self.split
-        if self.rt.env.local_rank != 0 or self.rt.is_main or split.layout == "shards":
+        if self.rt.env.local_rank != 0 or self.rt.is_main or split.fixed:
             return {"classes": list(split.classes), "images of the shared list missing on this node": 0}
         own = load_split(
             self.cfg.data.folder(), self.cfg.data.val_split, self.cfg.optim.seed, self.cfg.data.fetch_timeout
@@ -379,7 +369,7 @@ class Trainer:
                 stop_workers(loader)
             self.sinks.close(failure)
             if self.run_lock is not None:
-                rundir.record_end(self.run_dir, ending(failure, last_epoch < cfg.optim.epochs), self.global_step)
+                rundir.record_end(self.run_dir, rundir.ending(failure, last_epoch < cfg.optim.epochs), self.global_step)
                 self.run_lock.release()
         if last_epoch < cfg.optim.epochs:
             log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, cfg.optim.epochs)
@@ -602,62 +592,3 @@ class Trainer:
             split=self.split_info,
             metrics=metrics,
         )
-
-
-def job_id(cfg: Config) -> Optional[str]:
-    """An elastic job's identity across its re-formations: its rendezvous id (None for a static job)."""
-    return cfg.launch.rdzv_id if cfg.launch.rdzv_endpoint else None
-
-
-def ending(failure: Optional[BaseException], more_epochs: bool) -> str:
-    """How a run ended, for its marker: stopped (a signal or --stop-after-epochs: to be resumed), failed, finished."""
-    if isinstance(failure, (Preempted, KeyboardInterrupt)) or (failure is None and more_epochs):
-        return "stopped"
-    return "failed" if failure is not None else "finished"
-
-
-def continue_elastic_job(cfg: Config, rt: dist.Runtime) -> Config:
-    """The workers of an elastic job that re-formed (a node joined or left) continue its run: rank 0 reads the run
-    directory's marker and every rank follows its answer, so none starts afresh, and none wipes it (--overwrite)."""
-    job = job_id(cfg)
-    if job is None or cfg.run.resume:
-        return cfg
-    continues = dist.broadcast_object(rundir.elastic_continues(Path(cfg.run.out), job) if rt.is_main else None)
-    if not continues:
-        return cfg
-    if rt.is_main:
-        log.warning(
-            "elastic job %r re-formed: its workers continue the run in %s from the newest checkpoint%s",
-            job,
-            cfg.run.out,
-            " (--overwrite applies to the job's first start only)" if cfg.run.overwrite else "",
-        )
-    return cfg.replace(resume="auto", overwrite=False)
-
-
-def resume_after_restart(cfg: Config, restarts: int) -> Config:
-    """Workers restarted by torchrun (--max-restarts) continue from the newest checkpoint."""
-    if restarts > 0 and not cfg.run.resume:
-        log.warning("restart %d after a worker failure: resuming from the last checkpoint", restarts)
-        return cfg.replace(resume="auto", overwrite=False)  # --overwrite means the first attempt only
-    return cfg
-
-
-def run(
-    cfg: Config, env: DistEnv, clock: Optional[StartupClock] = None, report: Optional[ReportWriter] = None
-) -> Optional[EvalResult]:
-    """`report`: writes `ddptrain report`'s figures for the --log-to trackers that take files (see sinks.py)."""
-    cfg = resume_after_restart(cfg, restart_count())
-    clock = clock or StartupClock()
-    stop = StopRequest(cfg.launch.dist_timeout).install()  # from here on SIGTERM/SIGUSR1 mean "save and stop"
-    try:
-        rt = dist.setup(env, cfg.launch.device, cfg.launch.dist_timeout)
-        clock.mark("process group")
-        try:
-            cfg = continue_elastic_job(cfg, rt)
-            return Trainer(cfg, rt, stop, clock, report).fit()
-        finally:
-            close_heartbeat(rt)
-            dist.cleanup()
-    finally:
-        stop.uninstall()

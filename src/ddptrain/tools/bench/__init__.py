@@ -4,17 +4,24 @@ one JSON object with --json) and saved as JSON + a PNG chart under --out."""
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from .output import emit
 
-NAMES = ["overhead", "scaling", "precision", "dp-vs-ddp", "input", "startup", "recipe", "store"]
+NAMES = ["overhead", "scaling", "precision", "input", "startup", "recipe", "store"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    _common_options(parser)
+    _input_options(parser)
+    _precision_options(parser)
+    _store_options(parser)
+    _startup_options(parser)
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=NAMES)
     parser.add_argument("--data", default=None, help="image folder to use (default: generated)")
     parser.add_argument("--out", default="bench-results", help="folder for NAME.json and NAME.png")
@@ -33,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="generated images per class (default 128 in 5 classes; startup: 12 in 3)",
     )
+
+
+def _input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=int, default=256, help="input: number of JPEGs")
     parser.add_argument(
         "--auto-augment",
@@ -49,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cold", action="store_true", help="input --shards: drop the page cache before each pass (root)"
     )
+
+
+def _precision_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile", action="store_true", help="precision: also with torch.compile")
     parser.add_argument(
         "--synthetic",
@@ -56,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="precision: random tensors on the device instead of JPEGs (model and step alone)",
     )
     parser.add_argument("--steps", type=int, default=30, help="precision --synthetic: timed steps per variant")
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ranks",
         default="64,128,256,512",
@@ -70,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="store: the new heartbeat's interval here (the default run's is min(5 s, --dist-timeout / 10))",
     )
     parser.add_argument("--clients", type=int, default=4, help="store: client processes the ranks are spread over")
+
+
+def _startup_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--files",
         default=None,
@@ -100,8 +119,6 @@ def run_bench(args: argparse.Namespace) -> int:
     device = "cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu"
     if args.name == "input":
         return _input_bench(args, device)
-    if args.name == "dp-vs-ddp":
-        return _dp_vs_ddp(args)
     if args.name == "startup":
         return _startup_bench(args, device)
     if args.name == "recipe":
@@ -340,17 +357,6 @@ def _store_bench(args: argparse.Namespace) -> int:
         columns = ["ranks", "design", "writes/s", "share of measured ceiling", "server core", "fits"]
         print(markdown_table(columns, projected))
     return 0
-
-
-def _dp_vs_ddp(args: argparse.Namespace) -> int:
-    from .training import REPO, dp_vs_ddp_skip_reason
-
-    reason = dp_vs_ddp_skip_reason()
-    if reason:
-        print(f"skipped: {reason}")
-        return 0
-    script = REPO / "benchmarks" / "dp_vs_ddp.py"
-    return subprocess.call([sys.executable, str(script), "--out", args.out, *(["--json"] if args.json else [])])
 
 
 def _generate(folder: Path, per_class: int, classes: int = 5) -> Path:

@@ -18,12 +18,12 @@ from typing import Dict, List, Optional
 
 import torch
 
-from ...data.folder import load_split
 from ...data.images import ImageLimits
 from ...data.loaders import LoaderSettings, training_images
 from ...data.remote import CACHE_ENV
 from ...data.samplers import EpochSampler
 from ...data.shards import write_shards
+from ...data.sources import load_split
 from ...data.transforms import Preprocess
 from .photos import write_photos
 

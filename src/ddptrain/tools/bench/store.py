@@ -288,34 +288,9 @@ def store_bench(
 
     load_before = os.getloadavg()
     server = tdist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=60), wait_for_workers=False)
-    context = mp.get_context("spawn")
-    pipes, processes = [], []
-    saved = {name: os.environ.get(name) for name in _CLIENT_ENV}
-    os.environ.update({name: saved[name] or value for name, value in _CLIENT_ENV.items()})  # the clients' only
+    pipes, processes = _start_clients(max(1, min(clients, min(ranks))))
     try:
-        for _ in range(max(1, min(clients, min(ranks)))):
-            mine, theirs = context.Pipe()
-            process = context.Process(target=_client_process, args=(theirs,), daemon=True)
-            process.start()
-            pipes.append(mine)
-            processes.append(process)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                del os.environ[name]
-    rows: List[Dict] = []
-    probe = _store(server.port)
-    try:
-        for i, pipe in enumerate(pipes):  # connections for the most ranks, opened once
-            pipe.send({"op": "connect", "port": server.port, "ranks": list(range(i, max(ranks), len(pipes)))})
-        for pipe in pipes:
-            pipe.recv()
-        for world in ranks:
-            for mode in ("old", "flat-out", "new"):
-                row = _one_run(probe, pipes, world, mode, seconds, step_rate, interval)
-                rows.append(row)
-                if say:
-                    say(f"{world} ranks, {mode}: {row['achieved writes/s']:.0f} writes/s")
+        rows = _measure(server.port, pipes, ranks, seconds, step_rate, interval, say)
     finally:
         for pipe in pipes:
             pipe.send(None)
@@ -343,3 +318,40 @@ def store_bench(
         "projection": projection(ceiling, paced["server us/write"], step_rate, MAX_INTERVAL_S),
     }
     return result, rows, result["projection"]
+
+
+def _start_clients(count: int) -> Tuple[List[Any], List[Any]]:
+    """`count` client processes (spawned, with the client environment), each with a pipe to drive it."""
+    context = mp.get_context("spawn")
+    pipes, processes = [], []
+    saved = {name: os.environ.get(name) for name in _CLIENT_ENV}
+    os.environ.update({name: saved[name] or value for name, value in _CLIENT_ENV.items()})  # the clients' only
+    try:
+        for _ in range(count):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=_client_process, args=(theirs,), daemon=True)
+            process.start()
+            pipes.append(mine)
+            processes.append(process)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+    return pipes, processes
+
+
+def _measure(port, pipes, ranks, seconds, step_rate, interval, say) -> List[Dict]:
+    """Every pattern at every rank count: the clients open connections for the most ranks once, then each run."""
+    rows: List[Dict] = []
+    probe = _store(port)
+    for i, pipe in enumerate(pipes):
+        pipe.send({"op": "connect", "port": port, "ranks": list(range(i, max(ranks), len(pipes)))})
+    for pipe in pipes:
+        pipe.recv()
+    for world in ranks:
+        for mode in ("old", "flat-out", "new"):
+            row = _one_run(probe, pipes, world, mode, seconds, step_rate, interval)
+            rows.append(row)
+            if say:
+                say(f"{world} ranks, {mode}: {row['achieved writes/s']:.0f} writes/s")
+    return rows

@@ -1,4 +1,4 @@
-"""Training benchmarks that run the real `ddptrain train` (and the bare loop in benchmarks/bare_ddp.py):
+"""Training benchmarks that run the real `ddptrain train` (and the bare loop in scripts/bare_ddp.py):
 overhead, scaling and precision. Each figure is the mean steady-state training images/s (first steps
 of each epoch left out, evaluation not counted) over all epochs but the first."""
 
@@ -12,12 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import torch
-
 from ...util import flags
 
-REPO = Path(__file__).resolve().parents[4]
-BARE_LOOP = REPO / "benchmarks" / "bare_ddp.py"
+BARE_LOOP = Path(__file__).resolve().parent / "scripts" / "bare_ddp.py"  # shipped in the package
 
 
 @dataclass
@@ -153,12 +150,3 @@ def precision(work: Workload, tmp: Path, nproc: int, compile_too: bool) -> tuple
     for row in rows:
         row["speed-up"] = row["images/s"] / base
     return {"device": work.device}, rows
-
-
-def dp_vs_ddp_skip_reason() -> Optional[str]:
-    if torch.cuda.device_count() < 2:
-        return (
-            f"dp-vs-ddp needs at least 2 GPUs ({torch.cuda.device_count()} visible): nn.DataParallel "
-            "only exists to split a batch over several GPUs in one process"
-        )
-    return None

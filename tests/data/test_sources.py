@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from ddptrain.data.folder import all_images, load_split, write_split_files
+from ddptrain.data.sources import all_images, load_split
+from ddptrain.data.split import write_split_files
 from ddptrain.errors import DataError
 
 from ..conftest import write_synthetic
@@ -60,3 +61,17 @@ def test_split_files_written(tiny_shapes, tmp_path):
     header, *val_lines = (tmp_path / "splits" / "val.txt").read_text().splitlines()
     assert header == "# ddptrain splits 2"
     assert len(val_lines) == 9 and val_lines[0].startswith("disc/")
+
+
+def test_the_library_api_and_train_split_alike_through_the_registry(tiny_shapes, tmp_path):
+    import ddptrain
+    from ddptrain.data import sources
+
+    split = ddptrain.load_data(str(tiny_shapes), val_split=0.25, seed=3)
+    same = load_split(tiny_shapes, 0.25, 3)
+    assert split.classes == same.classes and split.val.digest() == same.val.digest()
+    assert [s.name for s in sources.SOURCES] == ["shard set", "manifest", "folder"]
+    assert sources.source_for(str(tmp_path / "list.csv")).name == "manifest"
+    assert sources.source_for("https://host/set/").name == "shard set"
+    with pytest.raises(DataError, match="not a kind of data ddptrain reads"):
+        sources.source_for("s3://bucket/set/")

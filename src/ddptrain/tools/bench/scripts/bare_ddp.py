@@ -1,6 +1,6 @@
 """The minimal hand-written DDP training loop of the usual tutorial, as a yardstick for ddptrain.
 
-Run it with torchrun:  python -m torch.distributed.run --nproc-per-node 2 benchmarks/bare_ddp.py --data DIR
+Run it with torchrun:  python -m torch.distributed.run --nproc-per-node 2 PATH/bare_ddp.py --data DIR
 It prints one JSON line per epoch on rank 0 with the steady-state images/s summed over ranks
 (the same definition ddptrain writes to metrics.jsonl).
 """
@@ -10,6 +10,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -36,7 +37,7 @@ class FolderDataset(Dataset):
         return self.transform(Image.open(path).convert("RGB")), label
 
 
-def main():
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", required=True)
     parser.add_argument("--model", default="resnet18")
@@ -45,16 +46,10 @@ def main():
     parser.add_argument("--img-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--workers", type=int, default=1)
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    local_rank = int(os.environ["LOCAL_RANK"])
-    use_cuda = torch.cuda.is_available()
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if use_cuda else "gloo", init_method="env://")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
 
+def make_loader(args, use_cuda: bool):
     transform = transforms.Compose(
         [
             transforms.RandomResizedCrop(args.img_size),
@@ -64,7 +59,7 @@ def main():
         ]
     )
     dataset = FolderDataset(args.data, transform)
-    sampler = DistributedSampler(dataset, shuffle=True, seed=42, drop_last=True)
+    sampler: DistributedSampler = DistributedSampler(dataset, shuffle=True, seed=42, drop_last=True)
     loader = DataLoader(
         dataset,
         batch_size=args.batch_size,
@@ -74,38 +69,53 @@ def main():
         drop_last=True,
         persistent_workers=args.workers > 0,
     )
-    num_classes = len({label for _, label in dataset.samples})
+    return loader, sampler, len({label for _, label in dataset.samples})
+
+
+def train_epoch(model, loader, optimizer, loss_fn, device, use_cuda: bool) -> tuple:
+    """(images per second on this rank after the first steps, the last loss)."""
+    model.train()
+    epoch_start, steady_images = time.perf_counter(), 0
+    steady_start: Optional[float] = None
+    for step, (images, labels) in enumerate(loader):
+        images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        loss = loss_fn(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if steady_start is not None:
+            steady_images += len(labels)
+        if step + 1 == STEADY_AFTER:
+            if use_cuda:
+                torch.cuda.synchronize()
+            steady_start = time.perf_counter()
+    if use_cuda:
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - (steady_start if steady_start is not None else epoch_start)
+    return steady_images / elapsed, loss.item()
+
+
+def main():
+    args = parse_args()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    use_cuda = torch.cuda.is_available()
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl" if use_cuda else "gloo", init_method="env://")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    loader, sampler, num_classes = make_loader(args, use_cuda)
     model = DDP(
         torchvision.models.get_model(args.model, num_classes=num_classes).to(device),
         device_ids=[local_rank] if use_cuda else None,
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
-
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
-        model.train()
-        steady_start, steady_images = None, 0
-        for step, (images, labels) in enumerate(loader):
-            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            loss = loss_fn(model(images), labels)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            if steady_start is not None:
-                steady_images += len(labels)
-            if step + 1 == STEADY_AFTER:
-                if use_cuda:
-                    torch.cuda.synchronize()
-                steady_start = time.perf_counter()
-        if use_cuda:
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - steady_start
+        speed, loss = train_epoch(model, loader, optimizer, loss_fn, device, use_cuda)
         if rank == 0:
-            print(
-                json.dumps({"epoch": epoch, "images_per_sec": steady_images * world / elapsed, "loss": loss.item()}),
-                flush=True,
-            )
+            print(json.dumps({"epoch": epoch, "images_per_sec": speed * world, "loss": loss}), flush=True)
     dist.destroy_process_group()
 
 

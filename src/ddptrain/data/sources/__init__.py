@@ -1,0 +1,59 @@
+"""Where --data can come from: one module per kind of source, asked in order which one a location is. Without
+torch: the command line asks a source to `check` the data before any process starts.
+
+A source knows how it is recognised (`recognises`), what can be checked quickly (`check`), how it lists and splits
+its images into a `Split` whose parts are `Samples` (read by index, digested for the preflight), and every image of
+it for `eval --split all` (`all_images`). Adding one: a module here with a class like these, its line in
+`SOURCES` (before the catch-all folder), its tests, and its row in README's --data table.
+"""
+
+from __future__ import annotations
+
+from typing import List, Protocol, Sequence
+
+from ...errors import DataError
+from ..index import Samples
+from ..remote import DEFAULT_DEADLINE_S
+from ..split import Split
+from .folder import FolderSource
+from .manifest import ManifestSource
+from .shardset import ShardSetSource
+
+
+class Source(Protocol):
+    name: str
+
+    def recognises(self, location: str) -> bool: ...
+
+    def check(self, location: str, fetch_timeout_s: float) -> None: ...
+
+    def split(self, location: str, val_split: float, seed: int, fetch_timeout_s: float) -> Split: ...
+
+    def all_images(self, location: str, classes: Sequence[str]) -> Samples: ...
+
+
+SOURCES: List[Source] = [ShardSetSource(), ManifestSource(), FolderSource()]  # the first that recognises it
+
+
+def source_for(location: str) -> Source:
+    for source in SOURCES:
+        if source.recognises(location):
+            return source
+    raise DataError(f"--data {location}: not a kind of data ddptrain reads (README's --data table lists them)")
+
+
+def check(location: str, fetch_timeout_s: float = DEFAULT_DEADLINE_S) -> None:
+    """What can be known about --data quickly, before any process starts (in one line when it is wrong)."""
+    source_for(location).check(location, fetch_timeout_s)
+
+
+def load_split(location, val_split: float, seed: int, fetch_timeout_s: float = DEFAULT_DEADLINE_S) -> Split:
+    """The classes and the train/validation samples of --data."""
+    text = str(location)
+    return source_for(text).split(text, val_split, seed, fetch_timeout_s)
+
+
+def all_images(location, classes: Sequence[str]) -> Samples:
+    """Every image of --data, labelled by its position in `classes` (`eval --split all`)."""
+    text = str(location)
+    return source_for(text).all_images(text, classes)

@@ -1,0 +1,112 @@
+"""A folder as a source of data (`--data DIR`): one sub-folder per class (`DIR/<class>/<images>`), split into
+train/validation by --val-split (stratified, deterministic given --seed), or `DIR/train/` and `DIR/val/` holding
+class folders when the split is given."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ...errors import DataError, missing_data_folder
+from ..images import is_image_file
+from ..index import SampleIndex, scan_images
+from ..split import Split, stratified_split
+
+HINT = "check the data folder"
+
+
+class FolderSource:
+    name = "folder"
+
+    def recognises(self, location: str) -> bool:
+        return "://" not in location  # the last one asked: any other local path
+
+    def check(self, location: str, fetch_timeout_s: float) -> None:
+        """Two class folders or more, each with an image (found without listing them all)."""
+        folder = Path(location)
+        if not folder.is_dir():
+            raise missing_data_folder(location)
+        parts = [folder / "train", folder / "val"] if is_train_val_layout(folder) else [folder]
+        for part in parts:
+            classes = class_folders(part)
+            if not classes:
+                raise DataError(f"{part} has no class sub-folders; expected {part}/<class name>/<images>")
+            if len(classes) < 2 and part == folder:
+                raise DataError(f"{part} has one class folder ({classes[0]}); a classifier needs at least two")
+            for name in classes:
+                if part.name != "val" and not _has_image(part / name):
+                    raise DataError(
+                        f"class folder '{name}' in {part} has no images (extensions: jpg jpeg png bmp webp tif tiff)"
+                    )
+
+    def split(self, location: str, val_split: float, seed: int, fetch_timeout_s: float) -> Split:
+        root = Path(location).resolve()
+        if is_train_val_layout(root):
+            classes, train_images = scan_classes(root / "train")
+            _, val_images = scan_classes(root / "val", classes)
+            train, _ = stratified_split(train_images, classes, 0.0, seed, root)
+            pairs = ((p, label) for label, name in enumerate(classes) for p in val_images[name])
+            val = SampleIndex.from_pairs(root, pairs)
+            return Split(classes, train, val, "train/val", root, source=f"folder {root}", hint=HINT)
+        classes, images = scan_classes(root)
+        if len(classes) < 2:
+            raise DataError(f"{root} has one class folder ({classes[0]}); a classifier needs at least two")
+        train, val = stratified_split(images, classes, val_split, seed, root)
+        return Split(classes, train, val, "folders", root, source=f"folder {root}", hint=HINT)
+
+    def all_images(self, location: str, classes: Sequence[str]) -> SampleIndex:
+        base = Path(location).resolve()
+        _, images = scan_classes(base, classes)
+        samples = SampleIndex.from_pairs(base, ((p, label) for label, name in enumerate(classes) for p in images[name]))
+        samples.source, samples.hint = f"folder {base}", HINT
+        return samples
+
+
+def is_train_val_layout(root: Path) -> bool:
+    return (root / "train").is_dir() and (root / "val").is_dir()
+
+
+def list_class_images(class_dir: Path) -> List[str]:
+    """Absolute paths of the images under `class_dir`, sorted by their path inside it."""
+    prefix = str(class_dir) + "/"
+    return [prefix + relative for relative in scan_images(class_dir)]
+
+
+def class_folders(root: Path) -> List[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[List[str], Dict[str, List[str]]]:
+    """Classes are the sorted sub-folders of `root` (or the given list); return their image paths."""
+    if not root.is_dir():
+        raise missing_data_folder(root)
+    found = class_folders(root)
+    if not found:
+        raise DataError(f"{root} has no class sub-folders; expected {root}/<class name>/<images>")
+    classes = list(classes) if classes is not None else found
+    unknown = sorted(set(found) - set(classes))
+    if unknown:
+        raise DataError(f"{root} has class folders the model does not know: {', '.join(unknown)}")
+    images = {name: list_class_images(root / name) if (root / name).is_dir() else [] for name in classes}
+    return classes, images
+
+
+def _has_image(folder: Path) -> bool:
+    """Whether `folder` holds an image somewhere below it, stopping at the first one found."""
+    pending, seen = [folder], set()
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if entry.is_file() and is_image_file(entry.name):
+                        return True
+                    if entry.is_dir():
+                        key = (entry.stat().st_dev, entry.stat().st_ino)
+                        if key not in seen:
+                            seen.add(key)
+                            pending.append(Path(entry.path))
+        except OSError:
+            continue
+    return False

@@ -1,0 +1,212 @@
+"""A `path,label[,split]` CSV manifest as a source of data (`--data list.csv`): paths relative to the CSV's folder
+or absolute, split like a folder of class folders unless a `split` column says train/val. Repeated rows are dropped
+with a warning, an image with two labels or two splits is refused naming both lines, labels that write the same
+integer are one class."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
+
+from ...errors import DataError
+from ..index import SampleIndex
+from ..split import Split, stratified_split
+
+log = logging.getLogger("ddptrain")
+ROWS_CHECKED = 20  # before launch: when none of the first rows names a file, every row's path is wrong
+
+
+class ManifestSource:
+    name = "manifest"
+
+    def recognises(self, location: str) -> bool:
+        return location.lower().endswith(".csv") and "://" not in location
+
+    def check(self, location: str, fetch_timeout_s: float) -> None:
+        path = Path(location)
+        manifest = read_manifest(_existing(path))
+        if len(manifest.classes) < 2:
+            raise DataError(f"{path} has one label ({manifest.classes[0]}); a classifier needs at least two")
+        first = [p for name in manifest.classes for p in manifest.by_class[name][:ROWS_CHECKED]][:ROWS_CHECKED]
+        if first and not any(os.path.isfile(p) for p in first):
+            raise DataError(
+                f"{path}: none of the {len(first)} paths checked names a file, e.g. {first[0]}; relative paths in a "
+                f"manifest are relative to its folder ({path.resolve().parent}), or give absolute paths"
+            )
+
+    def split(self, location: str, val_split: float, seed: int, fetch_timeout_s: float) -> Split:
+        path = _existing(Path(location))
+        manifest = read_manifest(path)
+        manifest.warn_repeats(path)
+        classes, images, given = manifest.classes, manifest.by_class, manifest.splits
+        root = path.resolve().parent
+        if len(classes) < 2:
+            raise DataError(f"{path} has one label ({classes[0]}); a classifier needs at least two")
+        if given:
+            pairs = [(p, label) for label, name in enumerate(classes) for p in images[name]]
+            train = SampleIndex.from_pairs(root, ((p, c) for p, c in pairs if given[p] == "train"))
+            val = SampleIndex.from_pairs(root, ((p, c) for p, c in pairs if given[p] == "val"))
+        else:
+            train, val = stratified_split(images, classes, val_split, seed, root)
+        return Split(classes, train, val, "manifest", root, source=f"CSV manifest {path}", hint=HINT)
+
+    def all_images(self, location: str, classes: Sequence[str]) -> SampleIndex:
+        path = _existing(Path(location))
+        manifest = read_manifest(path)
+        manifest.warn_repeats(path)
+        unknown = sorted(set(manifest.classes) - set(classes))
+        if unknown:
+            raise DataError(f"{location} has labels the model does not know: {', '.join(unknown)}")
+        pairs = ((p, label) for label, name in enumerate(classes) for p in manifest.by_class.get(name, []))
+        samples = SampleIndex.from_pairs(path.resolve().parent, pairs)
+        samples.source, samples.hint = f"CSV manifest {path}", HINT
+        return samples
+
+
+HINT = "relative paths in a CSV manifest are relative to its folder; check them, or give absolute ones"
+
+
+def _existing(path: Path) -> Path:
+    if not path.is_file():
+        raise DataError(f"--data {path}: no such manifest file (a CSV with the columns path,label)")
+    return path
+
+
+@dataclass
+class Manifest:
+    """A `path,label[,split]` CSV, read and checked: its classes, its image paths by class, the split of each path
+    when a `split` column gives one, and the line numbers of exact repeats that were dropped."""
+
+    classes: List[str]
+    by_class: Dict[str, List[str]]
+    splits: Dict[str, str]
+    repeated: List[Tuple[int, int]] = field(default_factory=list)  # (line, the line it repeats)
+
+    def warn_repeats(self, path: Path) -> None:
+        if self.repeated:
+            shown = ", ".join(f"line {line} = line {first}" for line, first in self.repeated[:5])
+            log.warning(
+                "%s: %d row(s) repeat an earlier row exactly and were dropped (%s%s); each image is used once",
+                path,
+                len(self.repeated),
+                shown,
+                " ..." if len(self.repeated) > 5 else "",
+            )
+
+
+def canonical_labels(labels: Iterable[str]) -> Dict[str, str]:
+    """Each label text -> its class name: the text itself (Unicode NFC), or, when every label is a whole number,
+    that number written plainly, so `1`, `01` and `+1` are one class."""
+    texts = {label: unicodedata.normalize("NFC", label) for label in labels}
+    if texts and all(_INTEGER.match(text) for text in texts.values()):
+        return {label: str(int(text)) for label, text in texts.items()}
+    return texts
+
+
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
+def read_manifest(path: Path) -> Manifest:
+    """A `path,label[,split]` CSV. Paths are relative to the CSV's folder or absolute; classes are the labels
+    sorted (as numbers when every label is an integer). A row that repeats an earlier one exactly is dropped (and
+    counted); an image given two labels or two splits is an error naming both lines, so no image can land in
+    training and validation at once."""
+    try:
+        return _read_manifest(path)
+    except UnicodeDecodeError as error:
+        raise DataError(
+            f"{path}:{_first_undecodable_line(path)} is not UTF-8 text ({error.reason}); save the manifest as UTF-8"
+        ) from None
+    except csv.Error as error:
+        raise DataError(f"{path} is not a CSV file ({error})") from None
+
+
+def _first_undecodable_line(path: Path) -> int:
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 0
+
+
+def _read_manifest(path: Path) -> Manifest:
+    rows: Dict[str, Tuple[str, str, int]] = {}  # full path -> (label, split, line)
+    repeated: List[Tuple[int, int]] = []
+    base = path.resolve().parent
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        columns = {name.strip().lower(): name for name in reader.fieldnames or []}
+        if "path" not in columns or "label" not in columns:
+            raise DataError(
+                f"{path} is not a manifest: its first line must name the columns `path,label` (found "
+                f"{','.join(reader.fieldnames or []) or 'nothing'})"
+            )
+        for number, row in _numbered_rows(reader):
+            image, label = (row.get(columns["path"]) or "").strip(), (row.get(columns["label"]) or "").strip()
+            if not image or not label:
+                raise DataError(f"{path}:{number}: a row needs a path and a label")
+            which = (row.get(columns["split"]) or "").strip().lower() if "split" in columns else ""
+            if "split" in columns and which not in ("train", "val"):
+                raise DataError(f"{path}:{number}: split must be train or val, not {which!r}")
+            full = os.path.normpath(os.path.join(base, image))
+            earlier = rows.get(full)
+            if earlier is None:
+                rows[full] = (label, which, number)
+            elif earlier[:2] == (label, which):
+                repeated.append((number, earlier[2]))
+            else:
+                _conflict(path, image, number, (label, which), earlier)
+    if not rows:
+        raise DataError(f"{path} lists no images")
+    return _manifest(path, rows, repeated)
+
+
+def _numbered_rows(reader) -> Iterator[Tuple[int, Dict]]:
+    """(the line a row starts on, the row): a quoted field may span lines."""
+    for row in reader:
+        yield reader.line_num - _extra_lines(row), row
+
+
+def _extra_lines(row: Dict) -> int:
+    return sum(str(value).count("\n") for value in row.values() if isinstance(value, str))
+
+
+def _conflict(path: Path, image: str, number: int, given: Tuple[str, str], earlier: Tuple[str, str, int]) -> None:
+    what = "label" if given[0] != earlier[0] else "split"
+    values = (given[0], earlier[0]) if what == "label" else (given[1], earlier[1])
+    raise DataError(
+        f"{path}:{number}: {image} has {what} {values[0]!r} here and {values[1]!r} on line {earlier[2]}; "
+        f"give each image one {what} (one row per image)"
+    )
+
+
+def _manifest(path: Path, rows: Dict[str, Tuple[str, str, int]], repeated: List[Tuple[int, int]]) -> Manifest:
+    names = canonical_labels({label for label, _, _ in rows.values()})
+    by_class: Dict[str, List[str]] = {}
+    splits: Dict[str, str] = {}
+    for full, (label, which, _) in rows.items():
+        by_class.setdefault(names[label], []).append(full)
+        if which:
+            splits[full] = which
+    if splits and len(splits) != len(rows):
+        raise DataError(f"{path}: give every row a split (train or val), or none")
+    numeric = all(_INTEGER.match(name) for name in by_class)
+    classes = sorted(by_class, key=(lambda c: (int(c), c)) if numeric else None)
+    _warn_case_twins(path, classes)
+    return Manifest(classes, {name: sorted(by_class[name]) for name in classes}, splits, repeated)
+
+
+def _warn_case_twins(path: Path, classes: Sequence[str]) -> None:
+    folded: Dict[str, str] = {}
+    for name in classes:
+        other = folded.setdefault(name.casefold(), name)
+        if other != name:
+            log.warning("%s: labels %r and %r differ only in case; they are two classes", path, other, name)

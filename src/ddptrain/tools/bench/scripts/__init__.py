@@ -1,0 +1,1 @@
+"""Programs the benchmarks run as scripts of their own (under torchrun), shipped with the package."""
