@@ -1,7 +1,8 @@
-"""A `path,label[,split]` CSV manifest as a source of data (`--data list.csv`): paths relative to the CSV's folder
-or absolute, split like a folder of class folders unless a `split` column says train/val. Repeated rows are dropped
-with a warning, an image with two labels or two splits is refused naming both lines, labels that write the same
-integer are one class."""
+"""A `path,label[,split]` manifest as a source of data (`--data list.csv`): paths relative to the manifest's folder or
+absolute, split like a folder of class folders unless a `split` column says train/val. Repeated rows are dropped with
+a warning, an image with two labels or two splits is refused naming both lines, labels that write the same integer
+are one class. `ManifestSource` reads CSV; a manifest in another file format is a subclass that says how its rows
+are read (`rows`): every check above is `manifest_from_rows`'."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ...errors import DataError
 from ..index import SampleIndex
@@ -22,15 +23,32 @@ log = logging.getLogger("ddptrain")
 ROWS_CHECKED = 20  # before launch: when none of the first rows names a file, every row's path is wrong
 
 
+Row = Tuple[int, str, str, Optional[str]]  # (line, path, label, split: None when the manifest has no split column)
+
+
 class ManifestSource:
     name = "manifest"
+    kind = "CSV manifest"  # what messages call it
+    suffixes: Tuple[str, ...] = (".csv",)
 
     def recognises(self, location: str) -> bool:
-        return location.lower().endswith(".csv") and "://" not in location
+        return location.lower().endswith(self.suffixes) and "://" not in location
+
+    def rows(self, path: Path) -> Iterator[Row]:
+        """The manifest's rows as they are written, numbered as a user finds them in the file."""
+        return _csv_rows(path)
+
+    def read(self, path: Path) -> Manifest:
+        return manifest_from_rows(path, self.rows(self._existing(path)))
+
+    def _existing(self, path: Path) -> Path:
+        if not path.is_file():
+            raise DataError(f"--data {path}: no such manifest file (a {self.kind} with the columns path,label)")
+        return path
 
     def check(self, location: str, fetch_timeout_s: float) -> None:
         path = Path(location)
-        manifest = read_manifest(_existing(path))
+        manifest = self.read(path)
         if len(manifest.classes) < 2:
             raise DataError(f"{path} has one label ({manifest.classes[0]}); a classifier needs at least two")
         first = [p for name in manifest.classes for p in manifest.by_class[name][:ROWS_CHECKED]][:ROWS_CHECKED]
@@ -41,8 +59,8 @@ class ManifestSource:
             )
 
     def split(self, location: str, val_split: float, seed: int, fetch_timeout_s: float) -> Split:
-        path = _existing(Path(location))
-        manifest = read_manifest(path)
+        path = Path(location)
+        manifest = self.read(path)
         manifest.warn_repeats(path)
         classes, images, given = manifest.classes, manifest.by_class, manifest.splits
         root = path.resolve().parent
@@ -54,28 +72,22 @@ class ManifestSource:
             val = SampleIndex.from_pairs(root, ((p, c) for p, c in pairs if given[p] == "val"))
         else:
             train, val = stratified_split(images, classes, val_split, seed, root)
-        return Split(classes, train, val, "manifest", root, source=f"CSV manifest {path}", hint=HINT)
+        return Split(classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT)
 
     def all_images(self, location: str, classes: Sequence[str]) -> SampleIndex:
-        path = _existing(Path(location))
-        manifest = read_manifest(path)
+        path = Path(location)
+        manifest = self.read(path)
         manifest.warn_repeats(path)
         unknown = sorted(set(manifest.classes) - set(classes))
         if unknown:
             raise DataError(f"{location} has labels the model does not know: {', '.join(unknown)}")
         pairs = ((p, label) for label, name in enumerate(classes) for p in manifest.by_class.get(name, []))
         samples = SampleIndex.from_pairs(path.resolve().parent, pairs)
-        samples.source, samples.hint = f"CSV manifest {path}", HINT
+        samples.source, samples.hint = f"{self.kind} {path}", HINT
         return samples
 
 
-HINT = "relative paths in a CSV manifest are relative to its folder; check them, or give absolute ones"
-
-
-def _existing(path: Path) -> Path:
-    if not path.is_file():
-        raise DataError(f"--data {path}: no such manifest file (a CSV with the columns path,label)")
-    return path
+HINT = "relative paths in a manifest are relative to its folder; check them, or give absolute ones"
 
 
 @dataclass
@@ -113,18 +125,64 @@ _INTEGER = re.compile(r"^[+-]?[0-9]+$")
 
 
 def read_manifest(path: Path) -> Manifest:
-    """A `path,label[,split]` CSV. Paths are relative to the CSV's folder or absolute; classes are the labels
+    """A `path,label[,split]` CSV, read and checked (see `manifest_from_rows`)."""
+    return manifest_from_rows(path, _csv_rows(path))
+
+
+def manifest_from_rows(path: Path, rows: Iterable[Row]) -> Manifest:
+    """A manifest from its rows. Paths are relative to the manifest's folder or absolute; classes are the labels
     sorted (as numbers when every label is an integer). A row that repeats an earlier one exactly is dropped (and
     counted); an image given two labels or two splits is an error naming both lines, so no image can land in
     training and validation at once."""
+    found: Dict[str, Tuple[str, str, int]] = {}  # full path -> (label, split, line)
+    repeated: List[Tuple[int, int]] = []
+    base = path.resolve().parent
+    for number, image, label, which in rows:
+        image, label = image.strip(), label.strip()
+        if not image or not label:
+            raise DataError(f"{path}:{number}: a row needs a path and a label")
+        if which is None:
+            which = ""
+        else:
+            which = which.strip().lower()
+            if which not in ("train", "val"):
+                raise DataError(f"{path}:{number}: split must be train or val, not {which!r}")
+        full = os.path.normpath(os.path.join(base, image))
+        earlier = found.get(full)
+        if earlier is None:
+            found[full] = (label, which, number)
+        elif earlier[:2] == (label, which):
+            repeated.append((number, earlier[2]))
+        else:
+            _conflict(path, image, number, (label, which), earlier)
+    if not found:
+        raise DataError(f"{path} lists no images")
+    return _manifest(path, found, repeated)
+
+
+def _csv_rows(path: Path) -> Iterator[Row]:
     try:
-        return _read_manifest(path)
+        yield from _csv_rows_unchecked(path)
     except UnicodeDecodeError as error:
         raise DataError(
             f"{path}:{_first_undecodable_line(path)} is not UTF-8 text ({error.reason}); save the manifest as UTF-8"
         ) from None
     except csv.Error as error:
         raise DataError(f"{path} is not a CSV file ({error})") from None
+
+
+def _csv_rows_unchecked(path: Path) -> Iterator[Row]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        columns = {name.strip().lower(): name for name in reader.fieldnames or []}
+        if "path" not in columns or "label" not in columns:
+            raise DataError(
+                f"{path} is not a manifest: its first line must name the columns `path,label` (found "
+                f"{','.join(reader.fieldnames or []) or 'nothing'})"
+            )
+        for number, row in _numbered_rows(reader):
+            which = (row.get(columns["split"]) or "") if "split" in columns else None
+            yield number, row.get(columns["path"]) or "", row.get(columns["label"]) or "", which
 
 
 def _first_undecodable_line(path: Path) -> int:
@@ -135,38 +193,6 @@ def _first_undecodable_line(path: Path) -> int:
             except UnicodeDecodeError:
                 return number
     return 0
-
-
-def _read_manifest(path: Path) -> Manifest:
-    rows: Dict[str, Tuple[str, str, int]] = {}  # full path -> (label, split, line)
-    repeated: List[Tuple[int, int]] = []
-    base = path.resolve().parent
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        columns = {name.strip().lower(): name for name in reader.fieldnames or []}
-        if "path" not in columns or "label" not in columns:
-            raise DataError(
-                f"{path} is not a manifest: its first line must name the columns `path,label` (found "
-                f"{','.join(reader.fieldnames or []) or 'nothing'})"
-            )
-        for number, row in _numbered_rows(reader):
-            image, label = (row.get(columns["path"]) or "").strip(), (row.get(columns["label"]) or "").strip()
-            if not image or not label:
-                raise DataError(f"{path}:{number}: a row needs a path and a label")
-            which = (row.get(columns["split"]) or "").strip().lower() if "split" in columns else ""
-            if "split" in columns and which not in ("train", "val"):
-                raise DataError(f"{path}:{number}: split must be train or val, not {which!r}")
-            full = os.path.normpath(os.path.join(base, image))
-            earlier = rows.get(full)
-            if earlier is None:
-                rows[full] = (label, which, number)
-            elif earlier[:2] == (label, which):
-                repeated.append((number, earlier[2]))
-            else:
-                _conflict(path, image, number, (label, which), earlier)
-    if not rows:
-        raise DataError(f"{path} lists no images")
-    return _manifest(path, rows, repeated)
 
 
 def _numbered_rows(reader) -> Iterator[Tuple[int, Dict]]:
