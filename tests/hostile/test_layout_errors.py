@@ -84,7 +84,9 @@ def test_a_data_error_met_in_loader_workers_is_one_line_naming_the_source(tmp_pa
     assert proc.returncode != 0
     error = [line for line in proc.stderr.splitlines() if "64 images in a row could not be read" in line]
     assert len(error) == 1, proc.stderr[-4000:]
-    assert f"CSV manifest {manifest}" in error[0] and "relative paths in a manifest are relative to its folder" in error[0]
+    assert (
+        f"CSV manifest {manifest}" in error[0] and "relative paths in a manifest are relative to its folder" in error[0]
+    )
     assert "Traceback" not in proc.stderr and "--resume auto" not in proc.stderr
 
 
