@@ -55,3 +55,22 @@ def run_single(fn: Callable, *args: Any) -> Any:
         return fn(rt, *args)
     finally:
         dist.cleanup()
+
+
+def epoch_names(rt, location: str, epochs: int, cache: str = "") -> List[List[str]]:
+    """On one rank: the names of the training samples of --data `location` (split 0.25, seed 3) that the epoch
+    sampler gives this rank in each of `epochs` epochs, in order."""
+    import os
+
+    from ddptrain.data.samplers import EpochSampler
+    from ddptrain.data.sources import load_split
+
+    if cache:
+        os.environ["DDPTRAIN_SHARD_CACHE"] = cache
+    train = load_split(location, 0.25, 3).train
+    sampler = EpochSampler(len(train), rt.rank, rt.world_size, seed=0, shard_sizes=getattr(train, "shard_sizes", None))
+    seen = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        seen.append([train.relative(index) for index, _, _ in sampler])
+    return seen

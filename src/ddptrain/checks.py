@@ -23,7 +23,7 @@ from .train.trackers import TRACKER_MODULES, TRACKERS, check_backend, unknown_tr
 
 def check_before_start(cfg: Config) -> None:
     check_apart("--out", Path(cfg.run.out), "--data", cfg.data.folder())
-    sources.check(cfg.data.folder(), cfg.data.fetch_timeout)
+    sources.check(cfg.data.folder(), sources.Reading.of(cfg.data))
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
@@ -48,11 +48,11 @@ def check_before_start(cfg: Config) -> None:
         network_environment(cfg.launch)  # an --iface that does not exist
 
 
-def check_eval_inputs(checkpoint: Path, data: Path) -> None:
+def check_eval_inputs(checkpoint: Path, data: str) -> None:
     """`ddptrain eval`: the model file exists and the data is what its source expects."""
     if not checkpoint.is_file():
         raise CheckpointError(f"checkpoint {checkpoint} does not exist")
-    sources.check(str(data))
+    sources.check(data)
 
 
 def check_trackers(run: RunConfig, probe: bool = False) -> None:

@@ -125,7 +125,7 @@ def _add_data_commands(sub) -> None:
 
     sh = sub.add_parser(
         "shard",
-        help="write any --data train reads (a folder, a manifest) as WebDataset tar shards + an index, for --data "
+        help="write any --data train reads (a folder, a manifest, a tar set) as WebDataset tar shards + an index, for --data "
         "SHARDS/ or a URL",
     )
     sh.add_argument("--data", required=True, help="the data, in any form train reads but a shard set")
@@ -145,6 +145,7 @@ def _add_data_commands(sub) -> None:
         help=f"as for train (and with its default, {seed}): the split, and the order within shards",
     )
     sh.add_argument("--overwrite", action="store_true", help="replace a shard set already in --out")
+    sh.add_argument("--label-key", default=options()["label_key"].default, help=options()["label_key"].help)
 
 
 def _add_machine_commands(sub) -> None:
@@ -243,7 +244,7 @@ def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
     if not inside_worker():
         from .checks import check_eval_inputs
 
-        check_eval_inputs(Path(args.checkpoint), Path(args.data))
+        check_eval_inputs(Path(args.checkpoint), str(args.data))
         if (args.nproc or 1) > 1:
             return _launch(LaunchConfig(nproc=args.nproc, device=args.device), argv, args.verbose)
     from .tools.inference import EvalOptions, run_eval
@@ -307,7 +308,10 @@ def cmd_shard(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
     from .tools.shard import make_shards
 
     setup_logging(0, 1)
-    make_shards(args.data, args.out, args.shard_size, args.val_split, args.seed, args.overwrite)
+    from .data.sources import Reading
+
+    reading = Reading(label_key=args.label_key)
+    make_shards(args.data, args.out, args.shard_size, args.val_split, args.seed, args.overwrite, reading)
     return 0
 
 

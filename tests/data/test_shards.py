@@ -18,7 +18,7 @@ from ddptrain.data.sources import all_images, load_split
 from ddptrain.errors import DataError
 
 from ..conftest import write_synthetic
-from ..dist_harness import run_ranks
+from ..dist_harness import epoch_names, run_ranks
 
 
 @pytest.fixture(scope="module")
@@ -107,18 +107,8 @@ def test_a_resume_on_three_processes_of_an_epoch_laid_out_for_two_neither_repeat
     assert len(seen) == len(set(seen)) >= total - 2
 
 
-def _epoch_names(rt, location: str, epochs: int):
-    _, train, _, _ = open_shard_set(location)
-    sampler = EpochSampler(len(train), rt.rank, rt.world_size, seed=0, shard_sizes=train.shard_sizes)
-    seen = []
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
-        seen.append([train.relative(index) for index, _, _ in sampler])
-    return seen
-
-
 def test_two_processes_read_every_training_image_of_the_folder_once_per_epoch(folder, shards):
-    ranks = run_ranks(_epoch_names, 2, str(shards), 2)
+    ranks = run_ranks(epoch_names, 2, str(shards), 2)
     train = load_split(folder, 0.25, 0).train
     expected = {train.relative(i) for i in range(len(train))}
     for epoch in range(2):

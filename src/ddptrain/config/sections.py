@@ -74,7 +74,9 @@ class DataConfig:
     path: Optional[str] = opt(
         None,
         "the data: a folder of class sub-folders (or with train/ and val/ inside), a path,label[,split] CSV manifest, "
-        "or a shard set made by `ddptrain shard` (its folder, or an http(s):// URL of it)",
+        "a shard set made by `ddptrain shard` (its folder, or an http(s):// URL of it), or WebDataset tar shards "
+        "written by other tools (a folder of .tar files, one .tar, or a brace pattern such as "
+        "'train-{000000..000099}.tar', local or http(s)://)",
         flag="data",
         node_local=True,
         elsewhere=("data_dir", "data_path"),
@@ -135,6 +137,11 @@ class DataConfig:
         900.0,
         "seconds one download from a shard server may take in all, retries included (a shard, or the index); a "
         "server that trickles or stalls fails the run naming the URL instead of holding it",
+    )
+    label_key: str = opt(
+        "cls",
+        "a WebDataset tar set's label: the member holding it (cls: an integer, txt: a class name, or another "
+        "extension) or json:PATH, a dotted path into the sample's JSON member (e.g. json:annotation.label)",
     )
     workers: Optional[int] = opt(
         None,

@@ -46,6 +46,7 @@ BLOCK = 1 << 20
 CACHE_ENV = "DDPTRAIN_SHARD_CACHE"
 CACHE_SHARDS_ENV = "DDPTRAIN_SHARD_CACHE_SHARDS"
 DEFAULT_CACHE_SHARDS = 16
+UNKNOWN_SHARD_MAX_BYTES = 64 * 2**30  # a shard of a tar set without an index: larger is not a shard
 RETRIED_STATUS = (408, 425, 429, 500, 502, 503, 504)
 
 
@@ -301,6 +302,24 @@ class ShardCache:
                 self._evict(keep=target)
         return target
 
+    def fetch_unknown(self, url: str) -> Path:
+        """A shard nobody recorded the size and hash of (a tar set ddptrain did not write), downloaded whole into
+        the cache folder under a temporary name (at most UNKNOWN_SHARD_MAX_BYTES), for the caller to hash and
+        `admit`."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._remove_abandoned_parts()
+        target = self.folder / f".{url.rstrip('/').rsplit('/', 1)[-1]}.{os.getpid()}.unverified"
+        fetch(url, Expected(UNKNOWN_SHARD_MAX_BYTES), self.deadline_s, into=target)
+        return target
+
+    def admit(self, path: Path, url: str, sha1: str) -> Path:
+        """A downloaded shard whose SHA-1 the caller took, moved into the cache under its hash."""
+        target = self.folder / f"{sha1[:16]}-{url.rstrip('/').rsplit('/', 1)[-1]}"
+        os.replace(path, target)
+        self._stamp(target, sha1)
+        self._evict(keep=target)
+        return target
+
     def _usable(self, target: Path, size: int, sha1: str) -> bool:
         """A cached copy whose size and modification time are those it had when its SHA-1 was checked."""
         try:
@@ -327,13 +346,14 @@ class ShardCache:
 
     def _remove_abandoned_parts(self) -> None:
         """`.part` files of downloads whose process is gone (killed mid-transfer)."""
-        for part in self.folder.glob(".*.part"):
+        for part in [*self.folder.glob(".*.part"), *self.folder.glob(".*.unverified")]:
             pid = part.name.rsplit(".", 2)[-2]
             if pid.isdigit() and not pid_alive(int(pid)):
                 part.unlink(missing_ok=True)
 
     def _evict(self, keep: Path) -> None:
-        cached = sorted((p for p in self.folder.glob("*.tar") if p != keep), key=lambda p: p.stat().st_atime)
+        found = (p for p in self.folder.glob("*.tar") if p != keep and not p.name.startswith("."))
+        cached = sorted(found, key=lambda p: p.stat().st_atime)
         for stale in cached[: max(0, len(cached) + 1 - self.keep)]:
             stale.unlink(missing_ok=True)  # a process still reading it keeps its open handle
             self._stamp_path(stale).unlink(missing_ok=True)

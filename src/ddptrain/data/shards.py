@@ -30,7 +30,17 @@ from ..util import redact
 from ..version import __version__
 from .images import ImageLimits, check_size
 from .index import SampleIndex
-from .remote import DEFAULT_DEADLINE_S, Expected, ShardCache, cache_size, default_cache, fetch, read_capped, safe_names
+from .remote import (
+    DEFAULT_DEADLINE_S,
+    Expected,
+    Mismatch,
+    ShardCache,
+    cache_size,
+    default_cache,
+    fetch,
+    read_capped,
+    safe_names,
+)
 
 INDEX = "shards.json"
 ARRAYS = "shards-index.npz"
@@ -118,7 +128,7 @@ def _timm_info(index: Dict, root) -> Dict:
     return {"name": Path(str(root)).name, "splits": splits}
 
 
-def _write_part(samples: SampleIndex, order: Sequence[int], out: Path, part: str, shard_bytes: int, progress):
+def _write_part(samples, order: Sequence[int], out: Path, part: str, shard_bytes: int, progress):
     shards: List[Dict] = []
     names: List[Tuple[str, int]] = []
     shard_ids: List[int] = []
@@ -127,8 +137,7 @@ def _write_part(samples: SampleIndex, order: Sequence[int], out: Path, part: str
     tar: Optional[tarfile.TarFile] = None
     written = 0
     for position, i in enumerate(order):
-        with open(samples.path(i), "rb") as handle:
-            data = handle.read()
+        data = samples.read(i, ImageLimits())  # a file, or a sample of another set of shards
         if tar is None or (written and written + len(data) > shard_bytes):
             if tar is not None:
                 tar.close()
@@ -190,6 +199,9 @@ def _sha1(path: Path) -> str:
 
 
 def join(location: str, name: str) -> str:
+    """`name` inside the set at `location`; a name that is a URL or an absolute path (a tar set's shards) as it is."""
+    if "://" in name or name.startswith("/"):
+        return name
     return f"{location.rstrip('/')}/{name}" if is_remote(location) else str(Path(location) / name)
 
 
@@ -210,6 +222,7 @@ class ShardSamples:
         self.root = location
         self.source = f"shard set {redact(location)}"
         self.hint = "the shard set is damaged: re-make it with `ddptrain shard`"
+        self.changed = ""  # what to do when a remote shard is not the one the index lists (said after the error)
         self._open: Dict[int, int] = {}
 
     def __getstate__(self):
@@ -262,6 +275,10 @@ class ShardSamples:
                 return os.open(self.cache.local(url, int(entry["filesize"]), entry["sha1"]), os.O_RDONLY)
             except FileNotFoundError:
                 continue
+            except Mismatch as error:
+                if not self.changed:
+                    raise
+                raise DataError(f"{error.args[0].split('; ')[0]}; {self.changed}") from None
         raise DataError(
             f"shard {redact(url)} keeps leaving the cache {self.cache.folder}; raise DDPTRAIN_SHARD_CACHE_SHARDS"
         )

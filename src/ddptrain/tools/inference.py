@@ -17,7 +17,7 @@ from ..data.datasets import UnreadableFiles
 from ..data.images import IMAGE_EXTENSIONS, UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
 from ..data.index import Samples
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
-from ..data.sources import all_images, load_split
+from ..data.sources import Reading, all_images, load_split
 from ..data.split import run_split, same_split, split_summary
 from ..data.transforms import Preprocess, eval_decode_min_side, eval_transform, normalize
 from ..errors import DataError
@@ -49,9 +49,9 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
     the checkpoint sits in its run directory; otherwise computed again, and refused when it is not the split the
     checkpoint was trained with."""
     if opts.split == "all":
-        return all_images(opts.data, loaded.class_names)
+        return all_images(opts.data, loaded.class_names, Reading.of(loaded.config.data))
     cfg = loaded.config
-    listed = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, cfg.data.fetch_timeout)
+    listed = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, Reading.of(cfg.data))
     run_dir = Path(opts.checkpoint).resolve().parent.parent  # RUN_DIR/checkpoints/best.pt
     split, read_back = run_split(listed, run_dir if (run_dir / "splits").is_dir() else None, "--split val", is_main)
     if not read_back and loaded.split is not None and not same_split(split, loaded.split):

@@ -1,4 +1,5 @@
-"""`ddptrain shard`: a data folder or CSV manifest as WebDataset tar shards plus ddptrain's index."""
+"""`ddptrain shard`: any --data train reads but a shard set of ours (a folder, a CSV manifest, a tar set other tools
+wrote) as WebDataset tar shards plus ddptrain's index."""
 
 from __future__ import annotations
 
@@ -8,28 +9,30 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..data.shards import ARRAYS, INDEX, TIMM_INFO, is_shard_set, parse_size, read_index, write_shards
-from ..data.sources import load_split
+from ..data.shards import ARRAYS, INDEX, TIMM_INFO, parse_size, read_index, write_shards
+from ..data.sources import Reading, load_split, source_for
 from ..errors import ConfigError, DataError
 from ..train.rundir import check_apart
 
 log = logging.getLogger("ddptrain")
 
 
-def make_shards(data: str, out: str, shard_size: str, val_split: float, seed: int, overwrite: bool) -> dict:
+def make_shards(
+    data: str, out: str, shard_size: str, val_split: float, seed: int, overwrite: bool, reading: Reading = Reading()
+) -> dict:
     try:
         limit = parse_size(shard_size)
     except ValueError as error:
         raise ConfigError(f"--shard-size: {error}") from None
     if limit < 1:
         raise ConfigError("--shard-size must be at least 1 byte")
-    if is_shard_set(data):
+    if source_for(data).name == "shard set":
         raise ConfigError(f"--data {data} is already a shard set")
     folder = Path(out)
     check_apart("--out", folder, "--data", data)
     _clear_earlier_set(folder, overwrite)
     started = time.perf_counter()
-    split = load_split(data, val_split, seed)
+    split = load_split(data, val_split, seed, reading)
     with tqdm(total=len(split.train) + len(split.val), unit="img", desc="shard", leave=False) as bar:
         summary = write_shards(split, folder, limit, seed, bar, val_split=val_split)
     log.info(

@@ -19,7 +19,7 @@ from ..data.datasets import UnreadableFiles
 from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, stop_workers, training_images
 from ..data.samplers import EpochSampler
-from ..data.sources import load_split
+from ..data.sources import Reading, load_split
 from ..data.split import Split, classes_without_validation, run_split, split_summary
 from ..data.transforms import Augment, Preprocess
 from ..errors import DataError, NonFiniteLossError, WeightsError
@@ -158,7 +158,7 @@ class Trainer:
         """A fresh run splits the data; a resumed one reads its own split back from RUN_DIR/splits, so images added
         to the data since cannot move between training and validation (a shard set's split is fixed)."""
         data = self.cfg.data
-        listed = load_split(data.folder(), data.val_split, self.cfg.optim.seed, data.fetch_timeout)
+        listed = load_split(data.folder(), data.val_split, self.cfg.optim.seed, Reading.of(data))
         own_split = self.run_dir if self.cfg.run.resume else None
         split, read_back = run_split(listed, own_split, "training and validation", say=self.rt.is_main)
         if read_back:
@@ -301,7 +301,7 @@ class Trainer:
         if self.rt.env.local_rank != 0 or self.rt.is_main or split.fixed:
             return {"classes": list(split.classes), "images of the shared list missing on this node": 0}
         own = load_split(
-            self.cfg.data.folder(), self.cfg.data.val_split, self.cfg.optim.seed, self.cfg.data.fetch_timeout
+            self.cfg.data.folder(), self.cfg.data.val_split, self.cfg.optim.seed, Reading.of(self.cfg.data)
         )
         listed = {part.relative(i) for part in (own.train, own.val) for i in range(len(part))}
         missing = sum(part.relative(i) not in listed for part in (split.train, split.val) for i in range(len(part)))

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from typing import List, Protocol, Sequence
 
+__all__ = ["Reading", "Source", "SOURCES", "all_images", "check", "load_split", "source_for"]
+
 from ...errors import DataError
 from ..index import Samples
-from ..remote import DEFAULT_DEADLINE_S
 from ..split import Split
 from .folder import FolderSource
 from .manifest import ManifestSource
+from .reading import Reading
 from .shardset import ShardSetSource
+from .tarset import TarSetSource
 
 
 class Source(Protocol):
@@ -25,14 +28,15 @@ class Source(Protocol):
 
     def recognises(self, location: str) -> bool: ...
 
-    def check(self, location: str, fetch_timeout_s: float) -> None: ...
+    def check(self, location: str, reading: Reading) -> None: ...
 
-    def split(self, location: str, val_split: float, seed: int, fetch_timeout_s: float) -> Split: ...
+    def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split: ...
 
-    def all_images(self, location: str, classes: Sequence[str]) -> Samples: ...
+    def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> Samples: ...
 
 
-SOURCES: List[Source] = [ShardSetSource(), ManifestSource(), FolderSource()]  # the first that recognises it
+# the first that recognises it: a tar set before a shard set (both can be URLs), the folder last
+SOURCES: List[Source] = [TarSetSource(), ShardSetSource(), ManifestSource(), FolderSource()]
 
 
 def source_for(location: str) -> Source:
@@ -42,18 +46,18 @@ def source_for(location: str) -> Source:
     raise DataError(f"--data {location}: not a kind of data ddptrain reads (README's --data table lists them)")
 
 
-def check(location: str, fetch_timeout_s: float = DEFAULT_DEADLINE_S) -> None:
+def check(location: str, reading: Reading = Reading()) -> None:
     """What can be known about --data quickly, before any process starts (in one line when it is wrong)."""
-    source_for(location).check(location, fetch_timeout_s)
+    source_for(location).check(location, reading)
 
 
-def load_split(location, val_split: float, seed: int, fetch_timeout_s: float = DEFAULT_DEADLINE_S) -> Split:
+def load_split(location, val_split: float, seed: int, reading: Reading = Reading()) -> Split:
     """The classes and the train/validation samples of --data."""
     text = str(location)
-    return source_for(text).split(text, val_split, seed, fetch_timeout_s)
+    return source_for(text).split(text, val_split, seed, reading)
 
 
-def all_images(location, classes: Sequence[str]) -> Samples:
+def all_images(location, classes: Sequence[str], reading: Reading = Reading()) -> Samples:
     """Every image of --data, labelled by its position in `classes` (`eval --split all`)."""
     text = str(location)
-    return source_for(text).all_images(text, classes)
+    return source_for(text).all_images(text, classes, reading)

@@ -12,6 +12,7 @@ from ...errors import DataError, missing_data_folder
 from ..images import is_image_file
 from ..index import SampleIndex, scan_images
 from ..split import Split, stratified_split
+from .reading import Reading
 
 HINT = "check the data folder"
 
@@ -22,7 +23,7 @@ class FolderSource:
     def recognises(self, location: str) -> bool:
         return "://" not in location  # the last one asked: any other local path
 
-    def check(self, location: str, fetch_timeout_s: float) -> None:
+    def check(self, location: str, reading: Reading) -> None:
         """Two class folders or more, each with an image (found without listing them all)."""
         folder = Path(location)
         if not folder.is_dir():
@@ -40,7 +41,7 @@ class FolderSource:
                         f"class folder '{name}' in {part} has no images (extensions: jpg jpeg png bmp webp tif tiff)"
                     )
 
-    def split(self, location: str, val_split: float, seed: int, fetch_timeout_s: float) -> Split:
+    def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         root = Path(location).resolve()
         if is_train_val_layout(root):
             classes, train_images = scan_classes(root / "train")
@@ -55,7 +56,7 @@ class FolderSource:
         train, val = stratified_split(images, classes, val_split, seed, root)
         return Split(classes, train, val, "folders", root, source=f"folder {root}", hint=HINT)
 
-    def all_images(self, location: str, classes: Sequence[str]) -> SampleIndex:
+    def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> SampleIndex:
         base = Path(location).resolve()
         _, images = scan_classes(base, classes)
         samples = SampleIndex.from_pairs(base, ((p, label) for label, name in enumerate(classes) for p in images[name]))

@@ -18,6 +18,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 from ...errors import DataError
 from ..index import SampleIndex
 from ..split import Split, stratified_split
+from .reading import Reading
 
 log = logging.getLogger("ddptrain")
 ROWS_CHECKED = 20  # before launch: when none of the first rows names a file, every row's path is wrong
@@ -46,7 +47,7 @@ class ManifestSource:
             raise DataError(f"--data {path}: no such manifest file (a {self.kind} with the columns path,label)")
         return path
 
-    def check(self, location: str, fetch_timeout_s: float) -> None:
+    def check(self, location: str, reading: Reading) -> None:
         path = Path(location)
         manifest = self.read(path)
         if len(manifest.classes) < 2:
@@ -58,7 +59,7 @@ class ManifestSource:
                 f"manifest are relative to its folder ({path.resolve().parent}), or give absolute paths"
             )
 
-    def split(self, location: str, val_split: float, seed: int, fetch_timeout_s: float) -> Split:
+    def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         path = Path(location)
         manifest = self.read(path)
         manifest.warn_repeats(path)
@@ -74,7 +75,7 @@ class ManifestSource:
             train, val = stratified_split(images, classes, val_split, seed, root)
         return Split(classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT)
 
-    def all_images(self, location: str, classes: Sequence[str]) -> SampleIndex:
+    def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> SampleIndex:
         path = Path(location)
         manifest = self.read(path)
         manifest.warn_repeats(path)
@@ -122,6 +123,13 @@ def canonical_labels(labels: Iterable[str]) -> Dict[str, str]:
 
 
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
+def numeric_order(names: Iterable[str]) -> List[str]:
+    """Class names sorted: as numbers when every one is an integer, else as text."""
+    names = list(names)
+    numeric = all(_INTEGER.match(name) for name in names)
+    return sorted(names, key=(lambda c: (int(c), c)) if numeric else None)
 
 
 def read_manifest(path: Path) -> Manifest:
@@ -224,8 +232,7 @@ def _manifest(path: Path, rows: Dict[str, Tuple[str, str, int]], repeated: List[
             splits[full] = which
     if splits and len(splits) != len(rows):
         raise DataError(f"{path}: give every row a split (train or val), or none")
-    numeric = all(_INTEGER.match(name) for name in by_class)
-    classes = sorted(by_class, key=(lambda c: (int(c), c)) if numeric else None)
+    classes = numeric_order(by_class)
     _warn_case_twins(path, classes)
     return Manifest(classes, {name: sorted(by_class[name]) for name in classes}, splits, repeated)
 

@@ -1,0 +1,19 @@
+"""How a source reads its data, from the options of `--data`'s section: the same for every source, each using
+what applies to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..remote import DEFAULT_DEADLINE_S
+
+
+@dataclass(frozen=True)
+class Reading:
+    fetch_timeout_s: float = DEFAULT_DEADLINE_S  # --fetch-timeout: one download, retries included
+    label_key: str = "cls"  # --label-key: the member of a WebDataset sample that holds its label
+
+    @classmethod
+    def of(cls, data) -> Reading:
+        """From a DataConfig."""
+        return cls(data.fetch_timeout, data.label_key)
