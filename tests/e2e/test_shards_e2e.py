@@ -121,3 +121,18 @@ def test_a_csv_manifest_trains_like_the_folder_it_lists(tiny_shapes, straight, t
     done = run_cli(["train", "--data", manifest, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2])
     assert "(manifest layout)" in done.stderr
     assert_same_weights(run_dir, straight)
+
+
+def test_a_shard_set_in_s3_stopped_mid_epoch_resumes_to_the_local_sets_weights(
+    shard_set, from_shards, s3_store, tmp_path
+):
+    """The shard set uploaded with boto3 to a real S3-compatible store; SIGTERM mid-epoch, then --resume auto."""
+    url = s3_store.upload(shard_set, "runs", "shards")
+    env = {**s3_store.env(), "DDPTRAIN_SHARD_CACHE": str(tmp_path / "cache")}
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", url, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2]
+    with started([*cmd, "--log-every", 1], cli_env({**env, **fault_env("signal:SIGTERM", rank=0, step=4)})) as launcher:
+        output, _ = launcher.communicate(timeout=120)
+    assert launcher.returncode == EXIT_PREEMPTED, output[-4000:]
+    run_cli(["train", "--data", url, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2, "--resume", "auto"], env_extra=env)
+    assert_same_weights(run_dir, from_shards)

@@ -1,4 +1,4 @@
-"""Bytes from an HTTP(S) server that ddptrain can trust: bounded in time and size, checked before use.
+"""Bytes from an HTTP(S) server or an S3 store (data/s3.py) that ddptrain can trust: bounded in time and size, checked before use.
 
 Every download has a deadline for the whole transfer, retries included (`--fetch-timeout`): a server that
 trickles a byte at a time or stops mid-body fails the download when the deadline passes, instead of holding the
@@ -138,7 +138,7 @@ def _fetch_once(
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise _too_slow(url, expected, deadline_s, progress.most)
-    with _OPENER.open(_request(url), timeout=min(READ_TIMEOUT_S, remaining)) as response:
+    with _open(url, min(READ_TIMEOUT_S, remaining), expected.what) as response:
         _check_answer(url, expected, response)
         sink = _Sink(into)
         try:
@@ -147,6 +147,18 @@ def _fetch_once(
             return sink.finish()
         finally:
             sink.discard()
+
+
+def _open(url: str, timeout_s: float, what: str):
+    """The answer to a GET of `url`: an HTTP(S) response, or an S3 object's body (data/s3.py) read the same way."""
+    if url.startswith("s3://"):
+        from . import s3
+
+        try:
+            return s3.open_object(url, timeout_s, what)
+        except s3.Refusal as error:
+            raise Refused(str(error)) from None
+    return _OPENER.open(_request(url), timeout=timeout_s)
 
 
 def _request(url: str) -> urllib.request.Request:

