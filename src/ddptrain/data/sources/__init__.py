@@ -17,6 +17,7 @@ from ...errors import DataError
 from ..index import Samples
 from ..split import Split
 from .folder import FolderSource
+from .hfdata import HFSource
 from .manifest import ManifestSource
 from .reading import Reading
 from .shardset import ShardSetSource
@@ -36,7 +37,7 @@ class Source(Protocol):
 
 
 # the first that recognises it: a tar set before a shard set (both can be URLs), the folder last
-SOURCES: List[Source] = [TarSetSource(), ShardSetSource(), ManifestSource(), FolderSource()]
+SOURCES: List[Source] = [TarSetSource(), ShardSetSource(), HFSource(), ManifestSource(), FolderSource()]
 
 
 def source_for(location: str) -> Source:
