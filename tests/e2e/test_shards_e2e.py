@@ -136,3 +136,20 @@ def test_a_shard_set_in_s3_stopped_mid_epoch_resumes_to_the_local_sets_weights(
     assert launcher.returncode == EXIT_PREEMPTED, output[-4000:]
     run_cli(["train", "--data", url, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2, "--resume", "auto"], env_extra=env)
     assert_same_weights(run_dir, from_shards)
+
+
+def test_a_parquet_manifest_stopped_mid_epoch_resumes_to_the_folders_weights(tiny_shapes, straight, tmp_path):
+    """The same rows as the CSV above, written by pyarrow; SIGTERM mid-epoch, then --resume auto."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    images = sorted(Path(tiny_shapes).glob("*/*.jpg"), reverse=True)
+    manifest = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"path": [str(p) for p in images], "label": [p.parent.name for p in images]}), manifest)
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", manifest, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2]
+    with started([*cmd, "--log-every", 1], cli_env(fault_env("signal:SIGTERM", rank=0, step=4))) as launcher:
+        output, _ = launcher.communicate(timeout=120)
+    assert launcher.returncode == EXIT_PREEMPTED, output[-4000:]
+    run_cli(["train", "--data", manifest, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2, "--resume", "auto"])
+    assert_same_weights(run_dir, straight)

@@ -64,3 +64,12 @@ def test_eval_of_a_tar_set_equals_the_run_and_the_folder_it_holds(tar_set, tiny_
     tars, folder = (json_lines(run_cli(args, env_extra=cache).stdout)[0] for args in every)
     assert tars["samples"] == folder["samples"] == 36 and tars["skipped"] == folder["skipped"] == 0
     assert tars["top1"] == folder["top1"] and tars["loss"] == pytest.approx(folder["loss"], rel=1e-5)
+
+
+def test_predict_reads_every_image_of_a_tar_set(tar_set, from_tars, cache):
+    done = run_cli(
+        ["predict", "--checkpoint", from_tars / "checkpoints" / "last.pt", "--data", tar_set], env_extra=cache
+    )
+    lines = json_lines(done.stdout)
+    assert len(lines) == 36 and all("topk" in line and ".tar:part-" in line["path"] for line in lines)
+    assert len({line["path"] for line in lines}) == 36

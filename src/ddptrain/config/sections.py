@@ -143,6 +143,11 @@ class DataConfig:
         "a WebDataset tar set's label: the member holding it (cls: an integer, txt: a class name, or another "
         "extension) or json:PATH, a dotted path into the sample's JSON member (e.g. json:annotation.label)",
     )
+    prefetch_shards: int = opt(
+        2,
+        "remote shards (HTTP, S3) each process downloads ahead of the one it reads, so a shard boundary does not "
+        "wait for a download; 0: off",
+    )
     workers: Optional[int] = opt(
         None,
         "DataLoader workers per process (default: CPUs per process, at most 8)",
@@ -167,6 +172,7 @@ class DataConfig:
                     "--max-image-pixels and --max-image-mb must be positive",
                 ),
                 (self.fetch_timeout > 0, "--fetch-timeout must be positive"),
+                (0 <= self.prefetch_shards <= 8, "--prefetch-shards must be in [0, 8]"),
             ]
         )
         if self.std is not None and min(self.std) <= 0:

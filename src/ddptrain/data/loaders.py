@@ -3,6 +3,7 @@ library API — so worker seeding, signal handling and the uint8-or-normalised c
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 from functools import partial
@@ -18,6 +19,7 @@ from ..util import mix_seed
 from .datasets import ImageDataset, collate
 from .images import ImageLimits
 from .index import Sample, Samples
+from .prefetch import Prefetcher
 from .samplers import EpochSampler, ExactEvalSampler
 from .transforms import (
     Augment,
@@ -28,6 +30,8 @@ from .transforms import (
     train_decode_min_side,
     train_transform,
 )
+
+log = logging.getLogger("ddptrain")
 
 MAX_AUTO_WORKERS = 8
 TRAIN_PREFETCH = 4  # batches per worker kept ready: covers a slow image or two without stalling the step
@@ -163,6 +167,11 @@ def training_images(
         limits=limits,
     )
     sampler = EpochSampler(len(dataset), rank, world_size, seed, augment.repeats, getattr(samples, "shard_sizes", None))
+    ahead = getattr(samples, "prefetch_shards", 0)
+    if getattr(samples, "remote", False) and ahead > 0:
+        sampler.prefetcher = Prefetcher(samples, ahead)
+        if rank == 0:
+            log.info("remote shards: each process fetches up to %d shard(s) ahead of the one it reads", ahead)
     return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate(preprocess.stats))
 
 

@@ -3,7 +3,7 @@ and exactly-once evaluation."""
 
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -61,6 +61,9 @@ class EpochSampler(Sampler):
         self.repeats = repeats
         self.shard_sizes = list(shard_sizes) if shard_sizes is not None else None
         self.epoch, self.start, self.lanes = 0, 0, world_size
+        self.prefetcher: Optional[Any] = (
+            None  # remote shards: fetches the shards of this rank's order ahead (data/prefetch.py)
+        )
 
     def set_epoch(self, epoch: int, start: int = 0, lanes: int = 0) -> None:
         """Epoch `epoch` from stream position `start`. `lanes`: the number of processes the epoch began on
@@ -80,7 +83,10 @@ class EpochSampler(Sampler):
     def __iter__(self) -> Iterator[Tuple[int, int, int]]:
         order, epoch, repeats = self.permutation(), self.epoch, self.repeats
         positions = range(self.start + self.rank, self.start + self._usable(), self.world_size)
-        return ((order[position // repeats], epoch, position % repeats) for position in positions)
+        items = ((order[position // repeats], epoch, position % repeats) for position in positions)
+        if self.prefetcher is None:
+            return items
+        return self.prefetcher.follow(items, [order[position // repeats] for position in positions])
 
     def __len__(self) -> int:
         return self._usable() // self.world_size

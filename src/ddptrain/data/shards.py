@@ -222,6 +222,7 @@ class ShardSamples:
         self.root = location
         self.source = f"shard set {redact(location)}"
         self.hint = "the shard set is damaged: re-make it with `ddptrain shard`"
+        self.prefetch_shards = 0  # fetched ahead by a training sampler when remote (set by its source)
         self.changed = ""  # what to do when a remote shard is not the one the index lists (said after the error)
         self._open: Dict[int, int] = {}
 
@@ -255,6 +256,17 @@ class ShardSamples:
         if len(data) != size:
             raise DataError(f"shard {self.shards[self.shard[index]]['url']} is shorter than its index says; re-make it")
         return data
+
+    @property
+    def remote(self) -> bool:
+        """Whether its shards are downloaded into a cache (worth fetching ahead: data/prefetch.py)."""
+        return self.cache is not None
+
+    def fetch_shard(self, shard: int) -> None:
+        """Shard `shard` into the node's cache, if it is remote and not there yet (a prefetch)."""
+        if self.cache is not None:
+            entry = self.shards[shard]
+            self.cache.local(join(self.location, entry["url"]), int(entry["filesize"]), entry["sha1"])
 
     def _fd(self, shard: int) -> int:
         fd = self._open.get(shard)

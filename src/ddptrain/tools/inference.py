@@ -8,13 +8,22 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
 from ..data.datasets import UnreadableFiles
-from ..data.images import IMAGE_EXTENSIONS, UNREADABLE_ERRORS, ImageLimits, describe_unreadable, is_image_file, load_rgb
+from ..data.images import (
+    IMAGE_EXTENSIONS,
+    UNREADABLE_ERRORS,
+    ImageLimits,
+    decode_rgb,
+    describe_unreadable,
+    is_image_file,
+    load_rgb,
+)
 from ..data.index import Samples
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
 from ..data.sources import Reading, all_images, load_split
@@ -135,6 +144,16 @@ def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
             yield str(path), "no such file or folder"
 
 
+def _data_images(data: Sequence[str], loaded: LoadedModel) -> Iterator[Tuple[str, Optional[Callable], None]]:
+    """(name, a reader of its bytes, None) for every image of each --data, its training part then its validation
+    part (as the source splits it with no hold-out)."""
+    for location in data:
+        split = load_split(location, 0.0, loaded.config.optim.seed, Reading.of(loaded.config.data))
+        for samples in (split.train, split.val):
+            for i in range(len(samples)):
+                yield samples.name(i), partial(samples.read, i), None
+
+
 def run_predict(
     checkpoint_path: str,
     paths: Sequence[str],
@@ -144,10 +163,11 @@ def run_predict(
     out=sys.stdout,
     trust_torchscript: bool = False,
     ema: bool = False,
+    data: Sequence[str] = (),
 ) -> int:
-    """Print one JSON object per image; return 1 when any path could not be read, else 0."""
-    items = list(expand_paths(paths))
-    if not items:
+    """Print one JSON object per image (of `paths`, then of every --data); return 1 when any could not be read."""
+    items: List[Tuple[str, Optional[str]]] = list(expand_paths(paths))
+    if paths and not items:
         raise DataError(
             f"no images in {', '.join(map(str, paths))} (extensions: {' '.join(sorted(IMAGE_EXTENSIONS))}); give image "
             "files or folders that hold some"
@@ -157,13 +177,15 @@ def run_predict(
     preprocess = Preprocess.of(loaded.config.data)  # as the model was trained
     transform = eval_transform(preprocess.img_size, preprocess)
     decode_side = eval_decode_min_side(preprocess.img_size, preprocess.crop_fraction)
+    limits = ImageLimits.of(loaded.config.data)
     k = max(1, min(topk, len(loaded.class_names)))
     failures = 0
     pending: List[Tuple[str, torch.Tensor]] = []
-    for path, error in items:
+    for path, read, error in [*((p, None, e) for p, e in items), *_data_images(data, loaded)]:
         if error is None:
             try:
-                image = load_rgb(path, decode_side, ImageLimits.of(loaded.config.data))
+                raw = read(limits) if read is not None else None
+                image = decode_rgb(raw, decode_side, limits) if raw is not None else load_rgb(path, decode_side, limits)
                 pending.append((path, transform(image)))
             except UNREADABLE_ERRORS as exc:
                 error = describe_unreadable(exc)

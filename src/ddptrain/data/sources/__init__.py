@@ -19,6 +19,7 @@ from ..split import Split
 from .folder import FolderSource
 from .hfdata import HFSource
 from .manifest import ManifestSource
+from .parquet import ParquetManifestSource
 from .reading import Reading
 from .shardset import ShardSetSource
 from .tarset import TarSetSource
@@ -37,7 +38,14 @@ class Source(Protocol):
 
 
 # the first that recognises it: a tar set before a shard set (both can be URLs), the folder last
-SOURCES: List[Source] = [TarSetSource(), ShardSetSource(), HFSource(), ManifestSource(), FolderSource()]
+SOURCES: List[Source] = [
+    TarSetSource(),
+    ShardSetSource(),
+    HFSource(),
+    ParquetManifestSource(),
+    ManifestSource(),
+    FolderSource(),
+]
 
 
 def source_for(location: str) -> Source:

@@ -12,8 +12,9 @@ from ..remote import DEFAULT_DEADLINE_S
 class Reading:
     fetch_timeout_s: float = DEFAULT_DEADLINE_S  # --fetch-timeout: one download, retries included
     label_key: str = "cls"  # --label-key: the member of a WebDataset sample that holds its label
+    prefetch_shards: int = 2  # --prefetch-shards: remote shards each process fetches ahead of the one it reads
 
     @classmethod
     def of(cls, data) -> Reading:
         """From a DataConfig."""
-        return cls(data.fetch_timeout, data.label_key)
+        return cls(data.fetch_timeout, data.label_key, data.prefetch_shards)

@@ -23,6 +23,7 @@ class ShardSetSource:
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         classes, train, val, index = open_shard_set(location, deadline_s=reading.fetch_timeout_s)
+        train.prefetch_shards = reading.prefetch_shards
         where = location if is_remote(location) else Path(location).resolve()
         made_with = {key: index[key] for key in ("seed", "val_split") if index.get(key) is not None}
         return Split(classes, train, val, "shards", where, made_with, fixed=True)

@@ -65,6 +65,7 @@ class TarSetSource:
             train, val = _stratified(indexed, classes, val_split, seed)
             parts = [indexed.samples(rows, classes) for rows in (train, val)]
             made = {"seed": seed, "val_split": val_split}
+        parts[0].prefetch_shards = reading.prefetch_shards
         source = f"WebDataset tar set {redact(location)}"
         return Split(classes, parts[0], parts[1], "tar set", location, made, source=source, hint=HINT, fixed=True)
 

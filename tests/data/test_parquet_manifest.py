@@ -1,0 +1,114 @@
+"""Parquet manifests: the CSV manifest's rules and split for the same rows (written with pyarrow, as other tools
+write them), listed column-wise into the same compact arrays, and read once per epoch on two processes."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ddptrain.data.sources import all_images, load_split, source_for
+from ddptrain.errors import DataError
+
+from ..conftest import write_synthetic
+from ..dist_harness import epoch_names, run_ranks
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return write_synthetic(tmp_path_factory.mktemp("folder"), classes=3, per_class=12)
+
+
+def rows_of(folder: Path, lists: Path):
+    """Every image once: relative to `lists` for even ones (every fifth through ./ and a detour), absolute for odd."""
+    rows = []
+    for i, image in enumerate(sorted(folder.glob("*/*.jpg"))):
+        where = str(image) if i % 2 else os.path.relpath(image, lists)
+        if i % 5 == 0:
+            where = f"./{image.parent.name}/../{where}" if not i % 2 else where.replace("/disc/", "/disc/./", 1)
+        rows.append((where, image.parent.name))
+    random.Random(0).shuffle(rows)
+    return rows
+
+
+def write_both(rows, lists: Path, extra=None):
+    lists.mkdir(parents=True, exist_ok=True)
+    columns = {"path": [r[0] for r in rows], "label": [r[1] for r in rows], **(extra or {})}
+    pq.write_table(pa.table(columns), lists / "list.parquet")
+    with open(lists / "list.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(list(columns))
+        writer.writerows(zip(*columns.values()))
+    return lists / "list.parquet", lists / "list.csv"
+
+
+def _same(a, b) -> None:
+    assert a.classes == b.classes and list(a.train) == list(b.train) and list(a.val) == list(b.val)
+
+
+def test_a_parquet_manifest_splits_exactly_as_the_csv_of_the_same_rows(folder, tmp_path, caplog):
+    rows = rows_of(folder, tmp_path / "lists")
+    parquet, table = write_both([*rows, rows[3], rows[7]], tmp_path / "lists")  # two exact repeats
+    assert source_for(str(parquet)).name == "Parquet manifest"
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        a = load_split(parquet, 0.25, 3)
+    assert "2 row(s) repeat an earlier row exactly and were dropped (row 37 = row 4, row 38 = row 8)" in caplog.text
+    _same(a, load_split(table, 0.25, 3))
+    assert (len(a.train), len(a.val)) == (27, 9)
+    by_folder = load_split(folder, 0.25, 3)
+    assert [a.val.path(i) for i in range(9)] == [str(by_folder.val.path(i)) for i in range(9)]
+    every = all_images(str(parquet), a.classes)
+    assert len(every) == 36 and list(every) == list(all_images(str(table), a.classes))
+
+
+def test_a_split_column_and_integer_labels_read_as_in_the_csv(folder, tmp_path):
+    rows = [(p, str(["1", "01", "+2"][i % 3])) for i, (p, _) in enumerate(rows_of(folder, tmp_path / "lists"))]
+    parquet, table = write_both(
+        rows, tmp_path / "lists", {"split": ["val" if i % 4 == 0 else "Train " for i in range(36)]}
+    )
+    a = load_split(parquet, 0.25, 0)
+    _same(a, load_split(table, 0.25, 0))
+    assert a.classes == ["1", "2"] and (len(a.train), len(a.val)) == (27, 9)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"label": "other"}, r"row 37: .*\.jpg has label 'other' here and '\w+' on row \d+; give each image one label"),
+        ({"path": " "}, r"row 37: a row needs a path and a label"),
+    ],
+)
+def test_a_row_at_odds_is_one_error_naming_the_rows(folder, tmp_path, change, said):
+    rows = rows_of(folder, tmp_path / "lists")
+    bad = {"path": rows[0][0], "label": rows[0][1], **change}
+    parquet, _ = write_both([*rows, (bad["path"], bad["label"])], tmp_path / "lists")
+    with pytest.raises(DataError, match=said):
+        load_split(parquet, 0.25, 0)
+
+
+def test_a_file_that_is_not_a_parquet_manifest_is_one_error(tmp_path):
+    (tmp_path / "x.parquet").write_bytes(b"PAR1 but not really")
+    with pytest.raises(DataError, match=r"x\.parquet is not a Parquet file"):
+        load_split(tmp_path / "x.parquet", 0.2, 0)
+    pq.write_table(pa.table({"file": ["a.jpg"], "label": ["a"]}), tmp_path / "y.parquet")
+    with pytest.raises(
+        DataError, match=r"y\.parquet is not a manifest: it needs columns path and label \(found file, label\)"
+    ):
+        load_split(tmp_path / "y.parquet", 0.2, 0)
+
+
+def test_two_processes_read_every_training_image_once_per_epoch(folder, tmp_path):
+    parquet, _ = write_both(rows_of(folder, tmp_path / "lists"), tmp_path / "lists")
+    ranks = run_ranks(epoch_names, 2, str(parquet), 2)
+    train = load_split(parquet, 0.25, 3).train
+    expected = {train.relative(i) for i in range(len(train))}
+    for epoch in range(2):
+        both = ranks[0][epoch] + ranks[1][epoch]
+        assert len(set(both)) == len(both) == len(expected) - 1 and set(both) <= expected
+    assert ranks[0][0] != ranks[0][1]
