@@ -171,7 +171,12 @@ def _text(path: Path, table, name: str, pa):
     """A column as stripped text; a missing path or label is an error naming the first such row."""
     import pyarrow.compute as pc
 
-    column = pc.utf8_trim_whitespace(table.column(name).cast(pa.string()))
+    try:
+        column = pc.utf8_trim_whitespace(table.column(name).cast(pa.string()))
+    except pa.ArrowException as error:
+        raise DataError(
+            f"{path}: column {name} is not UTF-8 text ({error}); write paths and labels as strings"
+        ) from None
     if name == "split":
         column = pc.utf8_lower(pc.fill_null(column, ""))
         bad = pc.invert(pc.is_in(column, value_set=pa.array(["train", "val"])))
