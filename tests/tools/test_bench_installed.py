@@ -17,13 +17,15 @@ from ddptrain.tools.bench import NAMES
 from ..conftest import cli_env
 
 ROOT = Path(__file__).resolve().parents[2]
+TINY_MODEL = ["--model", "timm:test_resnet"]
 CHEAPEST = {
     "input": ["--count", 8, "--rounds", 1],
     "store": ["--ranks", 4, "--seconds", 0.2, "--clients", 1],
     "precision": ["--synthetic", "--steps", 1, "--img-size", 32, "--batch-size", 4],
     "startup": ["--rounds", 1],
     "overhead": ["--epochs", 1, "--per-class", 8, "--img-size", 32, "--batch-size", 4, "--rounds", 1],
-    "scaling": ["--nproc", 2, "--epochs", 1, "--per-class", 8, "--img-size", 32, "--batch-size", 4, "--rounds", 1],
+    "scaling": ["--nproc", 2, "--epochs", 1, "--per-class", 8, "--img-size", 32, "--batch-size", 4, "--rounds", 1]
+    + TINY_MODEL,
     "recipe": ["--epochs", 1, "--per-class", 4, "--img-size", 32, "--batch-size", 4],
 }
 
