@@ -73,19 +73,21 @@ class Listed:
         pa, pc = _arrow(path)
         table = _columns(path, pa)
         full = _full_paths(table.column("path"), path, pa, pc)
-        table = table.set_column(0, "path", full)
-        table = _drop_repeats(path, table, pa, pc)
-        unique = pc.unique(table.column("label")).to_pylist()
+        by_path = pc.sort_indices(full)  # repeats of a path become neighbours; the split needs paths sorted anyway
+        full = full.take(by_path)
+        rows = by_path.to_numpy()  # each sorted row's place in the file
+        codes = {name: _codes(table.column(name).take(by_path), pc) for name in table.column_names if name != "path"}
+        keep = _drop_repeats(path, full, rows, codes, pc)
+        unique, label_codes = codes["label"]
         names = canonical_labels(unique)
         classes = numeric_order(set(names.values()))
         class_of = {name: i for i, name in enumerate(classes)}
-        lookup = np.asarray([class_of[names[text]] for text in unique], dtype=np.int32)
-        label = lookup[pc.index_in(table.column("label"), value_set=pa.array(unique, pa.string())).to_numpy()]
-        order = pc.sort_indices(
-            pa.table({"c": label, "p": table.column("path")}), [("c", "ascending"), ("p", "ascending")]
-        )
-        split = table.column("split").take(order) if "split" in table.column_names else None
-        return cls(path, table.column("path").take(order).combine_chunks(), label[order.to_numpy()], classes, split)
+        label = np.asarray([class_of[names[text]] for text in unique], dtype=np.int32)[label_codes[keep]]
+        order = keep[np.argsort(label, kind="stable")]  # by class, then path: the CSV manifest's order
+        split = None
+        if "split" in codes:
+            split = _split_column(path, codes["split"], order)
+        return cls(path, full.take(pa.array(order)), label[np.argsort(label, kind="stable")], classes, split)
 
     def first_paths(self, count: int) -> List[str]:
         starts = np.searchsorted(self.label, np.arange(len(self.classes)))
@@ -99,7 +101,7 @@ class Listed:
 
     def parts(self, val_split: float, seed: int) -> Tuple[SampleIndex, SampleIndex]:
         if self.given is not None:
-            which = np.asarray(self.given.to_numpy(zero_copy_only=False))
+            which = self.given
             return self.index(np.flatnonzero(which == "train")), self.index(np.flatnonzero(which == "val"))
         return self._stratified(val_split, seed)
 
@@ -196,37 +198,48 @@ def _full_paths(column, path: Path, pa, pc):
     base = str(path.resolve().parent).rstrip("/") + "/"
     absolute = pc.starts_with(column, "/")
     joined = pc.if_else(absolute, column, pc.binary_join_element_wise(base, column, ""))
-    odd = pc.match_substring_regex(joined, r"(^|/)\.\.?(/|$)|//|/$")
+    odd = pc.match_substring_regex(column, r"/\.|//|^\.|/$")  # the base is normalised: only the written part can be odd
+    joined = joined.combine_chunks() if hasattr(joined, "combine_chunks") else joined
     if not pc.any(odd).as_py():
-        return joined.combine_chunks() if hasattr(joined, "combine_chunks") else joined
-    values = joined.to_pylist()
-    for row in np.flatnonzero(odd.to_numpy(zero_copy_only=False)):
-        values[row] = os.path.normpath(values[row])
-    return pa.array(values, pa.string())
+        return joined
+    odd = odd.combine_chunks() if hasattr(odd, "combine_chunks") else odd
+    fixed = [os.path.normpath(text) for text in joined.filter(odd).to_pylist()]
+    return pc.replace_with_mask(joined, odd, pa.array(fixed, pa.string()))
 
 
-def _drop_repeats(path: Path, table, pa, pc):
-    """Rows repeating an earlier row exactly are dropped (one warning naming them); an image with two labels or two
-    splits is an error naming both rows."""
-    rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
-    keyed = table.append_column("row", rows)
-    columns = [("label", "count_distinct"), ("row", "min"), ("row", "count")]
-    if "split" in table.column_names:
-        columns.append(("split", "count_distinct"))
-    groups = keyed.group_by("path").aggregate(columns)
-    if groups.num_rows == table.num_rows:
-        return _check_split_all_or_none(path, table, pc)
-    for what in ("label", "split"):
-        if f"{what}_count_distinct" in groups.column_names:
-            clash = pc.greater(groups.column(f"{what}_count_distinct"), 1)
-            if pc.any(clash).as_py():
-                _conflict(path, table, groups.column("path")[int(pc.index(clash, True).as_py())].as_py(), what)
-    repeated = pc.greater(groups.column("row_count"), 1)
-    firsts = groups.column("row_min")
-    keep = pc.is_in(rows, value_set=firsts)
-    dropped = np.flatnonzero(~keep.to_numpy(zero_copy_only=False))
-    first_of = dict(zip(groups.column("path").filter(repeated).to_pylist(), firsts.filter(repeated).to_pylist()))
-    shown = ", ".join(f"row {r + 1} = row {first_of[table.column('path')[int(r)].as_py()] + 1}" for r in dropped[:5])
+def _codes(column, pc) -> Tuple[List[str], np.ndarray]:
+    """A text column as (its distinct values, each row's index among them)."""
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _drop_repeats(path: Path, full, rows: np.ndarray, codes: Dict, pc) -> np.ndarray:
+    """The sorted rows to keep: of each run of rows with the same path, the one written first. A repeat with the
+    same label (and split) is dropped with one warning naming the rows; one with another label or split is an error
+    naming both rows, so no image can land in training and validation at once."""
+    same = np.zeros(len(rows), dtype=bool)
+    if len(rows) > 1:
+        same[1:] = pc.equal(full.slice(1), full.slice(0, len(full) - 1)).to_numpy(zero_copy_only=False)
+    if not same.any():
+        return np.arange(len(rows))
+    run = np.cumsum(~same) - 1
+    starts = np.flatnonzero(~same)
+    first = np.minimum.reduceat(rows, starts)[run]  # the file row each run keeps
+    position_of_first = np.empty(len(starts), dtype=np.int64)
+    is_first = rows == first
+    position_of_first[run[is_first]] = np.flatnonzero(is_first)
+    for what, (values, index) in codes.items():
+        differs = index != index[position_of_first[run]]
+        if differs.any():
+            at = int(np.flatnonzero(differs)[np.argmin(rows[differs])])
+            keeper = int(position_of_first[run[at]])
+            raise DataError(
+                f"{path}: row {rows[at] + 1}: {full[at].as_py()} has {what} {values[index[at]]!r} here and "
+                f"{values[index[keeper]]!r} on row {rows[keeper] + 1}; give each image one {what} (one row per image)"
+            )
+    dropped = np.flatnonzero(~is_first)
+    dropped = dropped[np.argsort(rows[dropped])]
+    shown = ", ".join(f"row {rows[d] + 1} = row {first[d] + 1}" for d in dropped[:5])
     log.warning(
         "%s: %d row(s) repeat an earlier row exactly and were dropped (%s%s); each image is used once",
         path,
@@ -234,32 +247,13 @@ def _drop_repeats(path: Path, table, pa, pc):
         shown,
         " ..." if len(dropped) > 5 else "",
     )
-    return _check_split_all_or_none(path, table.filter(keep), pc)
+    return np.flatnonzero(is_first)
 
 
-def _conflict(path: Path, table, image: str, what: str) -> None:
-    import pyarrow.compute as pc
-
-    rows = np.flatnonzero(pc.equal(table.column("path"), image).to_numpy(zero_copy_only=False))
-    values: Dict[str, int] = {}
-    for row in rows:
-        values.setdefault(table.column(what)[int(row)].as_py(), int(row))
-    (first, a), (second, b) = sorted(values.items(), key=lambda item: item[1])[:2]
-    raise DataError(
-        f"{path}: row {b + 1}: {image} has {what} {second!r} here and {first!r} on row {a + 1}; give each image one "
-        f"{what} (one row per image)"
-    )
-
-
-def _check_split_all_or_none(path: Path, table, pc):
-    if "split" in table.column_names:
-        empty = pc.equal(table.column("split"), "")
-        count = pc.sum(empty).as_py() or 0
-        if count == table.num_rows:
-            return table.drop_columns(["split"])
-        if count:
-            raise DataError(f"{path}: give every row a split (train or val), or none")
-    return table
+def _split_column(path: Path, codes: Tuple[List[str], np.ndarray], order: np.ndarray):
+    """Each kept row's split (train or val), in the final order."""
+    values, index = codes
+    return np.asarray(values, dtype=object)[index[order]] if values else None
 
 
 def _buffers(strings, pa) -> Tuple[np.ndarray, np.ndarray]:
