@@ -52,7 +52,7 @@ def check_eval_inputs(checkpoint: Path, data: str) -> None:
     """`ddptrain eval`: the model file exists and the data is what its source expects."""
     if not checkpoint.is_file():
         raise CheckpointError(f"checkpoint {checkpoint} does not exist")
-    sources.check(data)
+    sources.check(data, sources.Reading(known=False))  # the checkpoint's --label-key is not read yet
 
 
 def check_trackers(run: RunConfig, probe: bool = False) -> None:

@@ -70,7 +70,14 @@ def test_the_library_api_and_train_split_alike_through_the_registry(tiny_shapes,
     split = ddptrain.load_data(str(tiny_shapes), val_split=0.25, seed=3)
     same = load_split(tiny_shapes, 0.25, 3)
     assert split.classes == same.classes and split.val.digest() == same.val.digest()
-    assert [s.name for s in sources.SOURCES] == ["tar set", "shard set", "Hugging Face dataset", "manifest", "folder"]
+    assert [s.name for s in sources.SOURCES] == [
+        "tar set",
+        "shard set",
+        "Hugging Face dataset",
+        "Parquet manifest",
+        "manifest",
+        "folder",
+    ]
     assert sources.source_for(str(tmp_path / "list.csv")).name == "manifest"
     assert sources.source_for("https://host/set/").name == "shard set"
     assert sources.source_for("https://host/set/train-{0000..0009}.tar").name == "tar set"

@@ -138,3 +138,11 @@ def test_a_remote_shard_changed_after_indexing_is_refused_not_read(served, tmp_p
     write_wds(www, "d-%02d.tar", images, maxcount=4)  # re-made on the server under the same names
     with pytest.raises(DataError, match=r"is not the one its index lists .*; the shard changed on the server after"):
         split.train.read(0, ImageLimits())
+
+
+def test_a_label_key_the_samples_lack_is_refused_before_launch_naming_what_they_hold(tmp_path):
+    images = folder_images(write_synthetic(tmp_path / "img", classes=2, per_class=4))
+    write_wds(tmp_path / "set", "d-%02d.tar", images, maxcount=4)
+    with pytest.raises(DataError, match=r"--label-key png\); its samples hold: cls, jpg, json, txt; give --label-key"):
+        check(str(tmp_path / "set"), Reading(label_key="png"))
+    check(str(tmp_path / "set"), Reading(label_key="png", known=False))  # eval: the checkpoint's key is not read yet

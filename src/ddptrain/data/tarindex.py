@@ -31,7 +31,7 @@ from ..util import redact
 from .remote import CACHE_ENV, _FileLock
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: the member extensions seen
 LABEL_KEYS_HELP = "cls, txt, json:PATH or another member extension"
 _KEY = re.compile(
     r"^((?:.*/|)[^./][^/.]*)[.]([^/]*)$"
@@ -49,6 +49,7 @@ class ShardIndex:
     sizes: List[int] = field(default_factory=list)
     labels: List[str] = field(default_factory=list)
     skipped: Dict[str, List[str]] = field(default_factory=dict)  # reason -> keys
+    extensions: List[str] = field(default_factory=list)  # of every member, for messages about a wrong --label-key
 
     def to_arrays(self) -> Dict[str, np.ndarray]:
         reasons = sorted(self.skipped)
@@ -62,6 +63,7 @@ class ShardIndex:
             "labels": _blob(self.labels),
             "reasons": _blob(reasons),
             "skipped": _blob([json.dumps(self.skipped[r]) for r in reasons]),
+            "extensions": _blob(self.extensions),
         }
 
     @classmethod
@@ -75,6 +77,7 @@ class ShardIndex:
             arrays["sizes"].tolist(),
             _unblob(arrays["labels"]),
             {r: json.loads(k) for r, k in zip(reasons, _unblob(arrays["skipped"]))},
+            _unblob(arrays["extensions"]),
         )
 
 
@@ -193,6 +196,7 @@ def _members(tar: tarfile.TarFile, label: LabelKey) -> ShardIndex:
     image: Optional[Tuple[int, int, str]] = None
     text: Optional[str] = None
     seen: set = set()
+    extensions: set = set()
 
     def close() -> None:
         if current is None:
@@ -216,17 +220,19 @@ def _members(tar: tarfile.TarFile, label: LabelKey) -> ShardIndex:
         match = _KEY.match(member.name)
         if match is None:
             continue
-        key, extensions = match.group(1), match.group(2).lower()
+        key, extension_text = match.group(1), match.group(2).lower()
+        extensions.add(extension_text)
         if key != current:
             close()
             current, image, text = key, None, None
-        last = extensions.rsplit(".", 1)[-1]
+        last = extension_text.rsplit(".", 1)[-1]
         if image is None and last in IMAGE_EXTENSIONS:
             image = (member.offset_data, member.size, last)
-        elif label.wants(extensions) and member.size <= 1 << 20:  # a label is short: a larger member is not one
+        elif label.wants(extension_text) and member.size <= 1 << 20:  # a label is short: a larger member is not one
             handle = tar.extractfile(member)
             text = label.read(handle.read()) if handle is not None else None
     close()
+    index.extensions = sorted(extensions)
     return index
 
 

@@ -13,6 +13,7 @@ class Reading:
     fetch_timeout_s: float = DEFAULT_DEADLINE_S  # --fetch-timeout: one download, retries included
     label_key: str = "cls"  # --label-key: the member of a WebDataset sample that holds its label
     prefetch_shards: int = 2  # --prefetch-shards: remote shards each process fetches ahead of the one it reads
+    known: bool = True  # the options are the run's (train); False before eval has read its checkpoint's
 
     @classmethod
     def of(cls, data) -> Reading:

@@ -48,10 +48,17 @@ class TarSetSource:
         return folder.is_dir() and not (folder / INDEX).is_file() and any(folder.glob("*.tar"))
 
     def check(self, location: str, reading: Reading) -> None:
+        """The shards exist, and — local ones — are indexed now (cached for the processes), so a wrong --label-key
+        or a set without two classes is one line before any process starts."""
         LabelKey(reading.label_key)
-        for _, where in shard_locations(location):
+        shards = shard_locations(location)
+        for _, where in shards:
             if "://" not in where and not Path(where).is_file():
                 raise DataError(f"--data {location}: shard {where} does not exist")
+        if reading.known and all("://" not in where for _, where in shards):
+            classes = IndexedSet.read(location, reading).classes()
+            if len(classes) < 2:
+                raise DataError(f"--data {location} has one label ({classes[0]}); a classifier needs at least two")
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         indexed = IndexedSet.read(location, reading)
@@ -146,7 +153,9 @@ def given_split(names: List[str]) -> Dict[str, List[int]] | None:
 class IndexedSet:
     """Every shard's index, joined: per sample its shard, image offset and size, name and label text."""
 
-    def __init__(self, location: str, shards: List[Tuple[str, str]], indexes: List[ShardIndex], cache):
+    def __init__(
+        self, location: str, shards: List[Tuple[str, str]], indexes: List[ShardIndex], cache, label_key: str = "cls"
+    ):
         self.location, self.shards, self.cache = location, shards, cache
         self.entries = [
             {"url": where, "nsamples": len(ix.keys), "filesize": ix.filesize, "sha1": ix.sha1}
@@ -159,7 +168,12 @@ class IndexedSet:
         self.labels = [label for ix in indexes for label in ix.labels]
         _warn_skipped(location, shards, indexes)
         if not self.names:
-            raise DataError(f"--data {location}: no sample of the tar set has an image and a label (--label-key)")
+            held = sorted({e for ix in indexes for e in ix.extensions})
+            raise DataError(
+                f"--data {location}: no sample of the tar set has an image and a label (--label-key "
+                f"{label_key}); its samples hold: {', '.join(held) or 'nothing'}; give --label-key one of those "
+                "(cls, txt, another extension) or json:PATH into the json member"
+            )
 
     @classmethod
     def read(cls, location: str, reading: Reading) -> IndexedSet:
@@ -170,7 +184,7 @@ class IndexedSet:
         if len(shards) > 1:
             log.info("indexing %d tar shards of %s (once: the index is cached)", len(shards), redact(location))
         indexes = [_index(where, label, cache) for _, where in shards]
-        return cls(location, shards, indexes, cache)
+        return cls(location, shards, indexes, cache, reading.label_key)
 
     def classes(self) -> List[str]:
         names = canonical_labels(set(self.labels))
