@@ -136,6 +136,11 @@ def test_a_shard_set_in_s3_stopped_mid_epoch_resumes_to_the_local_sets_weights(
     assert launcher.returncode == EXIT_PREEMPTED, output[-4000:]
     run_cli(["train", "--data", url, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2, "--resume", "auto"], env_extra=env)
     assert_same_weights(run_dir, from_shards)
+    checkpoint = from_shards / "checkpoints" / "last.pt"
+    report = json_lines(run_cli(["eval", "--checkpoint", checkpoint, "--data", url], env_extra=env).stdout)[0]
+    last = read_metrics(from_shards)[-1]
+    assert report["samples"] == 9 and report["top1"] == last["val_top1"]
+    assert report["loss"] == pytest.approx(last["val_loss"], rel=1e-5)
 
 
 def test_a_parquet_manifest_stopped_mid_epoch_resumes_to_the_folders_weights(tiny_shapes, straight, tmp_path):
@@ -153,3 +158,8 @@ def test_a_parquet_manifest_stopped_mid_epoch_resumes_to_the_folders_weights(tin
     assert launcher.returncode == EXIT_PREEMPTED, output[-4000:]
     run_cli(["train", "--data", manifest, "--out", run_dir, *RESUME_FLAGS, "--nproc", 2, "--resume", "auto"])
     assert_same_weights(run_dir, straight)
+    checkpoint = run_dir / "checkpoints" / "last.pt"
+    every = [["eval", "--checkpoint", checkpoint, "--data", data, "--split", "all"] for data in (manifest, tiny_shapes)]
+    parquet, folder = (json_lines(run_cli(args).stdout)[0] for args in every)
+    assert parquet["samples"] == folder["samples"] == 36 and parquet["top1"] == folder["top1"]
+    assert parquet["loss"] == pytest.approx(folder["loss"], rel=1e-5)

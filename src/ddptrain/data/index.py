@@ -80,7 +80,8 @@ class SampleIndex:
         return os.fsdecode(self.blob[start:end].tobytes())
 
     def path(self, index: int) -> str:
-        return os.path.join(self.root, self.relative(index))
+        relative = self.relative(index)
+        return relative if "://" in relative else os.path.join(self.root, relative)
 
     def __getitem__(self, index: int) -> Sample:
         if index < 0:
@@ -105,8 +106,14 @@ class SampleIndex:
         return self.path(index)
 
     def read(self, index: int, limits: ImageLimits) -> bytes:
-        """The sample's encoded image: a regular file, its size checked against `limits` before it is read."""
-        return read_image_file(self.path(index), limits)
+        """The sample's encoded image: a regular file, its size checked against `limits` before it is read; or an
+        `s3://`/`http(s)://` object of a manifest, fetched within the same cap (data/remote.py)."""
+        path = self.path(index)
+        if "://" in path:
+            from .remote import read_object
+
+            return read_object(path, limits.max_bytes)
+        return read_image_file(path, limits)
 
     def digest(self) -> str:
         return array_digest(self.blob, self.offsets, self.labels)

@@ -279,6 +279,22 @@ class _Sink:
             self.tmp.unlink(missing_ok=True)
 
 
+IMAGE_DEADLINE_S = 120.0  # one image of a manifest, retries included
+
+
+class UnreadableObject(OSError):
+    """An image a manifest names by URL that could not be fetched: skipped and counted like an unreadable file."""
+
+
+def read_object(url: str, limit: int) -> bytes:
+    """One image a manifest names by URL (`s3://`, `http(s)://`): at most `limit` bytes, retried with back-off
+    within IMAGE_DEADLINE_S; what cannot be fetched is an OSError naming the URL, so the loader skips and counts it."""
+    try:
+        return fetch(url, Expected(limit, what="image"), IMAGE_DEADLINE_S)
+    except DataError as error:
+        raise UnreadableObject(str(error)) from None
+
+
 def default_cache(location: str) -> Path:
     """The cache folder of one shard set: under DDPTRAIN_SHARD_CACHE, named by a hash of its location."""
     root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ddptrain" / "shards")

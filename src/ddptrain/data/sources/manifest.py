@@ -53,6 +53,7 @@ class ManifestSource:
         if len(manifest.classes) < 2:
             raise DataError(f"{path} has one label ({manifest.classes[0]}); a classifier needs at least two")
         first = [p for name in manifest.classes for p in manifest.by_class[name][:ROWS_CHECKED]][:ROWS_CHECKED]
+        first = [p for p in first if "://" not in p]  # objects in a store are fetched when read
         if first and not any(os.path.isfile(p) for p in first):
             raise DataError(
                 f"{path}: none of the {len(first)} paths checked names a file, e.g. {first[0]}; relative paths in a "
@@ -155,7 +156,7 @@ def manifest_from_rows(path: Path, rows: Iterable[Row]) -> Manifest:
             which = which.strip().lower()
             if which not in ("train", "val"):
                 raise DataError(f"{path}:{number}: split must be train or val, not {which!r}")
-        full = os.path.normpath(os.path.join(base, image))
+        full = image if "://" in image else os.path.normpath(os.path.join(base, image))
         earlier = found.get(full)
         if earlier is None:
             found[full] = (label, which, number)

@@ -34,7 +34,7 @@ class ParquetManifestSource(ManifestSource):
         listed = Listed.read(Path(location))
         if len(listed.classes) < 2:
             raise DataError(f"{location} has one label ({listed.classes[0]}); a classifier needs at least two")
-        first = listed.first_paths(ROWS_CHECKED)
+        first = [p for p in listed.first_paths(ROWS_CHECKED) if "://" not in p]  # objects are fetched when read
         if first and not any(os.path.isfile(p) for p in first):
             raise DataError(
                 f"{location}: none of the {len(first)} paths checked names a file, e.g. {first[0]}; relative paths "
@@ -196,9 +196,12 @@ def _full_paths(column, path: Path, pa, pc):
     """Paths joined to the manifest's folder when relative, normalised as os.path.normpath does (in Python only
     for the rare rows that need it)."""
     base = str(path.resolve().parent).rstrip("/") + "/"
-    absolute = pc.starts_with(column, "/")
+    url = pc.match_substring(column, "://")  # an object in a store (s3://, https://): kept as written
+    absolute = pc.or_(pc.starts_with(column, "/"), url)
     joined = pc.if_else(absolute, column, pc.binary_join_element_wise(base, column, ""))
-    odd = pc.match_substring_regex(column, r"/\.|//|^\.|/$")  # the base is normalised: only the written part can be odd
+    odd = pc.and_not(
+        pc.match_substring_regex(column, r"/\.|//|^\.|/$"), url
+    )  # the base is normalised: only the written part can be odd
     joined = joined.combine_chunks() if hasattr(joined, "combine_chunks") else joined
     if not pc.any(odd).as_py():
         return joined
