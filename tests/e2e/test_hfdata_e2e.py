@@ -1,5 +1,6 @@
 """Training from a Hugging Face dataset made by the `datasets` library (imagefolder + save_to_disk): a SIGTERM
-mid-epoch resumes to the weights of an uninterrupted run, and `eval --split all` equals the folder it holds."""
+mid-epoch resumes to the weights of the uninterrupted run on the folder it was made from, and `eval --split all`
+equals the folder's."""
 
 from __future__ import annotations
 
@@ -27,26 +28,20 @@ def saved(tiny_shapes, home, tmp_path_factory) -> Path:
         return write_hf(Path(tiny_shapes), tmp_path_factory.mktemp("hf") / "shapes")
 
 
-@pytest.fixture(scope="module")
-def from_hf(saved, home, tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("from-hf") / "run"
-    done = run_cli(["train", "--data", saved, "--out", run_dir, *FLAGS], env_extra=home)
-    assert "(hf dataset layout)" in done.stderr, done.stderr[-3000:]
-    return run_dir
-
-
-def test_sigterm_mid_epoch_on_a_hf_dataset_resumes_to_the_same_weights(saved, from_hf, home, tmp_path):
+def test_sigterm_mid_epoch_on_a_hf_dataset_resumes_to_the_folders_weights(saved, straight, home, tmp_path):
+    """The dataset holds the folder's images in the folder's order, so its run is the folder's, bit for bit."""
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "ddptrain", "train", "--data", saved, "--out", run_dir, *FLAGS, "--log-every", 1]
     with started(cmd, cli_env({**home, **fault_env("signal:SIGTERM", rank=0, step=4)})) as launcher:
         output, _ = launcher.communicate(timeout=120)
     assert launcher.returncode == EXIT_PREEMPTED, output[-4000:]
-    run_cli(["train", "--data", saved, "--out", run_dir, *FLAGS, "--resume", "auto"], env_extra=home)
-    assert_same_weights(run_dir, from_hf)
+    resumed = run_cli(["train", "--data", saved, "--out", run_dir, *FLAGS, "--resume", "auto"], env_extra=home)
+    assert "(hf dataset layout)" in resumed.stderr, resumed.stderr[-3000:]
+    assert_same_weights(run_dir, straight)
 
 
-def test_eval_of_every_row_equals_the_folders(saved, tiny_shapes, from_hf, home):
-    checkpoint = from_hf / "checkpoints" / "last.pt"
+def test_eval_of_every_row_equals_the_folders(saved, tiny_shapes, straight, home):
+    checkpoint = straight / "checkpoints" / "last.pt"
     every = [["eval", "--checkpoint", checkpoint, "--data", data, "--split", "all"] for data in (saved, tiny_shapes)]
     hf, folder = (json_lines(run_cli(args, env_extra=home).stdout)[0] for args in every)
     assert hf["samples"] == folder["samples"] == 36 and hf["skipped"] == folder["skipped"] == 0
