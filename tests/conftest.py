@@ -17,7 +17,7 @@ from PIL import Image
 
 from ddptrain.tools.demodata import CLASS_ORDER, render_image
 
-from .s3_server import s3_env, s3_store  # noqa: F401 (fixtures: a real S3-compatible store on loopback)
+from .s3_server import s3_env, s3_sets, s3_store  # noqa: F401 (fixtures: a real S3-compatible store on loopback)
 
 CLI_TIMEOUT_S = 300
 # metrics.jsonl fields that measure time or memory: they differ between otherwise identical runs

@@ -114,6 +114,26 @@ def s3_store(tmp_path_factory) -> Iterator[S3Store]:
         store.close()
 
 
+@pytest.fixture(scope="module")
+def s3_sets(tmp_path_factory, s3_store) -> Dict:
+    """A shard set of ours and a tar set written by the webdataset package (3 classes x 8 images), each on disk and
+    uploaded: {"ours": (folder, s3 URL), "theirs": (folder, s3 URL)}."""
+    from ddptrain.data.shards import write_shards
+    from ddptrain.data.sources import load_split
+
+    from .conftest import write_synthetic
+    from .wds_data import folder_images, write_wds
+
+    folder = write_synthetic(tmp_path_factory.mktemp("img"), classes=3, per_class=8)
+    ours = tmp_path_factory.mktemp("ours")
+    write_shards(load_split(folder, 0.25, 0), ours, 64 * 1024, 0)
+    theirs = write_wds(tmp_path_factory.mktemp("theirs"), "part-%04d.tar", folder_images(folder), maxcount=6)
+    return {
+        "ours": (ours, s3_store.upload(ours, "data", "ours")),
+        "theirs": (theirs, s3_store.upload(theirs, "data", "theirs")),
+    }
+
+
 @pytest.fixture
 def s3_env(s3_store, monkeypatch) -> S3Store:
     """The store's credentials and endpoint in this process's environment, as a user sets them."""

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from ddptrain.data.images import ImageLimits
-from ddptrain.data.shards import write_shards
 from ddptrain.data.sources import Reading, load_split
 from ddptrain.errors import DataError
 
@@ -21,15 +20,8 @@ LIMITS = ImageLimits()
 
 
 @pytest.fixture(scope="module")
-def sets(tmp_path_factory, s3_store):
-    folder = write_synthetic(tmp_path_factory.mktemp("img"), classes=3, per_class=8)
-    ours = tmp_path_factory.mktemp("ours")
-    write_shards(load_split(folder, 0.25, 0), ours, 64 * 1024, 0)
-    theirs = write_wds(tmp_path_factory.mktemp("theirs"), "part-%04d.tar", folder_images(folder), maxcount=6)
-    return {
-        "ours": (ours, s3_store.upload(ours, "data", "ours")),
-        "theirs": (theirs, s3_store.upload(theirs, "data", "theirs")),
-    }
+def sets(s3_sets):
+    return s3_sets
 
 
 @pytest.fixture(autouse=True)

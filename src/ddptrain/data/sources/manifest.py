@@ -50,15 +50,8 @@ class ManifestSource:
     def check(self, location: str, reading: Reading) -> None:
         path = Path(location)
         manifest = self.read(path)
-        if len(manifest.classes) < 2:
-            raise DataError(f"{path} has one label ({manifest.classes[0]}); a classifier needs at least two")
         first = [p for name in manifest.classes for p in manifest.by_class[name][:ROWS_CHECKED]][:ROWS_CHECKED]
-        first = [p for p in first if "://" not in p]  # objects in a store are fetched when read
-        if first and not any(os.path.isfile(p) for p in first):
-            raise DataError(
-                f"{path}: none of the {len(first)} paths checked names a file, e.g. {first[0]}; relative paths in a "
-                f"manifest are relative to its folder ({path.resolve().parent}), or give absolute paths"
-            )
+        check_listed(path, manifest.classes, first)
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         path = Path(location)
@@ -87,6 +80,19 @@ class ManifestSource:
         samples = SampleIndex.from_pairs(path.resolve().parent, pairs)
         samples.source, samples.hint = f"{self.kind} {path}", HINT
         return samples
+
+
+def check_listed(path: Path, classes: Sequence[str], first: Sequence[str]) -> None:
+    """Before launch: two classes or more, and the first paths (one per class first) not all missing — when none of
+    them names a file, every row's path is wrong. Objects in a store (`s3://`...) are fetched when read."""
+    if len(classes) < 2:
+        raise DataError(f"{path} has one label ({classes[0]}); a classifier needs at least two")
+    files = [p for p in first if "://" not in p]
+    if files and not any(os.path.isfile(p) for p in files):
+        raise DataError(
+            f"{path}: none of the {len(files)} paths checked names a file, e.g. {files[0]}; relative paths in a "
+            f"manifest are relative to its folder ({path.resolve().parent}), or give absolute paths"
+        )
 
 
 HINT = "relative paths in a manifest are relative to its folder; check them, or give absolute ones"

@@ -18,7 +18,7 @@ import numpy as np
 from ...errors import DataError
 from ..index import SampleIndex
 from ..split import Split
-from .manifest import HINT, ROWS_CHECKED, ManifestSource, canonical_labels, numeric_order
+from .manifest import HINT, ROWS_CHECKED, ManifestSource, canonical_labels, check_listed, numeric_order
 from .reading import Reading
 
 log = logging.getLogger("ddptrain")
@@ -32,14 +32,7 @@ class ParquetManifestSource(ManifestSource):
 
     def check(self, location: str, reading: Reading) -> None:
         listed = Listed.read(Path(location))
-        if len(listed.classes) < 2:
-            raise DataError(f"{location} has one label ({listed.classes[0]}); a classifier needs at least two")
-        first = [p for p in listed.first_paths(ROWS_CHECKED) if "://" not in p]  # objects are fetched when read
-        if first and not any(os.path.isfile(p) for p in first):
-            raise DataError(
-                f"{location}: none of the {len(first)} paths checked names a file, e.g. {first[0]}; relative paths "
-                f"in a manifest are relative to its folder ({Path(location).resolve().parent}), or give absolute paths"
-            )
+        check_listed(Path(location), listed.classes, listed.first_paths(ROWS_CHECKED))
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         path = Path(location)
