@@ -4,7 +4,8 @@
 #   1. a single-rank NCCL DDP training run through the launcher (torchrun), with a mid-epoch checkpoint;
 #   2. `ddptrain doctor` (versions, GPU, NCCL smoke test);
 #   3. precision on synthetic input: ResNet-50, 224 px, fp32 / bf16 / fp16, +/- channels_last, + compile;
-#   4. the same model trained from real JPEGs (bf16, channels_last) to compare with 3;
+#   4. the same model trained from real JPEGs (bf16, channels_last) to compare with 3, with the JPEGs decoded by
+#      the CPU workers and then on the GPU (--decode gpu), and the GPU decode path's test (nvJPEG vs the CPU path);
 #   5. the input benchmark on the GPU, with nvJPEG decoding;
 #   6. the ViT fine-tuning recipe (configs/vit-small-finetune.yaml: layer decay, RandAugment, Mixup/CutMix, EMA)
 #      on the generated shapes, bf16, from random weights (no network here); channels_last does not apply to a ViT.
@@ -48,6 +49,13 @@ step real-jpeg-training 200 $PY -m ddptrain train --data "$TMP/photos" --out "$T
   --model "$MODEL" --img-size "$SIZE" --batch-size "$BATCH" --epochs "$EPOCHS" --val-split 0 --amp bf16 \
   --channels-last --workers "$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))" --log-every 5
 [ -f "$TMP/real/metrics.jsonl" ] && cp "$TMP/real/metrics.jsonl" "$OUT/real-jpeg-metrics.jsonl"
+# the same with the JPEGs decoded on the GPU (nvJPEG) instead of by the CPU workers: compare images/s in the logs
+GPU_DECODE=(--decode gpu); [ "$DEVICE" = cuda ] || GPU_DECODE=(--decode full)
+step real-jpeg-gpu-decode 200 $PY -m ddptrain train --data "$TMP/photos" --out "$TMP/real-gpu" --device "$DEVICE" \
+  --model "$MODEL" --img-size "$SIZE" --batch-size "$BATCH" --epochs "$EPOCHS" --val-split 0 --amp bf16 \
+  --channels-last --workers "$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))" --log-every 5 "${GPU_DECODE[@]}"
+[ -f "$TMP/real-gpu/metrics.jsonl" ] && cp "$TMP/real-gpu/metrics.jsonl" "$OUT/real-jpeg-gpu-decode-metrics.jsonl"
+step gpu-decode-test 120 $PY -m pytest -q tests/data/test_gpudecode.py -p no:cacheprovider
 step input 150 $PY -m ddptrain bench input --data "$TMP/photos" --count 512 --rounds 2 --device "$DEVICE" --out "$OUT"
 step vit-recipe 240 $PY -m ddptrain train --config configs/vit-small-finetune.yaml --no-pretrained \
   --data "$TMP/shapes" --out "$TMP/vit" --device "$DEVICE" --epochs 3 --amp bf16 "${VIT[@]}" --workers 4

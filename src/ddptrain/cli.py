@@ -155,6 +155,14 @@ def _add_data_commands(sub) -> None:
     )
     sh.add_argument("--overwrite", action="store_true", help="replace a shard set already in --out")
     sh.add_argument("--label-key", default=options()["label_key"].default, help=options()["label_key"].help)
+    sh.add_argument(
+        "--max-side",
+        type=int,
+        default=None,
+        help="re-encode images whose longer side is over this many pixels, once, as JPEGs with that side (e.g. 320 "
+        "or 384 for 224-px training): every epoch then decodes less; recorded in the index and in runs on the set",
+    )
+    sh.add_argument("--quality", type=int, default=90, help="with --max-side: the JPEG quality (1-100, default 90)")
 
 
 def _add_machine_commands(sub) -> None:
@@ -320,10 +328,12 @@ def cmd_shard(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
     from .tools.shard import make_shards
 
     setup_logging(0, 1)
+    from .data.presize import Presize
     from .data.sources import Reading
 
     reading = Reading(label_key=args.label_key)
-    make_shards(args.data, args.out, args.shard_size, args.val_split, args.seed, args.overwrite, reading)
+    presize = Presize(args.max_side, args.quality) if args.max_side is not None else None
+    make_shards(args.data, args.out, args.shard_size, args.val_split, args.seed, args.overwrite, reading, presize)
     return 0
 
 

@@ -82,7 +82,7 @@ def test_repeated_augmentation_resumes_mid_epoch_on_another_world_size():
 
 def test_augmentation_depends_on_sample_and_epoch_only(tiny_shapes):
     samples = [(str(p), 0) for p in sorted(tiny_shapes.rglob("*.jpg"))[:3]]
-    dataset = ImageDataset(samples, train_transform(32, 0.2), None, seed=1, substitute=True)
+    dataset = ImageDataset(samples, train_transform(32, 0.2), seed=1, substitute=True)
     first = dataset[(0, 0)].image
     assert torch.equal(first, dataset[(0, 0)].image)
     assert not torch.equal(first, dataset[(0, 1)].image)  # another epoch, another crop
@@ -98,7 +98,7 @@ def test_unreadable_training_file_is_substituted_and_reported(tmp_path, tiny_sha
     bad = tmp_path / "broken.jpg"
     bad.write_bytes(b"not a jpeg")
     good = sorted(tiny_shapes.rglob("*.jpg"))[0]
-    dataset = ImageDataset([(str(bad), 1), (str(good), 0)], train_transform(32, 0.2), None, substitute=True)
+    dataset = ImageDataset([(str(bad), 1), (str(good), 0)], train_transform(32, 0.2), substitute=True)
     item = dataset[(0, 0)]
     assert item.image is not None and item.label == 0
     assert len(item.failures) == 1 and "broken.jpg" in item.failures[0]
@@ -108,6 +108,6 @@ def test_unreadable_eval_file_is_left_out_and_counted(tmp_path, tiny_shapes):
     bad = tmp_path / "empty.png"
     bad.write_bytes(b"")
     good = sorted(tiny_shapes.rglob("*.jpg"))[0]
-    dataset = ImageDataset([(str(bad), 1), (str(good), 0)], train_transform(32, 0.2), None)
+    dataset = ImageDataset([(str(bad), 1), (str(good), 0)], train_transform(32, 0.2))
     batch = collate([dataset[0], dataset[1]])
     assert batch.labels.tolist() == [0] and len(batch.failures) == 1

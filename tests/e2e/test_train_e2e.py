@@ -9,7 +9,9 @@ import pytest
 import timm
 import torch
 from PIL import Image
-from torchvision.transforms import v2
+
+from ddptrain.config import DataConfig
+from ddptrain.data.transforms import Preprocess, eval_transform, normalize
 
 from ..conftest import json_lines, read_metrics, run_cli, save_odd_modes, write_synthetic
 
@@ -162,17 +164,12 @@ def test_checkpoint_loads_into_a_plain_model_and_predict_agrees(trained, dataset
         "bilinear",
         0.95,
     )
-    reference = v2.Compose(
-        [
-            v2.Resize(33, antialias=True),
-            v2.CenterCrop(32),
-            v2.ToImage(),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize([0.5] * 3, [0.5] * 3),
-        ]
-    )
+    # the checkpoint's preprocessing through ddptrain's public pieces (their pixels against torchvision's Resize +
+    # CenterCrop: data/test_transforms.py, data/test_crops.py); here: predict = the plain model on those inputs
+    preprocess = Preprocess.of(DataConfig(**{k: saved[k] for k in ("img_size", "mean", "std", "crop_fraction")}))
+    prepare = eval_transform(32, preprocess)
     with torch.no_grad():
-        batch = torch.stack([reference(Image.open(p).convert("RGB")) for p in images])
+        batch = normalize(torch.stack([prepare.load(p.read_bytes()) for p in images]), preprocess.stats)
         expected = [state["class_names"][i] for i in model(batch).argmax(1).tolist()]
     predicted = json_lines(run_cli(["predict", "--checkpoint", ckpt, *images, "--topk", 2]).stdout)
     assert [p["path"] for p in predicted] == [str(p) for p in images]

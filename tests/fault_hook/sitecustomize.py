@@ -50,6 +50,7 @@ if (
         fcntl.flock = _flock
     elif _action == "slow_data":
         from ddptrain.data import datasets as _datasets
+        from ddptrain.data import transforms as _transforms
 
         _real_decode = _datasets.decode_rgb
 
@@ -57,7 +58,7 @@ if (
             time.sleep(float(_arg))  # slow storage: each image read from a file or a shard, then decoded
             return _real_decode(*args, **kwargs)
 
-        _datasets.decode_rgb = _slow_decode
+        _datasets.decode_rgb = _transforms.decode_rgb = _slow_decode  # any transform's decode, and ddptrain's
     else:
         import torch as _torch
 

@@ -73,7 +73,7 @@ def test_manifest_rows_naming_a_fifo_and_a_device_are_skipped_and_counted_in_tra
     good.write_bytes(render_image(0, 0, 0, "disc"))
     os.mkfifo(tmp_path / "fifo.jpg")
     samples = SampleIndex.from_pairs(tmp_path, [(str(tmp_path / "fifo.jpg"), 0), ("/dev/zero", 1), (str(good), 0)])
-    dataset = ImageDataset(samples, lambda image: image, None, substitute=True)
+    dataset = ImageDataset(samples, lambda image: image, substitute=True)
     with _within(10):
         items = [dataset[(i, 0)] for i in range(3)]
     assert all(item.image is not None for item in items)  # substituted by the readable image

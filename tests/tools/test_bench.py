@@ -13,10 +13,20 @@ from ..conftest import run_cli
 
 @pytest.mark.slow
 def test_input_bench_prints_the_contract_json_and_saves_a_chart(tmp_path):
-    proc = run_cli(["bench", "input", "--count", 8, "--rounds", 1, "--json", "--out", tmp_path])
+    flags = ["--count", 8, "--rounds", 1, "--worker-counts", 1, "--max-side", 256]
+    proc = run_cli(["bench", "input", *flags, "--json", "--out", tmp_path])
     result = json.loads(proc.stdout)
     seed, ours = result["seed_images_per_sec_per_core"], result["ddptrain_images_per_sec_per_core"]
     assert seed > 0 and ours > 0 and abs(result["ratio"] - ours / seed) < 1e-9
+    # the limit: decoding the same files alone, side by side, per core and through workers; the stages' split
+    decode = result["decode_only_images_per_sec_per_core"]
+    assert (
+        decode > 0 and abs(result["fraction_of_decode_only"] - result["loader_images_per_sec_per_core"] / decode) < 1e-9
+    )
+    assert set(result["stages_us_per_image"]["reduced"]) >= {"read", "decode", "crop + resize + flip", "collate"}
+    assert result["stages_us_per_image"]["full"]["decode"] > 0
+    assert [row["workers"] for row in result["workers"]] == [1] and result["workers"][0]["decode_only"] > 0
+    assert result["presized"] == {"max_side": 256, "quality": 90} and result["presized_fraction_of_decode_only"] > 0
     assert json.loads((tmp_path / "input.json").read_text())["ratio"] == result["ratio"]
     assert (tmp_path / "input.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -141,7 +141,7 @@ def _augmented(rt, paths):
     process's batch, augmented alike."""
     preprocess = Preprocess(img_size=16)
     transform = train_transform(16, 0.5, preprocess, Augment("randaugment", 9, 0.5))
-    dataset = ImageDataset([(path, i % 3) for i, path in enumerate(paths)], transform, None, seed=7)
+    dataset = ImageDataset([(path, i % 3) for i, path in enumerate(paths)], transform, seed=7)
     size = PER_RANK_BATCH * (WORLD // rt.world_size)
     batches = []
     for k in range(STEPS):
@@ -224,7 +224,7 @@ def _shards(rt, image_path: str):
         loader.sampler.set_epoch(epoch)
         order.setdefault(epoch, []).append([int(x) for b in loader for x in b.images.flatten().tolist()])
     # identical images everywhere: any difference in the output comes from the augmentation draws alone
-    same = ImageDataset([(image_path, 0)] * 8, train_transform(32, 0.08), None, seed=7, substitute=True)
+    same = ImageDataset([(image_path, 0)] * 8, train_transform(32, 0.08), seed=7, substitute=True)
     augmented = _train_loader(same, rt, workers=1)
     augmented.sampler.set_epoch(0)
     images = torch.cat([b.images for b in augmented])

@@ -148,6 +148,18 @@ class DataConfig:
         "remote shards (HTTP, S3) each process downloads ahead of the one it reads, so a shard boundary does not "
         "wait for a download; 0: off",
     )
+    decode: str = opt(
+        "auto",
+        "where and how JPEGs are decoded: cpu (at 1/2, 1/4 or 1/8 of the size where the random crop allows), full "
+        "(always the whole size: the reference), gpu (nvJPEG on the device, crops there; crop and flip only); auto: "
+        "cpu",
+        choices=["auto", "cpu", "full", "gpu"],
+    )
+    data_max_side: Optional[int] = opt(
+        None,
+        "recorded by a run on a shard set made with `ddptrain shard --max-side`: the longest image side it holds; "
+        "given, the shard set must have been made with it",
+    )
     workers: Optional[int] = opt(
         None,
         "DataLoader workers per process (default: CPUs per process, at most 8)",
@@ -173,6 +185,11 @@ class DataConfig:
                 ),
                 (self.fetch_timeout > 0, "--fetch-timeout must be positive"),
                 (0 <= self.prefetch_shards <= 8, "--prefetch-shards must be in [0, 8]"),
+                (
+                    self.decode != "gpu" or (self.auto_augment is None and self.random_erasing == 0),
+                    "--decode gpu crops and flips on the GPU only: drop --auto-augment / --random-erasing, or use "
+                    "--decode cpu",
+                ),
             ]
         )
         if self.std is not None and min(self.std) <= 0:

@@ -11,9 +11,11 @@ from torch.utils.data import Dataset
 
 from ..errors import DataError
 from ..util import mix_seed
-from .images import UNREADABLE_ERRORS, ImageLimits, decode_rgb, describe_unreadable
+from .crops import stack
+from .gpudecode import Encoded, EncodedImage
+from .images import UNREADABLE_ERRORS, ImageLimits, decode_rgb, describe_unreadable, is_plain_jpeg
 from .index import Sample, Samples, as_samples
-from .transforms import IMAGENET_MEAN, IMAGENET_STD, Stats, normalize
+from .transforms import IMAGENET_MEAN, IMAGENET_STD, Prepare, Stats, normalize
 
 log = logging.getLogger("ddptrain")
 
@@ -22,7 +24,7 @@ _SUBSTITUTE_STRIDE = 7919  # a prime step, so substitutes do not cluster in one 
 
 
 class Item(NamedTuple):
-    image: Optional[torch.Tensor]  # None when the file was unreadable and not substituted
+    image: Optional[Union[torch.Tensor, EncodedImage]]  # None: unreadable, not substituted; EncodedImage: --decode gpu
     label: int
     failures: Tuple[str, ...]  # "path: reason" for every unreadable file met on the way
     load_s: float = 0.0  # seconds spent reading, decoding and transforming it
@@ -56,18 +58,18 @@ class ImageDataset(Dataset):
         self,
         samples: Union[Samples, Sequence[Sample]],
         transform: Callable,
-        decode_min_side: Optional[int],
         seed: int = 0,
         substitute: bool = False,
         limits: ImageLimits = ImageLimits(),
+        encoded: bool = False,
     ):
         # Compact arrays (or a shard index): workers forked from this process read them without copying them.
         self.samples = as_samples(samples)
         self.limits = limits
-        self.transform = transform
-        self.decode_min_side = decode_min_side
+        self.transform = transform  # a transforms.Prepare (decodes as small as its crop allows), or any callable
         self.seed = seed
         self.substitute = substitute
+        self.encoded = encoded  # hand over a plain JPEG's bytes and crop box: the device decodes (--decode gpu)
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -79,11 +81,12 @@ class ImageDataset(Dataset):
         for attempt in range(MAX_SUBSTITUTIONS if self.substitute else 1):
             current = (index + attempt * _SUBSTITUTE_STRIDE) % len(self.samples)
             try:
-                image = decode_rgb(self.samples.read(current, self.limits), self.decode_min_side, self.limits)
+                tensor = self._load(
+                    self.samples.read(current, self.limits), augmentation_seed(self.seed, epoch, index, copy)
+                )
             except UNREADABLE_ERRORS as error:
                 failures.append(f"{self.samples.name(current)}: {describe_unreadable(error)}")
                 continue
-            tensor = self._transform(image, augmentation_seed(self.seed, epoch, index, copy))
             label = int(self.samples.labels[current])
             return Item(tensor, label, tuple(failures), time.perf_counter() - started)
         if self.substitute:
@@ -94,12 +97,18 @@ class ImageDataset(Dataset):
             )
         return Item(None, int(self.samples.labels[index]), tuple(failures), time.perf_counter() - started)
 
-    def _transform(self, image, seed: int) -> torch.Tensor:
+    def _load(self, data: bytes, seed: int) -> Union[torch.Tensor, EncodedImage]:
+        """Decode and transform with torch's default generator seeded for this sample (its state restored)."""
         generator = torch.default_generator
         saved = generator.get_state()
         generator.manual_seed(seed)
         try:
-            return self.transform(image)
+            if isinstance(self.transform, Prepare):
+                if self.encoded and is_plain_jpeg(data):
+                    plan = self.transform.plan(data, self.limits)
+                    return EncodedImage(torch.frombuffer(bytearray(data), dtype=torch.uint8), plan)
+                return self.transform.load(data, self.limits)
+            return self.transform(decode_rgb(data, limits=self.limits))
         finally:
             generator.set_state(saved)
 
@@ -115,19 +124,27 @@ class Batch(NamedTuple):
     failures: Tuple[str, ...]
     load_s: float = 0.0  # summed over its items: the input pipeline's cost, wherever it ran
     stats: Stats = (IMAGENET_MEAN, IMAGENET_STD)  # the (mean, std) its uint8 images are normalised with
+    encoded: Optional[Encoded] = None  # --decode gpu: the images still to decode on the device (`images` is empty)
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def to_device(self, device: torch.device, channels_last: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(images, labels) on `device`: uint8 travels, the float copy is made and normalised there."""
-        images = normalize(self.images.to(device, non_blocking=True), self.stats)
+        """(images, labels) on `device`: uint8 travels (or JPEG bytes, decoded there), the float copy is made and
+        normalised there."""
+        pixels = self.encoded.decode(device) if self.encoded is not None else self.images.to(device, non_blocking=True)
+        images = normalize(pixels, self.stats)
         if channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         return images, self.labels.to(device, non_blocking=True)
 
 
-def collate(items: Sequence[Item], normalized: bool = False, stats: Stats = (IMAGENET_MEAN, IMAGENET_STD)) -> Batch:
+def collate(
+    items: Sequence[Item],
+    normalized: bool = False,
+    stats: Stats = (IMAGENET_MEAN, IMAGENET_STD),
+    prepare: Optional[Callable] = None,
+) -> Batch:
     """Stack readable samples; keep the failures so the training loop can count them.
 
     Batches stay uint8 for a GPU, which normalises them itself (Batch.to_device); `normalized`
@@ -138,10 +155,13 @@ def collate(items: Sequence[Item], normalized: bool = False, stats: Stats = (IMA
     load_s = sum(item.load_s for item in items)
     if not kept:
         return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures, load_s, stats)
-    images = torch.stack([image for image, _ in kept])
+    labels = torch.tensor([label for _, label in kept], dtype=torch.long)
+    if any(isinstance(image, EncodedImage) for image, _ in kept):  # --decode gpu: `prepare` crops on the device
+        encoded = Encoded([image for image, _ in kept], prepare)
+        return Batch(torch.empty(0, dtype=torch.uint8), labels, failures, load_s, stats, encoded)
+    images = stack([image for image, _ in kept])  # type: ignore[misc]
     if normalized:
         images = normalize(images, stats)
-    labels = torch.tensor([label for _, label in kept], dtype=torch.long)
     return Batch(images, labels, failures, load_s, stats)
 
 

@@ -9,7 +9,7 @@ import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Optional, Union
+from typing import TYPE_CHECKING, BinaryIO, Optional, Tuple, Union
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -72,13 +72,17 @@ def is_image_file(path: Union[str, Path]) -> bool:
 
 
 def open_rgb(
-    path: Union[str, Path, BinaryIO], min_side: Optional[int] = None, limits: ImageLimits = ImageLimits()
+    path: Union[str, Path, BinaryIO],
+    min_side: Optional[int] = None,
+    limits: ImageLimits = ImageLimits(),
+    reduce: int = 1,
 ) -> Image.Image:
     """Decode `path` to an RGB image.
 
     `min_side` lets the JPEG decoder scale down by 1/2, 1/4 or 1/8 while keeping the shorter side
     at least that long: the later crop or resize then sees the same geometry at a resolution still
-    at or above its output size, for a fraction of the decoding work.
+    at or above its output size, for a fraction of the decoding work. `reduce` (2, 4 or 8) asks for
+    that factor directly (see crops.Box.reduction); other files than JPEGs decode at full size.
     """
     try:
         opened = Image.open(path)
@@ -86,8 +90,9 @@ def open_rgb(
         raise NotAnImageError("not an image (no image format recognised in its content)") from None
     with opened as img:
         _check_pixels(img.size[0], img.size[1], limits)  # from the header: nothing decoded yet
-        if min_side and img.format == "JPEG":
-            img.draft("RGB", (min_side, min_side))
+        if img.format == "JPEG" and (min_side or reduce > 1):
+            width, height = img.size
+            img.draft("RGB", (min_side, min_side) if min_side else (width // reduce, height // reduce))
         img.load()  # decode now, inside the caller's error handling, so truncation surfaces here
         return to_rgb(img)
 
@@ -154,25 +159,51 @@ def check_size(size: int, limits: ImageLimits) -> None:
 
 
 def decode_rgb(
-    data: bytes, min_side: Optional[int] = None, limits: ImageLimits = ImageLimits()
+    data: bytes, min_side: Optional[int] = None, limits: ImageLimits = ImageLimits(), reduce: int = 1
 ) -> Union[Image.Image, torch.Tensor]:
-    """`load_rgb` for an image already in memory (read from a file or a shard)."""
+    """`load_rgb` for an image already in memory (read from a file or a shard); `reduce` as for `open_rgb`."""
     decode_jpeg = _jpeg_decoder()
     header = _jpeg_header(data) if decode_jpeg is not None else None
     if header is not None:
         width, height, components = header
-        _check_pixels(width, height, limits)
-        if width * height > 2 * (Image.MAX_IMAGE_PIXELS or float("inf")):
-            raise Image.DecompressionBombError(
-                f"{width}x{height} pixels: over twice PIL's limit of "
-                f"{Image.MAX_IMAGE_PIXELS}, could be a decompression bomb"
-            )
-        if components in (1, 3) and not _draft_shrinks((width, height), min_side):
+        _check_jpeg_pixels(width, height, limits)
+        if components in (1, 3) and reduce == 1 and not _draft_shrinks((width, height), min_side):
             try:
                 return decode_jpeg(data)
             except RuntimeError:
                 pass  # PIL decides: it gives broken files their usual error
-    return open_rgb(io.BytesIO(data), min_side, limits)
+    return open_rgb(io.BytesIO(data), min_side, limits, reduce)
+
+
+def image_size(data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[int, int]:
+    """(width, height) from the header alone, within `limits`: a JPEG's frame header, else what PIL reads
+    before decoding. Raises as decoding would for what is not an image."""
+    header = _jpeg_header(data)
+    if header is not None:
+        _check_jpeg_pixels(header[0], header[1], limits)
+        return header[0], header[1]
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            _check_pixels(img.size[0], img.size[1], limits)
+            return img.size
+    except UnidentifiedImageError:
+        raise NotAnImageError("not an image (no image format recognised in its content)") from None
+
+
+def is_plain_jpeg(data: bytes) -> bool:
+    """A colour or grayscale JPEG (not CMYK): what the GPU's decoder takes."""
+    header = _jpeg_header(data)
+    return header is not None and header[2] in (1, 3)
+
+
+def _check_jpeg_pixels(width: int, height: int, limits: ImageLimits) -> None:
+    if width < 1 or height < 1:  # a JPEG may leave its height to a later marker; we do not read such files
+        raise NotAnImageError(f"{width}x{height} pixels in its JPEG header: nothing to decode")
+    _check_pixels(width, height, limits)
+    if width * height > 2 * (Image.MAX_IMAGE_PIXELS or float("inf")):
+        raise Image.DecompressionBombError(
+            f"{width}x{height} pixels: over twice PIL's limit of {Image.MAX_IMAGE_PIXELS}, could be a decompression bomb"
+        )
 
 
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start of frame: baseline, progressive, ...

@@ -23,11 +23,10 @@ from .prefetch import Prefetcher
 from .samplers import EpochSampler, ExactEvalSampler
 from .transforms import (
     Augment,
+    Prepare,
     Preprocess,
     Stats,
-    eval_decode_min_side,
     eval_transform,
-    train_decode_min_side,
     train_transform,
 )
 
@@ -45,15 +44,18 @@ class LoaderSettings:
     workers: int
     pin_memory: bool
     normalize_in_workers: bool  # CPU: the workers normalise, in parallel with the step; GPU: the device does
+    decode: str = "cpu"  # cpu: reduced-size where the crop allows; full: always the whole image; gpu: on the device
 
     @classmethod
-    def for_device(cls, device: torch.device, batch_size: int, workers: int) -> LoaderSettings:
+    def for_device(cls, device: torch.device, batch_size: int, workers: int, decode: str = "cpu") -> LoaderSettings:
         on_cpu = device.type == "cpu"
-        return cls(batch_size, workers, pin_memory=not on_cpu, normalize_in_workers=on_cpu)
+        decode = "cpu" if decode == "auto" else decode
+        return cls(batch_size, workers, not on_cpu, normalize_in_workers=on_cpu and decode != "gpu", decode=decode)
 
-    def image_collate(self, stats: Stats) -> Callable:
-        """uint8 batches for an accelerator (it normalises them); normalised floats for a CPU model."""
-        return partial(collate, normalized=self.normalize_in_workers, stats=stats)
+    def image_collate(self, stats: Stats, prepare: Optional[Prepare] = None) -> Callable:
+        """uint8 batches for an accelerator (it normalises them); normalised floats for a CPU model; JPEG bytes
+        and crop boxes for the device to decode and crop as `prepare` says (--decode gpu)."""
+        return partial(collate, normalized=self.normalize_in_workers, stats=stats, prepare=prepare)
 
 
 def auto_workers(requested: Optional[int], cpus_per_process: int) -> int:
@@ -158,13 +160,14 @@ def training_images(
     """Random crops and flips (and `augment`), one draw per (seed, epoch, sample, copy); an unreadable file is
     substituted."""
     size = preprocess.img_size
+    transform = train_transform(size, min_crop_scale, preprocess, augment, reduced=settings.decode != "full")
     dataset = ImageDataset(
         samples,
-        train_transform(size, min_crop_scale, preprocess, augment),
-        train_decode_min_side(size, min_crop_scale),
+        transform,
         seed=seed,
         substitute=True,
         limits=limits,
+        encoded=settings.decode == "gpu",
     )
     sampler = EpochSampler(len(dataset), rank, world_size, seed, augment.repeats, getattr(samples, "shard_sizes", None))
     ahead = getattr(samples, "prefetch_shards", 0)
@@ -172,7 +175,8 @@ def training_images(
         sampler.prefetcher = Prefetcher(samples, ahead)
         if rank == 0:
             log.info("remote shards: each process fetches up to %d shard(s) ahead of the one it reads", ahead)
-    return train_loader(dataset, sampler, settings, seed, rank, collate_fn=settings.image_collate(preprocess.stats))
+    collate_fn = settings.image_collate(preprocess.stats, transform)
+    return train_loader(dataset, sampler, settings, seed, rank, collate_fn=collate_fn)
 
 
 def evaluation_images(
@@ -185,10 +189,8 @@ def evaluation_images(
     limits: ImageLimits = ImageLimits(),
 ) -> DataLoader:
     """Resize and centre crop; an unreadable file is left out (and reported)."""
-    size, fraction = preprocess.img_size, preprocess.crop_fraction
-    dataset = ImageDataset(
-        samples, eval_transform(size, preprocess), eval_decode_min_side(size, fraction), limits=limits
-    )
-    return eval_loader(
-        dataset, rank, world_size, settings, persistent, collate_fn=settings.image_collate(preprocess.stats)
-    )
+    size = preprocess.img_size
+    transform = eval_transform(size, preprocess, reduced=settings.decode != "full")
+    dataset = ImageDataset(samples, transform, limits=limits, encoded=settings.decode == "gpu")
+    collate_fn = settings.image_collate(preprocess.stats, transform)
+    return eval_loader(dataset, rank, world_size, settings, persistent, collate_fn=collate_fn)

@@ -30,6 +30,7 @@ from ..util import redact
 from ..version import __version__
 from .images import ImageLimits, check_size
 from .index import SampleIndex
+from .presize import Presize
 from .remote import (
     DEFAULT_DEADLINE_S,
     Expected,
@@ -75,11 +76,18 @@ def is_shard_set(location: str) -> bool:
 
 
 def write_shards(
-    split, out: Path, shard_bytes: int, seed: int, progress=None, val_split: Optional[float] = None
+    split,
+    out: Path,
+    shard_bytes: int,
+    seed: int,
+    progress=None,
+    val_split: Optional[float] = None,
+    presize: Optional[Presize] = None,
 ) -> Dict:
     """Write `split` (a ddptrain.data.folder.Split) as shards under `out`; the index files last, so a set
     without them is an interrupted one. Samples are shuffled (by `seed`) across shards: each shard mixes
-    classes. Returns the index's summary."""
+    classes. `presize` re-encodes images larger than its side (recorded in the index). Returns the index's
+    summary."""
     out.mkdir(parents=True, exist_ok=True)
     index: Dict = {
         "format": FORMAT,
@@ -89,12 +97,15 @@ def write_shards(
         "seed": seed,
         "val_split": val_split,
         "layout": split.layout,
+        **({"presized": presize.record()} if presize else {}),
     }
     arrays: Dict[str, np.ndarray] = {}
+    resized = 0
     for part, samples in (("train", split.train), ("val", split.val)):
         order = list(range(len(samples)))
         random.Random(f"{seed}:{part}").shuffle(order)
-        shards, columns = _write_part(samples, order, out, part, shard_bytes, progress)
+        shards, columns, count = _write_part(samples, order, out, part, shard_bytes, progress, presize)
+        resized += count
         index[part] = {"shardlist": shards, "nsamples": len(order)}
         for name, values in columns.items():
             arrays[f"{part}_{name}"] = values
@@ -107,9 +118,10 @@ def write_shards(
     index["arrays"] = {"url": ARRAYS, "filesize": (out / ARRAYS).stat().st_size, "sha1": _sha1(out / ARRAYS)}
     (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
     (out / TIMM_INFO).write_text(json.dumps(_timm_info(index, split.root), indent=1) + "\n")
-    return {
+    summary: Dict = {
         part: {"shards": len(index[part]["shardlist"]), "samples": index[part]["nsamples"]} for part in ("train", "val")
     }
+    return {**summary, "resized": resized}
 
 
 def _timm_info(index: Dict, root) -> Dict:
@@ -128,16 +140,21 @@ def _timm_info(index: Dict, root) -> Dict:
     return {"name": Path(str(root)).name, "splits": splits}
 
 
-def _write_part(samples, order: Sequence[int], out: Path, part: str, shard_bytes: int, progress):
+def _write_part(
+    samples, order: Sequence[int], out: Path, part: str, shard_bytes: int, progress, presize: Optional[Presize]
+):
     shards: List[Dict] = []
     names: List[Tuple[str, int]] = []
     shard_ids: List[int] = []
     offsets: List[int] = []
     sizes: List[int] = []
     tar: Optional[tarfile.TarFile] = None
-    written = 0
+    written = resized = 0
     for position, i in enumerate(order):
         data = samples.read(i, ImageLimits())  # a file, or a sample of another set of shards
+        smaller = presize.apply(data) if presize else None
+        data = smaller or data
+        resized += smaller is not None
         if tar is None or (written and written + len(data) > shard_bytes):
             if tar is not None:
                 tar.close()
@@ -146,7 +163,7 @@ def _write_part(samples, order: Sequence[int], out: Path, part: str, shard_bytes
             tar = tarfile.open(out / shards[-1]["url"], "w", format=tarfile.USTAR_FORMAT)  # noqa: SIM115 (closed per shard)
             written = 0
         key = f"{position:09d}"
-        ext = os.path.splitext(samples.relative(i))[1].lower().lstrip(".") or "jpg"
+        ext = "jpg" if smaller else os.path.splitext(samples.relative(i))[1].lower().lstrip(".") or "jpg"
         ext = {"jpeg": "jpg", "tiff": "tif"}.get(ext, ext)  # WebDataset's names: its readers decode by them
         label = int(samples.labels[i])
         _add(tar, f"{key}.{ext}", data)
@@ -169,7 +186,7 @@ def _write_part(samples, order: Sequence[int], out: Path, part: str, shard_bytes
         "name_blob": keys.blob,
         "name_offsets": keys.offsets,
     }
-    return shards, columns
+    return shards, columns, resized
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -1,16 +1,20 @@
 """How images become model input: the preprocessing values (`Preprocess`), train and evaluation transforms
-(torchvision, in uint8), normalisation of whole batches, and the decode size each transform needs."""
+(`Prepare`: crop box first, then a decode as small as it allows, crop and resize in uint8), normalisation of
+whole batches."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
+from PIL import Image
 from torchvision.transforms import v2
 
 from ..config import DataConfig, parse_channels
+from .crops import Box, Crop, EvalCrop, TrainCrop, render, render_centre, size_of
+from .images import ImageLimits, decode_rgb, image_size
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -92,29 +96,63 @@ class Augment:
         return []
 
 
+@dataclass(frozen=True)
+class Prepare:
+    """What one sample becomes: its crop box drawn from the image's size (crops.TrainCrop / EvalCrop), the JPEG
+    decoded at the smallest size that box allows (`reduced`), the box cropped and resized in one uint8 step, then
+    `after` (augmentation policies, random erasing) on the uint8 tensor. Training draws come from torch's default
+    generator, which the dataset seeds per (seed, epoch, sample).
+
+    Called on an image already decoded (a PIL image or a uint8 tensor), it does the same from the crop on."""
+
+    crop: Crop
+    mode: v2.InterpolationMode = v2.InterpolationMode.BILINEAR
+    after: Tuple[Any, ...] = ()
+    reduced: bool = True  # False: always decode at full size (the reference `--decode full`)
+
+    def load(self, data: bytes, limits: ImageLimits = ImageLimits()) -> torch.Tensor:
+        full = image_size(data, limits)
+        box = self.crop.box(*full)
+        reduce = box.reduction(self.crop.size) if self.reduced else 1
+        return self.finish(decode_rgb(data, limits=limits, reduce=reduce), box, full, reduce)
+
+    def plan(self, data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[Box, Tuple[int, int]]:
+        """The box `load` would crop, and the full size, without decoding (the GPU decodes)."""
+        full = image_size(data, limits)
+        return self.crop.box(*full), full
+
+    def __call__(self, image: Union[Image.Image, torch.Tensor]) -> torch.Tensor:
+        full = size_of(image)
+        return self.finish(image, self.crop.box(*full), full)
+
+    def finish(
+        self, image: Union[Image.Image, torch.Tensor], box: Box, full: Tuple[int, int], reduced: int = 1
+    ) -> torch.Tensor:
+        if isinstance(self.crop, EvalCrop):  # the box only told the decoder how small it may decode
+            tensor = render_centre(image, self.crop, self.mode)
+        else:
+            tensor = render(image, box, full, self.crop.size, self.mode, reduced)
+        for step in self.after:
+            tensor = step(tensor)
+        return tensor
+
+
 def train_transform(
-    img_size: int, min_crop_scale: float, preprocess: Preprocess = Preprocess(), augment: Augment = Augment()
-) -> v2.Compose:
+    img_size: int,
+    min_crop_scale: float,
+    preprocess: Preprocess = Preprocess(),
+    augment: Augment = Augment(),
+    reduced: bool = True,
+) -> Prepare:
     """Crop, resize, flip (and `augment`) in 8 bits; the result is a uint8 CHW tensor (see `normalize`)."""
-    return v2.Compose(
-        [
-            v2.RandomResizedCrop(img_size, scale=(min_crop_scale, 1.0), interpolation=preprocess.mode, antialias=True),
-            v2.RandomHorizontalFlip(),
-            *augment.policy_transform(preprocess.mode),
-            v2.ToImage(),
-            *([v2.RandomErasing(p=augment.erasing, value=0)] if augment.erasing > 0 else []),
-        ]
-    )
+    after = [*augment.policy_transform(preprocess.mode)]
+    if augment.erasing > 0:
+        after.append(v2.RandomErasing(p=augment.erasing, value=0))
+    return Prepare(TrainCrop(img_size, (min_crop_scale, 1.0)), preprocess.mode, tuple(after), reduced)
 
 
-def eval_transform(img_size: int, preprocess: Preprocess = Preprocess()) -> v2.Compose:
-    return v2.Compose(
-        [
-            v2.Resize(eval_resize_size(img_size, preprocess.crop_fraction), preprocess.mode, antialias=True),
-            v2.CenterCrop(img_size),
-            v2.ToImage(),
-        ]
-    )
+def eval_transform(img_size: int, preprocess: Preprocess = Preprocess(), reduced: bool = True) -> Prepare:
+    return Prepare(EvalCrop(img_size, preprocess.crop_fraction), preprocess.mode, (), reduced)
 
 
 def normalize(images: torch.Tensor, stats: Stats = (IMAGENET_MEAN, IMAGENET_STD)) -> torch.Tensor:
@@ -126,16 +164,13 @@ def normalize(images: torch.Tensor, stats: Stats = (IMAGENET_MEAN, IMAGENET_STD)
     if images.is_floating_point():
         return images
     mean_of, std_of = stats
-    mean = torch.tensor([255.0 * m for m in mean_of], device=images.device).view(1, -1, 1, 1)
-    scale = torch.tensor([1.0 / (255.0 * s) for s in std_of], device=images.device).view(1, -1, 1, 1)
-    return images.float().sub_(mean).mul_(scale)  # one float32 copy, then two in-place passes
-
-
-def train_decode_min_side(img_size: int, min_crop_scale: float) -> int:
-    """Shorter side the decoder must keep so that even the smallest, narrowest random crop
-    (area fraction min_crop_scale, aspect 3/4) still has at least img_size pixels a side."""
-    return int(math.ceil(img_size / math.sqrt(min_crop_scale * 0.75)))
-
-
-def eval_decode_min_side(img_size: int, crop_fraction: float = EVAL_CROP_FRACTION) -> int:
-    return eval_resize_size(img_size, crop_fraction)
+    mean = torch.tensor([255.0 * m for m in mean_of], device=images.device)
+    scale = torch.tensor([1.0 / (255.0 * s) for s in std_of], device=images.device)
+    if images.dim() == 4 and not images.is_contiguous() and images.permute(0, 2, 3, 1).is_contiguous():
+        # stored channel-last (crops.stack): one row of per-pixel values, broadcast over the batch (a per-channel
+        # broadcast over that layout is several times slower)
+        n, c, h, w = images.shape
+        rows = images.permute(0, 2, 3, 1).reshape(n, h * w * c).float()
+        rows.sub_(mean.repeat(h * w)).mul_(scale.repeat(h * w))
+        return rows.view(n, h, w, c).permute(0, 3, 1, 2)
+    return images.float().sub_(mean.view(1, -1, 1, 1)).mul_(scale.view(1, -1, 1, 1))  # one copy, two in-place passes

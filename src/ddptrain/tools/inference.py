@@ -19,16 +19,15 @@ from ..data.images import (
     IMAGE_EXTENSIONS,
     UNREADABLE_ERRORS,
     ImageLimits,
-    decode_rgb,
     describe_unreadable,
     is_image_file,
-    load_rgb,
+    read_image_file,
 )
 from ..data.index import Samples
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
 from ..data.sources import Reading, all_images, load_split
 from ..data.split import run_split, same_split, split_summary
-from ..data.transforms import Preprocess, eval_decode_min_side, eval_transform, normalize
+from ..data.transforms import Preprocess, eval_transform, normalize
 from ..errors import DataError
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process
@@ -176,7 +175,6 @@ def run_predict(
     loaded = load_model(checkpoint_path, torch_device, trust_torchscript, ema)
     preprocess = Preprocess.of(loaded.config.data)  # as the model was trained
     transform = eval_transform(preprocess.img_size, preprocess)
-    decode_side = eval_decode_min_side(preprocess.img_size, preprocess.crop_fraction)
     limits = ImageLimits.of(loaded.config.data)
     k = max(1, min(topk, len(loaded.class_names)))
     failures = 0
@@ -184,9 +182,8 @@ def run_predict(
     for path, read, error in [*((p, None, e) for p, e in items), *_data_images(data, loaded)]:
         if error is None:
             try:
-                raw = read(limits) if read is not None else None
-                image = decode_rgb(raw, decode_side, limits) if raw is not None else load_rgb(path, decode_side, limits)
-                pending.append((path, transform(image)))
+                raw = read(limits) if read is not None else read_image_file(path, limits)
+                pending.append((path, transform.load(raw, limits)))
             except UNREADABLE_ERRORS as exc:
                 error = describe_unreadable(exc)
         if error is not None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Optional
 
 from tqdm import tqdm
 
+from ..data.presize import Presize
 from ..data.shards import ARRAYS, INDEX, TIMM_INFO, parse_size, read_index, write_shards
 from ..data.sources import Reading, load_split, source_for
 from ..errors import ConfigError, DataError
@@ -18,7 +20,14 @@ log = logging.getLogger("ddptrain")
 
 
 def make_shards(
-    data: str, out: str, shard_size: str, val_split: float, seed: int, overwrite: bool, reading: Reading = Reading()
+    data: str,
+    out: str,
+    shard_size: str,
+    val_split: float,
+    seed: int,
+    overwrite: bool,
+    reading: Reading = Reading(),
+    presize: Optional[Presize] = None,
 ) -> dict:
     try:
         limit = parse_size(shard_size)
@@ -26,6 +35,8 @@ def make_shards(
         raise ConfigError(f"--shard-size: {error}") from None
     if limit < 1:
         raise ConfigError("--shard-size must be at least 1 byte")
+    if presize is not None and not (presize.max_side >= 8 and 1 <= presize.quality <= 100):
+        raise ConfigError("--max-side must be at least 8 pixels and --quality in 1..100")
     if source_for(data).name == "shard set":
         raise ConfigError(f"--data {data} is already a shard set")
     folder = Path(out)
@@ -34,7 +45,14 @@ def make_shards(
     started = time.perf_counter()
     split = load_split(data, val_split, seed, reading)
     with tqdm(total=len(split.train) + len(split.val), unit="img", desc="shard", leave=False) as bar:
-        summary = write_shards(split, folder, limit, seed, bar, val_split=val_split)
+        summary = write_shards(split, folder, limit, seed, bar, val_split=val_split, presize=presize)
+    if presize is not None:
+        log.info(
+            "re-encoded %d image(s) longer than %d px a side as JPEG quality %d (the others are stored as they were)",
+            summary["resized"],
+            presize.max_side,
+            presize.quality,
+        )
     log.info(
         "wrote %d training shard(s) (%d images) and %d validation shard(s) (%d images) of %d classes to %s in %.1f s; "
         "train with --data %s, or serve the folder over HTTP(S) and use --data https://HOST/PATH/",

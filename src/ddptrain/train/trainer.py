@@ -18,11 +18,12 @@ from ..config import Config
 from ..data.datasets import UnreadableFiles
 from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, stop_workers, training_images
+from ..data.presize import recorded_side
 from ..data.samplers import EpochSampler
 from ..data.sources import Reading, load_split
 from ..data.split import Split, classes_without_validation, run_split, split_summary
 from ..data.transforms import Augment, Preprocess
-from ..errors import DataError, NonFiniteLossError, WeightsError
+from ..errors import ConfigError, DataError, NonFiniteLossError, WeightsError
 from ..models import (
     build_model,
     build_pretrained,
@@ -104,6 +105,7 @@ class Trainer:
         if rt.device.type == "cpu":
             torch.set_num_threads(self.cpus)
         self.split = self._load_split()
+        self._record_presized()
         self._build_loaders()
         self.clock.mark("data")
         self._build_model()
@@ -149,6 +151,14 @@ class Trainer:
             raise DataError(message or "rank 0 could not list the data", rank=self.rt.rank, every_rank=True)
         return split
 
+    def _record_presized(self) -> None:
+        """A shard set made with `ddptrain shard --max-side N`: N goes into config.yaml and the checkpoints."""
+        side = recorded_side(self.split.made_with, self.cfg.data.data_max_side, self.cfg.data.folder())
+        if side is not None:
+            self.cfg.data.data_max_side = self.requested.data.data_max_side = side
+            if self.rt.is_main:
+                log.info("data: shards pre-sized to a longest side of %d px", side)
+
     @functools.cached_property
     def split_info(self) -> Dict[str, Any]:
         """The split's summary that checkpoints keep (computed once, when the first one is written)."""
@@ -173,7 +183,11 @@ class Trainer:
     def _build_loaders(self) -> None:
         cfg, rt, split = self.cfg, self.rt, self.split
         self.workers = auto_workers(cfg.data.workers, self.cpus)
-        settings = LoaderSettings.for_device(rt.device, cfg.optim.batch_size, self.workers)
+        if cfg.data.decode == "gpu" and rt.device.type != "cuda":
+            raise ConfigError(
+                f"--decode gpu decodes with nvJPEG on a CUDA device; this run is on {rt.device}: use --decode cpu"
+            )
+        settings = LoaderSettings.for_device(rt.device, cfg.optim.batch_size, self.workers, cfg.data.decode)
         limits = ImageLimits.of(cfg.data)
         self.train_loader = training_images(
             split.train,

@@ -25,7 +25,7 @@ class ShardSetSource:
         classes, train, val, index = open_shard_set(location, deadline_s=reading.fetch_timeout_s)
         train.prefetch_shards = reading.prefetch_shards
         where = location if is_remote(location) else Path(location).resolve()
-        made_with = {key: index[key] for key in ("seed", "val_split") if index.get(key) is not None}
+        made_with = {key: index[key] for key in ("seed", "val_split", "presized") if index.get(key) is not None}
         return Split(classes, train, val, "shards", where, made_with, fixed=True)
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading):

@@ -45,6 +45,17 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 def _input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=int, default=256, help="input: number of JPEGs")
     parser.add_argument(
+        "--max-side",
+        type=int,
+        default=None,
+        help="input: also time the loader on copies of the files pre-sized as `ddptrain shard --max-side N` would",
+    )
+    parser.add_argument(
+        "--worker-counts",
+        default="1,2",
+        help="input: the DataLoader worker counts to compare the loader with decoding alone at (default 1,2; 0: none)",
+    )
+    parser.add_argument(
         "--auto-augment",
         choices=["randaugment", "trivialaugment", "autoaugment"],
         default=None,
@@ -163,14 +174,24 @@ def _input_bench(args: argparse.Namespace, device: str) -> int:
     if args.shards:
         return _shard_input_bench(args)
 
-    result = run_input_bench(args.data, args.count, args.img_size or 224, args.rounds, device, args.auto_augment)
+    counts = [int(n) for n in args.worker_counts.split(",") if n.strip() and int(n) > 0]
+    result = run_input_bench(
+        args.data, args.count, args.img_size or 224, args.rounds, device, args.auto_augment, counts, args.max_side
+    )
+    policy = f", {args.auto_augment}" if args.auto_augment else ""
+    decode = result["decode_only_images_per_sec_per_core"]
     rows = [
-        {"pipeline": "seed (PIL, ToTensor, Normalize)", "images/s/core": result["seed_images_per_sec_per_core"]},
-        {
-            "pipeline": "ddptrain (uint8, normalise on device)"
-            + (f", {args.auto_augment}" if args.auto_augment else ""),
-            "images/s/core": result["ddptrain_images_per_sec_per_core"],
-        },
+        {"pipeline": "decode only (read + full decode to RGB)", "images/s/core": decode, "of decode only": 1.0},
+        *(
+            {"pipeline": name, "images/s/core": result[key], "of decode only": result[key] / decode}
+            for name, key in (
+                ("seed (PIL, ToTensor, Normalize)", "seed_images_per_sec_per_core"),
+                (f"ddptrain (reduced-size decode, uint8){policy}", "ddptrain_images_per_sec_per_core"),
+                (f"ddptrain, full-size decode{policy}", "ddptrain_full_decode_images_per_sec_per_core"),
+                (f"ddptrain on copies pre-sized to {args.max_side} px", "ddptrain_presized_images_per_sec_per_core"),
+            )
+            if key in result
+        ),
     ]
     if "ddptrain_gpu_decode_images_per_sec_per_core" in result:
         rows.append(
@@ -185,8 +206,36 @@ def _input_bench(args: argparse.Namespace, device: str) -> int:
         "ylabel": "images/s per core",
         "title": f"input pipeline, {result['img_size']} px crops, {result['device']}",
     }
-    emit("input", result, ["pipeline", "images/s/core"], rows, args.out, args.json, chart)
+    emit("input", result, ["pipeline", "images/s/core", "of decode only"], rows, args.out, args.json, chart)
+    if not args.json:
+        print(_input_details(result))
     return 0
+
+
+def _input_details(result: dict) -> str:
+    from .output import markdown_table
+
+    stages = result["stages_us_per_image"]
+    names = list(stages["reduced"])
+    split = markdown_table(
+        ["decoding", *names],
+        [{"decoding": kind, **stages[kind]} for kind in ("reduced", "full")],
+    )
+    workers = markdown_table(
+        ["workers", "decode only, images/s", "loader, images/s", "loader / decode only"],
+        [
+            {
+                "workers": row["workers"],
+                "decode only, images/s": row["decode_only"],
+                "loader, images/s": row["ddptrain"],
+                "loader / decode only": row["fraction_of_decode_only"],
+            }
+            for row in result["workers"]
+        ],
+    )
+    return (
+        f"\nstages, microseconds per image (one process, profiled):\n{split}\n\nthrough DataLoader workers:\n{workers}"
+    )
 
 
 def _synthetic_precision_bench(args: argparse.Namespace, device: str) -> int:

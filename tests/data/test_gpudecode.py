@@ -1,0 +1,83 @@
+"""`--decode gpu`: the workers hand over JPEG bytes and the crop box the CPU path would crop; the device decodes and
+crops. The device code runs here on the CPU (torchvision's CPU decoder): same boxes, pixels within the decoders'
+tolerance of the CPU path. Where a GPU is lent, the last test runs the same on CUDA with nvJPEG."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ddptrain.data.datasets import ImageDataset, augmentation_seed, collate
+from ddptrain.data.gpudecode import EncodedImage
+from ddptrain.data.transforms import eval_transform, train_transform
+from ddptrain.tools.bench.photos import photo
+
+SIZE = 48
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("photos")
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(6):
+        path = folder / f"p{i}.jpg"
+        photo(rng, 320 + 40 * i, 240).save(path, quality=90)
+        paths.append(str(path))
+    png = folder / "p.png"
+    photo(rng, 300, 200).save(png)  # nvJPEG takes no PNG: the worker makes it ready
+    cmyk = folder / "cmyk.jpg"
+    photo(rng, 300, 200).convert("CMYK").save(cmyk, quality=90)
+    return [*paths, str(png), str(cmyk)]
+
+
+def _batches(files, transform, device="cpu"):
+    samples = [(path, i) for i, path in enumerate(files)]
+    cpu = ImageDataset(samples, transform, seed=5)
+    gpu = ImageDataset(samples, transform, seed=5, encoded=True)
+    items = [gpu[(i, 2)] for i in range(len(files))]
+    reference = collate([cpu[(i, 2)] for i in range(len(files))]).images
+    return items, reference, collate(items, prepare=transform).to_device(torch.device(device))
+
+
+@pytest.mark.parametrize("kind", ["train", "eval"])
+def test_the_device_path_crops_the_cpu_paths_boxes_within_the_decoders_tolerance(files, kind):
+    transform = train_transform(SIZE, 0.08, reduced=False) if kind == "train" else eval_transform(SIZE, reduced=False)
+    items, reference, (images, labels) = _batches(files, transform)
+    assert [isinstance(item.image, EncodedImage) for item in items] == [True] * 6 + [False, False]
+    assert labels.tolist() == list(range(len(files)))
+    assert images.shape == reference.shape == (len(files), 3, SIZE, SIZE)
+    expected = reference.float().div(255).sub(torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1))
+    expected = expected.div(torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1))
+    difference = (images - expected).abs().mul(0.229 * 255)  # back in 8-bit levels, about
+    assert difference.mean() < 1.0 and difference.max() < 8  # the same decoder here: only the rounding differs
+
+
+def test_the_box_handed_over_is_the_one_the_cpu_path_draws(files):
+    transform = train_transform(SIZE, 0.08)
+    item = ImageDataset([(files[0], 0)], transform, seed=5, encoded=True)[(0, 3)]
+    torch.manual_seed(augmentation_seed(5, 3, 0))
+    box, full = transform.plan(Path(files[0]).read_bytes())
+    assert item.image.plan == (box, full) and full == (320, 240)
+    assert bytes(item.image.data.numpy()) == Path(files[0]).read_bytes()
+
+
+def test_a_jpeg_damaged_past_its_header_is_replaced_by_another_of_the_batch(files, tmp_path, caplog):
+    data = Path(files[0]).read_bytes()
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(data[:400])  # header intact, scan data cut off
+    items, _, (images, _) = _batches([files[1], str(broken)], train_transform(SIZE, 0.08))
+    assert images.shape == (2, 3, SIZE, SIZE) and torch.isfinite(images).all()
+    assert "could not be decoded" in caplog.text
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (nvJPEG); the CPU tests above cover the rest"
+)
+def test_nvjpeg_on_the_gpu_agrees_with_the_cpu_path(files):
+    transform = train_transform(SIZE, 0.08, reduced=False)
+    _, reference, (images, _) = _batches(files, transform, device="cuda")
+    _, _, (on_cpu, _) = _batches(files, transform, device="cpu")
+    assert images.device.type == "cuda" and images.shape == reference.shape
+    assert (images.cpu() - on_cpu).abs().mul(0.229 * 255).mean() < 2.0  # nvJPEG's IDCT and upsampling differ a little

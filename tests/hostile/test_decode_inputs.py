@@ -1,0 +1,93 @@
+"""JPEGs at the decode limit, against what a file can say about itself: the crop box is drawn from the header before
+any decoding, so a header that lies, a file cut short at any reduction, a damaged file handed to the device, a
+pre-sizing record that is not one, and `--max-side` on images that are not images are each answered — skipped and
+counted, left as they were, or refused in one line — never a crash or a wrong crop."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from ddptrain.data.datasets import ImageDataset
+from ddptrain.data.images import ImageLimits
+from ddptrain.data.presize import Presize, recorded_side
+from ddptrain.data.shards import open_shard_set, write_shards
+from ddptrain.data.sources import load_split
+from ddptrain.data.transforms import train_transform
+from ddptrain.errors import DataError
+from ddptrain.tools.bench.photos import photo
+
+
+def _jpeg(width=800, height=600) -> bytes:
+    buffer = io.BytesIO()
+    photo(np.random.default_rng(0), width, height).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def _with_header_size(data: bytes, width: int, height: int) -> bytes:
+    out = bytearray(data)
+    at = out.find(b"\xff\xc0")
+    out[at + 5 : at + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    "name, data, reason",
+    [
+        ("zero-height.jpg", _with_header_size(_jpeg(), 800, 0), "0 pixels in its JPEG header"),
+        ("zero-width.jpg", _with_header_size(_jpeg(), 0, 600), "0x600 pixels in its JPEG header"),
+        ("huge-header.jpg", _with_header_size(_jpeg(), 65000, 65000), "over the --max-image-pixels limit"),
+        ("cut-short.jpg", _jpeg()[:30000], "truncated"),
+        ("header-only.jpg", _jpeg()[:700], ""),
+    ],
+)
+@pytest.mark.parametrize("reduced", [True, False])
+def test_a_jpeg_whose_header_misleads_is_skipped_and_counted_on_every_decode_path(
+    tmp_path, name, data, reason, reduced
+):
+    path = tmp_path / name
+    path.write_bytes(data)
+    dataset = ImageDataset([(str(path), 0)], train_transform(64, 0.08, reduced=reduced), seed=1)
+    for epoch in range(4):  # boxes that reduce by 1, 2, 4: the same verdict
+        item = dataset[(0, epoch)]
+        assert item.image is None and len(item.failures) == 1 and name in item.failures[0]
+        assert reason in item.failures[0]
+
+
+def test_a_header_smaller_than_the_scan_crops_within_what_is_decoded(tmp_path):
+    """A header that says 64x48 over a 800x600 scan: decoders follow the header, and so does the box."""
+    path = tmp_path / "small-header.jpg"
+    path.write_bytes(_with_header_size(_jpeg(), 64, 48))
+    item = ImageDataset([(str(path), 0)], train_transform(32, 0.08), seed=1)[(0, 0)]
+    assert (item.image is not None and item.image.shape == (3, 32, 32)) or item.failures
+
+
+def test_a_damaged_pre_sizing_record_in_a_shard_index_is_refused_in_one_line(tmp_path):
+    for record in ("big", {"max_side": "384"}, {"max_side": -1}, {"max_side": True}, ["384"]):
+        with pytest.raises(DataError, match="index is damaged: re-make the set"):
+            recorded_side({"presized": record}, None, "shards/")
+
+
+def test_max_side_leaves_what_is_not_an_image_as_it_was_for_the_loader_to_count(tmp_path):
+    folder = tmp_path / "data" / "a"
+    folder.mkdir(parents=True)
+    (folder / "text.jpg").write_bytes(b"not an image at all")
+    (folder / "cut.jpg").write_bytes(_jpeg()[:20000])
+    (folder / "bomb.jpg").write_bytes(_with_header_size(_jpeg(), 65000, 65000))
+    (folder / "fine.jpg").write_bytes(_jpeg())
+    (tmp_path / "data" / "b").mkdir()
+    (tmp_path / "data" / "b" / "small.jpg").write_bytes(_jpeg(120, 90))
+    split = load_split(tmp_path / "data", 0.0, 0)
+    summary = write_shards(split, tmp_path / "set", 1 << 20, 0, presize=Presize(256))
+    assert summary["resized"] == 1
+    _, train, _, index = open_shard_set(str(tmp_path / "set"))
+    kept = {train.relative(i): train.read(i, ImageLimits()) for i in range(len(train))}
+    assert kept["a/text.jpg"] == b"not an image at all" and kept["a/cut.jpg"] == _jpeg()[:20000]
+    assert json.loads((tmp_path / "set" / "shards.json").read_text())["presized"]["max_side"] == 256
+    loader = ImageDataset(train, train_transform(32, 0.08), seed=0)
+    items = [loader[(i, 0)] for i in range(len(train))]
+    assert sum(len(item.failures) for item in items) == 3  # skipped and counted, as without --max-side
+    assert [tuple(item.image.shape) for item in items if item.image is not None] == [(3, 32, 32)] * 2
