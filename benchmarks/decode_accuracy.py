@@ -9,7 +9,8 @@
     python benchmarks/decode_accuracy.py --data PHOTOS --img-size 128 --seeds 0,1,2 --epochs 12
     python benchmarks/decode_accuracy.py --data PHOTOS --img-size 224 --max-side 256,384,512 --seeds 0,1
 
-Prints one JSON line per run, then a table of mean and spread of the final and best validation top-1 per variant.
+Prints one JSON line per run (with `--decode`, also the final weights evaluated with the other decoding), then a
+table of mean and spread of the final and best validation top-1 per variant.
 """
 
 from __future__ import annotations
@@ -36,7 +37,15 @@ def _train(data: str, out: Path, seed: int, args: argparse.Namespace, extra: Lis
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
     epochs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"val_top1"' in line]
     tops = [e["val_top1"] for e in epochs if e.get("val_top1") is not None]
-    return {"final_top1": tops[-1], "best_top1": max(tops), "seconds": time.perf_counter() - started}
+    result = {"final_top1": tops[-1], "best_top1": max(tops), "seconds": time.perf_counter() - started}
+    if "--decode" in extra:  # the same weights evaluated with the other decoding: the evaluation's own share
+        other = "full" if extra[extra.index("--decode") + 1] == "cpu" else "cpu"
+        cmd = [sys.executable, "-m", "ddptrain", "eval", "--checkpoint", str(out / "checkpoints" / "last.pt")]
+        cmd += ["--data", data, "--decode", other, "--nproc", "1"]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        report = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")][-1]
+        result[f"final_top1_evaluated_{other}"] = report["top1"]
+    return result
 
 
 def _sd(values: List[float]) -> float:

@@ -80,7 +80,7 @@ def _add_training_commands(sub) -> None:
         default="val",
         help="val: the training run's validation split (default); all: every image in --data",
     )
-    add_option_flags(ev, ["batch_size", "workers", "device", "amp", "nproc", "dist_timeout"])  # as for train
+    add_option_flags(ev, ["batch_size", "workers", "device", "amp", "nproc", "dist_timeout", "decode"])  # as for train
     _add_trust_torchscript(ev)
     _add_ema(ev)
     _add_verbose(ev)
@@ -280,6 +280,7 @@ def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
             dist_timeout=args.dist_timeout,
             trust_torchscript=args.trust_torchscript,
             ema=args.ema,
+            decode=args.decode,
         ),
         env,
     )

@@ -81,3 +81,15 @@ def test_nvjpeg_on_the_gpu_agrees_with_the_cpu_path(files):
     _, _, (on_cpu, _) = _batches(files, transform, device="cpu")
     assert images.device.type == "cuda" and images.shape == reference.shape
     assert (images.cpu() - on_cpu).abs().mul(0.229 * 255).mean() < 2.0  # nvJPEG's IDCT and upsampling differ a little
+
+
+def test_the_gpu_path_is_refused_where_it_cannot_do_what_was_asked():
+    from ddptrain.config import Config, DataConfig
+    from ddptrain.config.sections import LaunchConfig
+    from ddptrain.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--decode gpu crops and flips on the GPU only"):
+        DataConfig(path="d", decode="gpu", auto_augment="randaugment").validate()
+    with pytest.raises(ConfigError, match="not with --device cpu"):
+        Config(data=DataConfig(path="d", decode="gpu"), launch=LaunchConfig(device="cpu")).validate()
+    Config(data=DataConfig(path="d", decode="full"), launch=LaunchConfig(device="cpu")).validate()

@@ -28,7 +28,7 @@ from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
 from ..data.sources import Reading, all_images, load_split
 from ..data.split import run_split, same_split, split_summary
 from ..data.transforms import Preprocess, eval_transform, normalize
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process
 from ..train.evaluate import evaluate
@@ -50,6 +50,7 @@ class EvalOptions:
     dist_timeout: float = 600.0  # as for train
     trust_torchscript: bool = False  # a *.torchscript.pt file runs its own code when loaded
     ema: bool = False  # the checkpoint's EMA weights
+    decode: str = "auto"  # as for train: cpu (reduced-size where the crop allows), full, gpu
 
 
 def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -> Samples:
@@ -97,7 +98,11 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
     try:
         loaded = load_model(opts.checkpoint, rt.device, opts.trust_torchscript, opts.ema)
         workers = auto_workers(opts.workers, cpus_per_process(env.local_world_size))
-        settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers)
+        if opts.decode == "gpu" and rt.device.type != "cuda":
+            raise ConfigError(
+                f"--decode gpu decodes with nvJPEG on a CUDA device; this is {rt.device}: use --decode cpu"
+            )
+        settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers, opts.decode)
         loader = evaluation_images(
             eval_samples(opts, loaded, rt.is_main),
             Preprocess.of(loaded.config.data),  # as the model was trained

@@ -111,8 +111,8 @@ def _time_all(
     augment: Augment = Augment(),
     presized: Optional[List[str]] = None,
 ) -> Dict[str, float]:
-    """Seconds for each pipeline over all files, alternating batch by batch so that the machine's drifting load
-    falls on all alike: the seed's, decoding alone, ddptrain's (reduced-size decoding where the crop allows),
+    """Seconds for each pipeline over all files, alternating batch by batch (each first in turn) so that the
+    machine's drifting load falls on all alike: the seed's, decoding alone, ddptrain's (reduced-size decoding where the crop allows),
     ddptrain's with full-size decoding and, given `presized` copies of the files, ddptrain's on those."""
     load = seed_pipeline(size)
     sources = {"ddptrain": (files, True), "ddptrain_full": (files, False)}
@@ -134,9 +134,11 @@ def _time_all(
     }
     seconds = dict.fromkeys(run, 0.0)
     seconds["normalize"] = 0.0
-    for first in range(0, len(files), BATCH):
+    names = list(run)
+    for batch, first in enumerate(range(0, len(files), BATCH)):
         count = min(BATCH, len(files) - first)
-        for name in run:
+        shift = batch % len(names)  # each pipeline goes first in turn: no order effect (caches, drift)
+        for name in names[shift:] + names[:shift]:
             start = time.perf_counter()
             normalizing = run[name](first, count)
             _sync(device)
