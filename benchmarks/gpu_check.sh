@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU check in one run, within 8 minutes on one NVIDIA GPU (torch, torchvision, timm preinstalled,
+# Every GPU check in one run, within about 10 minutes on one NVIDIA GPU (torch, torchvision, timm preinstalled,
 # no network, this project copied in):
 #   1. a single-rank NCCL DDP training run through the launcher (torchrun), with a mid-epoch checkpoint;
 #   2. `ddptrain doctor` (versions, GPU, NCCL smoke test);
