@@ -118,7 +118,9 @@ class Config:
         for section in (self.data, self.model, self.optim, self.run, self.launch):
             section.validate()
         if self.data.decode == "gpu" and self.launch.device == "cpu":
-            raise ConfigError("--decode gpu decodes with nvJPEG on a CUDA device, not with --device cpu: use --decode cpu")
+            raise ConfigError(
+                "--decode gpu decodes with nvJPEG on a CUDA device, not with --device cpu: use --decode cpu"
+            )
         return self
 
 
