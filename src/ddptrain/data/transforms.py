@@ -4,7 +4,6 @@ whole batches."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -63,10 +62,6 @@ class Preprocess:
     @property
     def mode(self) -> v2.InterpolationMode:
         return v2.InterpolationMode(self.interpolation)
-
-
-def eval_resize_size(img_size: int, crop_fraction: float = EVAL_CROP_FRACTION) -> int:
-    return int(math.floor(img_size / crop_fraction))
 
 
 @dataclass(frozen=True)

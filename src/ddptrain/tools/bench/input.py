@@ -230,6 +230,31 @@ def _files(root: Path, count: int) -> List[str]:
     return files
 
 
+def _against_decoding(seconds: Dict[str, float], images: int, stages: Dict, per_workers: List[Dict]) -> Dict:
+    """Images/s of each pipeline, and the loader's as a fraction of decoding alone (its normalisation, the device's
+    work, taken out: measured for the first ddptrain pipeline, the same batches for the others)."""
+    rate = {name: images / spent for name, spent in seconds.items()}
+    loaders = [name for name in ("ddptrain", "ddptrain_full", "ddptrain_presized") if name in seconds]
+    loader = {name: images / (seconds[name] - seconds["normalize"]) for name in loaders}
+    result = {
+        "seed_images_per_sec_per_core": rate["seed"],
+        "ddptrain_images_per_sec_per_core": rate["ddptrain"],
+        "ratio": rate["ddptrain"] / rate["seed"],
+        "decode_only_images_per_sec_per_core": rate["decode_only"],
+        "ddptrain_full_decode_images_per_sec_per_core": rate["ddptrain_full"],
+        "loader_images_per_sec_per_core": loader["ddptrain"],
+        "normalize_us_per_image": 1e6 * seconds["normalize"] / images,
+        "fraction_of_decode_only": loader["ddptrain"] / rate["decode_only"],
+        "full_decode_fraction_of_decode_only": loader["ddptrain_full"] / rate["decode_only"],
+        "stages_us_per_image": stages,
+        "workers": [{**row, "fraction_of_decode_only": row["ddptrain"] / row["decode_only"]} for row in per_workers],
+    }
+    if "ddptrain_presized" in loader:
+        result["ddptrain_presized_images_per_sec_per_core"] = rate["ddptrain_presized"]
+        result["presized_fraction_of_decode_only"] = loader["ddptrain_presized"] / rate["decode_only"]
+    return result
+
+
 def run_input_bench(
     data: Optional[str],
     count: int,
@@ -270,31 +295,12 @@ def run_input_bench(
     finally:
         torch.set_num_threads(threads)
     images = len(files) * rounds
-    rate = {name: images / spent for name, spent in seconds.items()}
-    normalizing = seconds["normalize"]  # measured for the first ddptrain pipeline; the same batches for the other
-    loader = {name: images / (seconds[name] - normalizing) for name in ("ddptrain", "ddptrain_full")}
-    if presized:
-        loader["ddptrain_presized"] = images / (seconds["ddptrain_presized"] - normalizing)
-    result = {
-        "seed_images_per_sec_per_core": rate["seed"],
-        "ddptrain_images_per_sec_per_core": rate["ddptrain"],
-        "ratio": rate["ddptrain"] / rate["seed"],
-        "decode_only_images_per_sec_per_core": rate["decode_only"],
-        "ddptrain_full_decode_images_per_sec_per_core": rate["ddptrain_full"],
-        "loader_images_per_sec_per_core": loader["ddptrain"],
-        "normalize_us_per_image": 1e6 * seconds["normalize"] / images,
-        "fraction_of_decode_only": loader["ddptrain"] / rate["decode_only"],
-        "full_decode_fraction_of_decode_only": loader["ddptrain_full"] / rate["decode_only"],
-        "stages_us_per_image": stages,
-        "workers": [{**row, "fraction_of_decode_only": row["ddptrain"] / row["decode_only"]} for row in per_workers],
-    }
+    result = _against_decoding(seconds, images, stages, per_workers)
     if presized:
         result["presized"] = {"max_side": max_side, "quality": quality}
-        result["ddptrain_presized_images_per_sec_per_core"] = rate["ddptrain_presized"]
-        result["presized_fraction_of_decode_only"] = loader["ddptrain_presized"] / rate["decode_only"]
     if gpu_seconds:
         result["ddptrain_gpu_decode_images_per_sec_per_core"] = images / gpu_seconds
-        result["gpu_decode_ratio"] = rate["seed"] * gpu_seconds / images
+        result["gpu_decode_ratio"] = result["seed_images_per_sec_per_core"] * gpu_seconds / images
     return {
         **result,
         "images": len(files),
