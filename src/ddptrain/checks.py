@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from .config import Config, RunConfig
+from .config.sections import is_factory
 from .data import sources
 from .errors import (
     CheckpointError,
@@ -24,6 +25,7 @@ from .train.trackers import TRACKER_MODULES, TRACKERS, check_backend, unknown_tr
 def check_before_start(cfg: Config) -> None:
     check_apart("--out", Path(cfg.run.out), "--data", cfg.data.folder())
     sources.check(cfg.data.folder(), sources.Reading.of(cfg.data))
+    check_model_source(cfg.model.name)
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
@@ -53,6 +55,31 @@ def check_eval_inputs(checkpoint: Path, data: str) -> None:
     if not checkpoint.is_file():
         raise CheckpointError(f"checkpoint {checkpoint} does not exist")
     sources.check(data, sources.Reading(known=False))  # the checkpoint's --label-key is not read yet
+
+
+def check_model_source(name: str) -> None:
+    """A model of the user's own: its file is there, or its module can be found (not imported: that is the workers'
+    job, which say what went wrong inside it)."""
+    if not is_factory(name):
+        return
+    where, _, factory = name.rpartition(":")
+    if not factory:
+        raise ConfigError(f"--model {name}: name the function or class after the colon, e.g. {where}:build")
+    if where.endswith(".py"):
+        if not Path(where).is_file():
+            raise ConfigError(f"--model {name}: model file {where} does not exist")
+        return
+    try:
+        found = importlib.util.find_spec(where)
+    except (ImportError, ValueError) as error:
+        found, why = None, f" ({error})"
+    else:
+        why = ""
+    if found is None:
+        raise ConfigError(
+            f"--model {name}: no module '{where}' here{why}; install it, or add its folder to PYTHONPATH (a file: "
+            "write path/to/file.py:FACTORY)"
+        )
 
 
 def check_trackers(run: RunConfig, probe: bool = False) -> None:

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..util import first_line
 from ..version import __version__
 from .schema import Config, _convert, check_known_keys, options
-from .sections import SECTION_TITLES, SECTIONS, parse_channels
+from .sections import SECTION_TITLES, SECTIONS, parse_channels, parse_kwargs
 
 CONFIG_VERSION = 2  # 2: per-channel values as lists of numbers; `tensorboard` no longer a --log-to choice
 VERSION_KEY = "config_version"
@@ -26,6 +26,13 @@ def _channels_flag(text: str) -> Tuple[float, ...]:
     values = parse_channels(text)
     if values is None:
         raise argparse.ArgumentTypeError(f"three numbers, one per RGB channel, such as 0.5,0.5,0.5; not {text!r}")
+    return values
+
+
+def _kwargs_flag(text: str) -> Dict[str, Any]:
+    values = parse_kwargs(text)
+    if values is None:
+        raise argparse.ArgumentTypeError(f"keyword arguments such as width=32,depth=3; not {text!r}")
     return values
 
 
@@ -39,6 +46,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             kw["action"] = argparse.BooleanOptionalAction
         elif option.type is tuple:
             kw["type"] = _channels_flag
+        elif option.type is dict:
+            kw["type"] = _kwargs_flag
         else:
             kw["type"] = option.type
             if option.choices:

@@ -19,6 +19,7 @@ from .sections import (
     OptimConfig,
     RunConfig,
     parse_channels,
+    parse_kwargs,
 )
 
 
@@ -29,7 +30,7 @@ class Option:
     flat: str
     section: str
     attr: str
-    type: type  # bool, int, float or str
+    type: type  # bool, int, float, str, tuple (per-channel values) or dict (keyword arguments)
     optional: bool
     default: Any
     help: str
@@ -75,7 +76,8 @@ def _unwrap_optional(hint) -> Tuple[type, bool]:
 
 
 def _base(hint) -> type:
-    return tuple if typing.get_origin(hint) is tuple else hint
+    origin = typing.get_origin(hint)
+    return origin if origin in (tuple, dict) else hint
 
 
 @dataclass
@@ -147,6 +149,7 @@ def _convert(option: Option, value: Any) -> Tuple[Any, Optional[str]]:
             float: "a number",
             str: "a text",
             tuple: "three numbers, one per RGB channel, such as 0.5,0.5,0.5",
+            dict: "keyword arguments such as width=32,depth=3 (or a mapping in a config file)",
         }[option.type]
         return None, f"{option.flat} must be {kind}, not {value!r}"
     return converted, None
@@ -186,7 +189,14 @@ def _to_str(value: Any) -> Optional[str]:
     return None
 
 
-_CONVERTERS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str, tuple: parse_channels}
+_CONVERTERS = {
+    bool: _to_bool,
+    int: _to_int,
+    float: _to_float,
+    str: _to_str,
+    tuple: parse_channels,
+    dict: parse_kwargs,
+}
 
 
 SUGGESTION_CUTOFF = 0.85  # difflib similarity: below it, a "did you mean" misleads more than it helps

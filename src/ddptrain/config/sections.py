@@ -6,8 +6,11 @@ out of the preflight comparison) and the names other training scripts give it (`
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
 
 from ..errors import ConfigError
 
@@ -27,6 +30,48 @@ def parse_channels(value: Any) -> Optional[Channels]:
     except (TypeError, ValueError):
         return None
     return (numbers[0], numbers[1], numbers[2]) if len(numbers) == 3 == len(parts) else None
+
+
+def parse_kwargs(value: Any) -> Optional[Dict[str, Any]]:
+    """ "width=32,act=relu" or a mapping as {name: value} (values read as YAML: 3, 0.1, true, [1, 2], text); None when
+    it is neither, or a name is not a Python identifier."""
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, str):
+        pairs = []
+        for part in filter(None, (p.strip() for p in _split_top_level(value))):
+            key, sep, text = part.partition("=")
+            if not sep:
+                return None
+            try:
+                pairs.append((key.strip(), yaml.safe_load(text) if text.strip() else ""))
+            except yaml.YAMLError:
+                pairs.append((key.strip(), text.strip()))
+    else:
+        return None
+    if not all(isinstance(k, str) and k.isidentifier() for k, _ in pairs):
+        return None
+    return dict(pairs)
+
+
+def _split_top_level(text: str) -> List[str]:
+    """Split on the commas outside brackets: `sizes=[1,2],act=relu` is two pairs."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "[{(":
+            depth += 1
+        elif char in "]})":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def format_kwargs(values: Optional[Dict[str, Any]]) -> str:
+    """{"width": 32} -> "width=32": how keyword arguments are shown."""
+    return ",".join(f"{k}={v}" for k, v in (values or {}).items())
 
 
 def format_channels(values) -> str:
@@ -205,7 +250,35 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = opt("resnet18", "torchvision model name, or timm:NAME for a timm model", flag="model")
+    name: str = opt(
+        "resnet18",
+        "torchvision model name, timm:NAME for a timm model, or your own: path/to/file.py:FACTORY or "
+        "package.module:FACTORY, a callable that returns an nn.Module for num_classes",
+        flag="model",
+    )
+    kwargs: Optional[Dict[str, Any]] = opt(
+        None,
+        "keyword arguments for the model, k=v,k2=v2 (values read as YAML: 3, 0.1, true, text), or a mapping in "
+        "the config file",
+        flag="model_kwargs",
+    )
+    head: Optional[str] = opt(
+        None,
+        "the classifier head's module name (e.g. fc, head.fc), for --freeze-backbone and --weights (default: the "
+        "last Linear/Conv2d layer with one output per class)",
+        flag="head_name",
+    )
+    drop_path: float = opt(
+        0.0,
+        "stochastic depth rate (timm: drop_path_rate; torchvision: stochastic_depth_prob; your factory: its "
+        "drop_path_rate or drop_path argument)",
+        elsewhere=("drop_path_rate",),
+    )
+    dropout: float = opt(
+        0.0,
+        "dropout before the classifier (timm: drop_rate; torchvision and your factory: dropout or drop_rate)",
+        elsewhere=("drop", "drop_rate"),
+    )
     weights: Optional[str] = opt(
         None,
         "local state dict or checkpoint to start from (never downloaded)",
@@ -228,8 +301,35 @@ class ModelConfig:
 
     def validate(self) -> ModelConfig:
         # the name and the weights file are checked where they are used (models.build, checks.py)
-        require([(not (self.pretrained and self.weights), "give --pretrained or --weights PATH, not both")])
+        require(
+            [
+                (not (self.pretrained and self.weights), "give --pretrained or --weights PATH, not both"),
+                (
+                    not (self.pretrained and is_factory(self.name)),
+                    f"--pretrained takes torchvision and timm models; for {self.name} pass --weights PATH (a state "
+                    "dict, .safetensors or checkpoint)",
+                ),
+                (0 <= self.drop_path < 1, f"--drop-path must be in [0, 1), not {self.drop_path:g}"),
+                (0 <= self.dropout < 1, f"--dropout must be in [0, 1), not {self.dropout:g}"),
+                (self.head is None or bool(self.head.strip()), "--head-name must name a module, e.g. fc"),
+            ]
+        )
+        self.name = absolute_factory(self.name)
         return self
+
+
+def is_factory(name: str) -> bool:
+    """`path/to/file.py:FACTORY` or `package.module:FACTORY`: a model of the user's own (`timm:NAME` is timm's)."""
+    return ":" in name and not name.startswith("timm:")
+
+
+def absolute_factory(name: str) -> str:
+    """A model file named by an absolute path, so that eval, predict, export and --resume from another folder find
+    the file the run was trained with; other names as they are."""
+    if not is_factory(name):
+        return name
+    where, _, factory = name.rpartition(":")
+    return f"{os.path.abspath(where)}:{factory}" if where.endswith(".py") else name
 
 
 @dataclass

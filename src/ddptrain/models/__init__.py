@@ -1,7 +1,9 @@
 """Models: build by name (`build`), read weights and fit them (`weights`), wrap for training (`wrap`, `syncbn`)
 and unwrap."""
 
-from .build import TIMM_PREFIX, build_model, freeze_backbone, head_name
+from ..config.sections import is_factory
+from .build import TIMM_PREFIX, build_configured, build_model, freeze_backbone, head_name
+from .custom import ModelSourceError, declared_preprocessing
 from .preprocess import pretrained_preprocessing
 from .pretrained import build_pretrained, fetch, locate
 from .weights import describe_mismatch, load_weights, read_model_weights, strip_prefixes
@@ -9,7 +11,11 @@ from .wrap import compile_model, is_compiled, place_model, unwrap, wrap_ddp
 
 __all__ = [
     "TIMM_PREFIX",
+    "build_configured",
     "build_model",
+    "ModelSourceError",
+    "declared_preprocessing",
+    "is_factory",
     "build_pretrained",
     "fetch",
     "locate",

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from ..config.sections import is_factory
 from .build import TIMM_PREFIX
+from .custom import declared_preprocessing
 
 
 def pretrained_preprocessing(name: str) -> Dict[str, Any]:
     """Config options (`img_size`, `mean`, `std`, `interpolation`, `crop_fraction`) for model `name`, those its
-    pretrained config gives; {} when it has none."""
+    pretrained config gives (a factory of the user's own: its `pretrained_cfg` attribute); {} when it has none."""
+    if is_factory(name):
+        return declared_preprocessing(name)
     if name.startswith(TIMM_PREFIX):
         return _timm(name[len(TIMM_PREFIX) :])
     return _torchvision(name)

@@ -18,9 +18,10 @@ from urllib.parse import urlparse
 
 from torch import nn
 
+from ..config.sections import ModelConfig
 from ..errors import WeightsError
 from ..util import first_line
-from .build import TIMM_PREFIX, build_model, head_name, timm_size_args
+from .build import TIMM_PREFIX, TIMM_RATES, build_configured, head_name, rated, rates_of, timm_size_args
 from .weights import load_weights
 
 log = logging.getLogger("ddptrain")
@@ -184,10 +185,14 @@ def _download_url(url: str, path: Path) -> Path:
 
 
 def build_pretrained(
-    name: str, num_classes: int, report: Callable[[str], None] = log.info, img_size: Optional[int] = None
+    model_cfg: ModelConfig,
+    num_classes: int,
+    report: Callable[[str], None] = log.info,
+    img_size: Optional[int] = None,
 ) -> nn.Module:
-    """Model `name` with its pretrained weights (a head of another class count re-initialised), for input size
-    `img_size` (see build.timm_size_args)."""
+    """The model `model_cfg` names with its pretrained weights (a head of another class count re-initialised), for
+    input size `img_size` (see build.timm_size_args), with its --model-kwargs, --drop-path and --dropout."""
+    name = model_cfg.name
     path, _ = fetch(name)
     if name.startswith(TIMM_PREFIX):
         import timm
@@ -199,13 +204,17 @@ def build_pretrained(
             num_classes=num_classes,
             pretrained_cfg_overlay={"file": str(path)},
             **timm_size_args(name[len(TIMM_PREFIX) :], img_size),
+            **{**rated(TIMM_RATES, rates_of(model_cfg)), **(model_cfg.kwargs or {})},
         )
     else:
         import torch
 
-        model = build_model(name, num_classes, img_size)
+        model = build_configured(model_cfg, num_classes, img_size)
         load_weights(
-            model, torch.load(path, map_location="cpu", weights_only=True), head_name(model, num_classes), str(path)
+            model,
+            torch.load(path, map_location="cpu", weights_only=True),
+            head_name(model, num_classes, model_cfg.head),
+            str(path),
         )
     report(f"pretrained weights of {name}: {path}")
     return model

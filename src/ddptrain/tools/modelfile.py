@@ -17,7 +17,7 @@ from torch import nn
 
 from ..config import Config
 from ..errors import CheckpointError, DdptrainError
-from ..models import build_model
+from ..models import ModelSourceError, build_configured
 from ..train import checkpointer
 
 META_KEY = "ddptrain.json"
@@ -142,7 +142,7 @@ def _train_config(flat: Dict[str, Any], source: Path) -> Config:
 def _load_checkpoint(path: Path, device: torch.device, ema: bool = False) -> LoadedModel:
     state = checkpointer.load(path)
     config = _train_config(state.config, path)
-    model = build_model(config.model.name, len(state.class_names), config.data.img_size)
+    model = _rebuild(config, len(state.class_names), config.data.img_size, path)
     if ema and state.ema is None:
         raise ModelFileError(f"--ema: {path} holds no EMA weights (its run was trained without --ema-decay)")
     model.load_state_dict(state.ema if ema and state.ema is not None else state.model)
@@ -156,9 +156,23 @@ def _load_safetensors(path: Path, device: torch.device) -> LoadedModel:
     with safe_open(str(path), framework="pt") as handle:
         text = (handle.metadata() or {}).get(META_KEY)
     card = ModelCard.from_dict(json.loads(text)) if text else _read_sidecar(path)
-    model = build_model(card.model, len(card.class_names), card.img_size)
+    config = _train_config(card.config, path)
+    if config.model.name != card.model:  # a card without its training config
+        config = config.replace(model=card.model)
+    model = _rebuild(config, len(card.class_names), card.img_size, path)
     load_into(model, str(path))
-    return LoadedModel(model.to(device).eval(), list(card.class_names), _train_config(card.config, path), card.epoch)
+    return LoadedModel(model.to(device).eval(), list(card.class_names), config, card.epoch)
+
+
+def _rebuild(config: Config, num_classes: int, img_size: Optional[int], path: Path) -> nn.Module:
+    """The architecture a model file was trained with; a model of the user's own that is not importable here is
+    one line naming the file and the model."""
+    try:
+        return build_configured(config.model, num_classes, img_size)
+    except ModelSourceError as error:
+        raise ModelFileError(
+            f"{path} holds weights of {config.model.name}, which cannot be built here: {error}"
+        ) from None
 
 
 def _load_torchscript(path: Path, device: torch.device) -> LoadedModel:

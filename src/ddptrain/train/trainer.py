@@ -25,7 +25,7 @@ from ..data.split import Split, classes_without_validation, run_split, split_sum
 from ..data.transforms import Augment, Preprocess
 from ..errors import ConfigError, DataError, NonFiniteLossError, WeightsError
 from ..models import (
-    build_model,
+    build_configured,
     build_pretrained,
     compile_model,
     fetch,
@@ -263,10 +263,10 @@ class Trainer:
         if cfg.model.pretrained:  # not when resuming (Resume.configure): the checkpoint has the weights
             self._fetch_once_per_node(cfg.model.name)
             report = log.info if rt.is_main else log.debug
-            model = build_pretrained(cfg.model.name, classes, report, self.preprocess.img_size)
+            model = build_pretrained(cfg.model, classes, report, self.preprocess.img_size)
         else:
-            model = build_model(cfg.model.name, classes, self.preprocess.img_size)
-        head = head_name(model, classes)
+            model = build_configured(cfg.model, classes, self.preprocess.img_size)
+        head = head_name(model, classes, cfg.model.head)
         if cfg.model.weights:  # a resumed checkpoint overrides these, but a bad path still fails early
             load_weights(model, read_model_weights(cfg.model.weights), head, cfg.model.weights)
         if cfg.model.freeze_backbone:

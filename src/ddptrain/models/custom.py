@@ -1,0 +1,190 @@
+"""Models of the user's own: `--model path/to/file.py:FACTORY` or `--model package.module:FACTORY`, any callable
+that returns an `nn.Module` for `num_classes` (with `--model-kwargs`, and the regularisation rates when it takes
+them). What a factory may declare about its input — timm's `pretrained_cfg` convention, as an attribute of the
+factory — becomes the run's default preprocessing.
+
+A file is imported under a module name of its own (its folder first on `sys.path`, so that it can import the files
+beside it); a module by its dotted name, from the current folder or `PYTHONPATH`. Every failure to import, find or
+call the factory is a `ModelSourceError` naming the model, what happened and what to do."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+from torch import nn
+
+from ..errors import ConfigError
+from ..util import first_line
+
+# the argument names a factory may give each rate, in the order they are looked for
+RATE_NAMES = {"drop_path": ("drop_path_rate", "drop_path"), "dropout": ("drop_rate", "dropout")}
+
+
+class ModelSourceError(ConfigError):
+    """A model of the user's own that cannot be imported, found or built here."""
+
+    every_rank = True
+
+
+def load_factory(name: str) -> Callable[..., Any]:
+    """The callable `name` (`file.py:FACTORY` or `module:FACTORY`) names, imported once per process."""
+    where, _, attr = name.rpartition(":")
+    module = _import_file(where) if where.endswith(".py") else _import_module(where)
+    found: Any = module
+    for part in attr.split("."):  # `models.py:Net.small` for a classmethod
+        if not hasattr(found, part):
+            callables = sorted(
+                n for n, v in vars(module).items() if callable(v) and not n.startswith("_") and _defined_in(v, module)
+            )
+            listed = f"; it defines {', '.join(callables[:12])}" if callables else ""
+            raise ModelSourceError(f"--model {name}: {where} has no '{attr}'{listed}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise ModelSourceError(f"--model {name}: '{attr}' is a {type(found).__name__}, not a function or class")
+    return found
+
+
+def _defined_in(value: Any, module: Any) -> bool:
+    return getattr(value, "__module__", None) == module.__name__
+
+
+@functools.cache
+def _import_file(where: str) -> Any:
+    path = Path(where)
+    if not path.is_file():
+        raise ModelSourceError(
+            f"model file {path} does not exist on this machine: the model is built from that file, so put it (and the "
+            "files it imports) at that path"
+        )
+    # a name of its own per file, so two model files both called model.py do not replace each other
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+    module_name = f"ddptrain_model_{_identifier(path.stem)}_{digest}"
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # the file's own imports of the files beside it
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ModelSourceError(f"model file {path} cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[module_name]
+        raise ModelSourceError(
+            f"importing model file {path} failed: {type(error).__name__}: {first_line(error)}. Run "
+            f"`python {path}` to see the whole error"
+        ) from error
+    return module
+
+
+def _import_module(where: str) -> Any:
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as error:
+        raise ModelSourceError(
+            f"cannot import model module '{where}' here ({first_line(error)}): install it, or add its folder to "
+            "PYTHONPATH, on every machine of the job"
+        ) from error
+    except Exception as error:
+        raise ModelSourceError(
+            f"importing model module '{where}' failed: {type(error).__name__}: {first_line(error)}"
+        ) from error
+
+
+def _identifier(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text) or "model"
+
+
+def build_custom(
+    name: str,
+    num_classes: int,
+    kwargs: Optional[Dict[str, Any]] = None,
+    img_size: Optional[int] = None,
+    rates: Optional[Dict[str, float]] = None,
+) -> nn.Module:
+    """factory(num_classes=..., **kwargs), with `img_size` when the factory takes it and the user did not give it,
+    and each non-zero rate (`drop_path`, `dropout`) under the name the factory gives it."""
+    factory = load_factory(name)
+    arguments = {**(kwargs or {}), "num_classes": num_classes}
+    accepted = _parameters(factory)
+    if img_size is not None and "img_size" not in arguments and accepted is not None and "img_size" in accepted:
+        arguments["img_size"] = img_size
+    for option, value in (rates or {}).items():
+        if value:
+            arguments[_rate_name(name, factory, option, accepted)] = value
+    try:
+        model = factory(**arguments)
+    except TypeError as error:
+        raise ModelSourceError(
+            f"--model {name}: calling it with {_shown(arguments)} failed: {first_line(error)}. A factory takes "
+            "num_classes and the --model-kwargs you give"
+        ) from error
+    except Exception as error:
+        raise ModelSourceError(
+            f"--model {name}: calling it with {_shown(arguments)} raised {type(error).__name__}: {first_line(error)}"
+        ) from error
+    if not isinstance(model, nn.Module):
+        raise ModelSourceError(f"--model {name} returned a {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _parameters(factory: Callable[..., Any]) -> Optional[Dict[str, inspect.Parameter]]:
+    """The factory's named parameters; None when it takes **kwargs (anything goes) or has no readable signature."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    return dict(params)
+
+
+def _rate_name(name: str, factory: Any, option: str, accepted: Optional[Dict[str, Any]]) -> str:
+    choices = RATE_NAMES[option]
+    if accepted is None:
+        return choices[0]
+    for choice in choices:
+        if choice in accepted:
+            return choice
+    flag = "--" + option.replace("_", "-")
+    raise ModelSourceError(
+        f"{flag}: --model {name} takes no {' or '.join(choices)} argument; add one to {_qualname(factory)} or drop "
+        f"{flag}"
+    )
+
+
+def _qualname(factory: Any) -> str:
+    return getattr(factory, "__qualname__", repr(factory))
+
+
+def _shown(arguments: Dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+
+
+def declared_preprocessing(name: str) -> Dict[str, Any]:
+    """What the factory declares of its input, timm's way (`FACTORY.pretrained_cfg = {"input_size": (3, 224, 224),
+    "mean": ..., "std": ..., "interpolation": "bicubic", "crop_pct": 0.9}`), as config options; {} when nothing."""
+    declared = getattr(load_factory(name), "pretrained_cfg", None)
+    if not isinstance(declared, dict):
+        return {}
+    found: Dict[str, Any] = {}
+    size = declared.get("input_size")
+    if isinstance(size, (list, tuple)) and size and isinstance(size[-1], int):
+        found["img_size"] = int(size[-1])
+    for key in ("mean", "std"):
+        values = declared.get(key)
+        if isinstance(values, (list, tuple)) and len(values) == 3:
+            found[key] = tuple(float(v) for v in values)
+    if declared.get("interpolation") in ("bilinear", "bicubic", "nearest"):
+        found["interpolation"] = declared["interpolation"]
+    if isinstance(declared.get("crop_pct"), (int, float)):
+        found["crop_fraction"] = float(declared["crop_pct"])
+    return found
