@@ -177,3 +177,48 @@ def test_a_checkpoint_whose_model_file_is_gone_is_one_clear_line(tiny_shapes, mo
     )
     assert train.returncode == 2 and "model file" in train.stderr and "nowhere.py does not exist" in train.stderr
     assert not (tmp_path / "run").exists()
+
+
+UNUSED_HEAD = """
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.aux = nn.Linear(4, 7)  # an auxiliary head the forward never uses
+        self.fc = nn.Linear(4, num_classes)
+
+    def forward(self, x):
+        return self.fc(self.body(x))
+"""
+
+
+def test_a_model_with_parameters_outside_the_loss_is_named_not_a_ddp_traceback(tiny_shapes, tmp_path):
+    (tmp_path / "aux.py").write_text(UNUSED_HEAD)
+    failed = run_cli(
+        [
+            "train",
+            "--data",
+            tiny_shapes,
+            "--out",
+            tmp_path / "run",
+            "--model",
+            f"{tmp_path / 'aux.py'}:Net",
+            "--img-size",
+            32,
+            "--batch-size",
+            4,
+            "--epochs",
+            1,
+            "--workers",
+            0,
+            "--nproc",
+            2,
+        ],
+        check=False,
+    )
+    assert failed.returncode != 0
+    assert "trainable parameters that take no part in the loss (aux.weight, aux.bias)" in failed.stderr
+    assert "Traceback" not in failed.stderr and "Expected to have finished reduction" not in failed.stderr

@@ -17,7 +17,7 @@ STATE_MODULE = PACKAGE / "train" / "state.py"
 
 # The file format `ddptrain train` writes (an epoch end, then a mid-epoch checkpoint): the keys it has always had,
 # `global_batch` (images per optimizer step, kept when the number of processes changes) and `split` (digest and sizes
-# of the train/val split the checkpoint was trained on), `since_best` (evaluations without a better val_top1).
+# of the train/val split the checkpoint was trained on), `since_best` (evaluations without a better --eval-metric; `best_metric` names it).
 EPOCH_END_KEYS = [
     "format",
     "model",
@@ -25,7 +25,8 @@ EPOCH_END_KEYS = [
     "scaler",
     "epoch",
     "step",
-    "best_top1",
+    "best",
+    "best_metric",
     "since_best",
     "config",
     "class_names",
@@ -44,7 +45,7 @@ def _state(**extra) -> TrainState:
         optimizer={"state": {}, "param_groups": []},
         epoch=2,
         step=30,
-        best_top1=0.5,
+        best=0.5,
         config={"model": "resnet18", "lr": 0.1},
         class_names=["a", "b"],
         world_size=2,
@@ -73,7 +74,7 @@ def test_round_trip_through_a_weights_only_file(tmp_path):
     assert (back.partial.epoch, back.partial.position) == (3, EpochPosition(8, 4.0, 8.0, 1))
     assert torch.equal(back.partial.rng[0]["torch"], partial.rng[0]["torch"])
     assert back.next_epoch() == 3 and back.partial is not None
-    assert (back.epoch, back.step, back.best_top1, back.class_names, back.world_size) == (2, 30, 0.5, ["a", "b"], 2)
+    assert (back.epoch, back.step, back.best, back.class_names, back.world_size) == (2, 30, 0.5, ["a", "b"], 2)
     assert torch.equal(back.model["w"], torch.ones(2))
     assert _state().next_epoch() == 3 and _state().partial is None  # epoch end: the next one
 
@@ -81,7 +82,7 @@ def test_round_trip_through_a_weights_only_file(tmp_path):
 def test_a_checkpoint_of_an_older_layout_loads_with_defaults():
     old = {"model": {"w": torch.zeros(1)}, "optimizer": {}, "epoch": 0, "step": 4}  # no format, rng, world_size
     state = TrainState.from_dict(old, "old.pt")
-    assert (state.epoch, state.step, state.world_size, state.best_top1, state.partial) == (0, 4, 1, -1.0, None)
+    assert (state.epoch, state.step, state.world_size, state.best, state.partial) == (0, 4, 1, None, None)
     assert state.global_batch == 0  # not recorded: a resume computes it from the saved config
 
 
@@ -135,6 +136,14 @@ def test_checkpoint_keys_are_written_as_strings_in_one_module_only():
 def test_a_mid_epoch_position_written_before_shard_sets_reads_with_no_lanes():
     position = EpochPosition.from_dict({"samples_done": 8, "loss_sum": 4.0, "loss_count": 8.0, "skipped": 1})
     assert position == EpochPosition(8, 4.0, 8.0, 1, lanes=0)
+
+
+def test_a_format_2_checkpoint_keeps_its_best_top1_as_the_best_of_metric_top1():
+    old = {**_state().to_dict(), "format": 2}
+    del old["best"], old["best_metric"]
+    back = TrainState.from_dict({**old, "best_top1": 0.75}, "old.pt")
+    assert (back.best, back.best_metric, back.format) == (0.75, "top1", FORMAT_VERSION)
+    assert TrainState.from_dict({**old, "best_top1": -1.0}, "old.pt").best is None  # -1: nothing evaluated yet
 
 
 def test_a_format_1_checkpoint_is_migrated_and_a_newer_one_refused_naming_both_versions():

@@ -15,6 +15,8 @@ import yaml
 from ..errors import ConfigError
 
 Channels = Tuple[float, float, float]  # one value per RGB channel (--mean, --std)
+# --eval-metric: each metric's name and which way is better
+EVAL_METRICS = {"top1": "max", "top5": "max", "loss": "min"}
 
 
 def parse_channels(value: Any) -> Optional[Channels]:
@@ -388,8 +390,15 @@ class OptimConfig:
     ema_warmup: bool = opt(True, "EMA decay warmup (timm's): a lower decay over the first steps")
     patience: Optional[int] = opt(
         None,
-        "stop early when val_top1 has not improved for this many evaluations in a row (best.pt keeps the best)",
+        "stop early when the --eval-metric has not improved for this many evaluations in a row (best.pt keeps the "
+        "best)",
         elsewhere=("early_stopping_patience",),
+    )
+    eval_metric: str = opt(
+        "top1",
+        "the validation metric that picks best.pt and counts for --patience (loss: lower is better; the others: "
+        "higher)",
+        choices=list(EVAL_METRICS),
     )
 
     def validate(self) -> OptimConfig:

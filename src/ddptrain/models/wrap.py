@@ -3,10 +3,13 @@ and take those wrappers off again (`unwrap`) for evaluation, saving and inferenc
 
 from __future__ import annotations
 
-from typing import cast
+import re
+from typing import Optional, cast
 
 import torch
 from torch import nn
+
+from ..errors import ConfigError
 
 
 def place_model(
@@ -62,3 +65,25 @@ def is_compiled(model: nn.Module) -> bool:
     """A torch.compile'd model (possibly inside DDP): hooks on its original module would force recompiles."""
     inner = getattr(model, "module", model)
     return hasattr(inner, "_orig_mod")
+
+
+UNUSED_MARK = "Parameter indices which did not receive grad for rank"
+
+
+def unused_parameters_error(error: RuntimeError, model: nn.Module, rank: int) -> Optional[ConfigError]:
+    """DDP's "Expected to have finished reduction" (a trainable parameter took no part in the loss: an unused head,
+    a branch the forward skips) as one line naming the parameters, from the indices DDP reports; None for any other
+    error."""
+    text = str(error)
+    if UNUSED_MARK not in text:
+        return None
+    trainable = [name for name, p in unwrap(model).named_parameters() if p.requires_grad]
+    line = text[text.index(UNUSED_MARK) :].splitlines()[0]
+    indices = [int(i) for i in re.findall(r"\d+", line.partition(":")[2])]
+    names = [trainable[i] for i in indices if i < len(trainable)]
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return ConfigError(
+        f"the model has trainable parameters that take no part in the loss ({shown or line}); DDP needs a gradient "
+        "for each at every step: remove them from the model, or set requires_grad=False on them where it is built",
+        rank=rank,
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 import yaml
 
 from ..config import format_channels, migrate, parse_channels
+from ..config.sections import EVAL_METRICS
 from ..errors import ConfigError, DdptrainError
 from ..util import DamagedLine, markdown_table, read_epoch_records
 
@@ -330,7 +332,10 @@ def plot_confusion(run: Run):
 # ---- the report -----------------------------------------------------------------------------------
 def summary_row(run: Run) -> Dict:
     last = run.epochs[-1]
-    best = max(run.epochs, key=lambda e: e.get("val_top1", -1.0))
+    metric = last.get("eval_metric", "top1")  # --eval-metric; runs before it existed picked by top-1
+    sign = -1.0 if EVAL_METRICS.get(metric) == "min" else 1.0
+    evaluated = [e for e in run.epochs if f"val_{metric}" in e] or run.epochs
+    best = max(evaluated, key=lambda e: sign * e.get(f"val_{metric}", -math.inf * sign))
     steady = run.steady_epochs()
     return {
         "run": run.label,
@@ -339,7 +344,7 @@ def summary_row(run: Run) -> Dict:
         "final top-1": _fmt(last.get("val_top1"), 4),
         "final top-5": _fmt(last.get("val_top5"), 4),
         "final val loss": _fmt(last.get("val_loss"), 4),
-        "best top-1 (epoch)": f"{best.get('val_top1', 0.0):.4f} ({best['epoch'] + 1})",
+        "best (epoch)": f"{metric} {best.get(f'val_{metric}', 0.0):.4f} ({best['epoch'] + 1})",
         "images/s": _fmt(_mean(e.get("images_per_sec") for e in steady), 1),
         "epoch time s": _fmt(_mean(e.get("epoch_time_s") for e in steady), 2),
     }
@@ -397,7 +402,7 @@ def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> s
         "final top-1",
         "final top-5",
         "final val loss",
-        "best top-1 (epoch)",
+        "best (epoch)",
         "images/s",
         "epoch time s",
     ]

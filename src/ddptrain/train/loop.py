@@ -23,6 +23,7 @@ from torch import nn
 
 from ..data.loaders import batches as rank_batches
 from ..errors import ConfigError
+from ..models.wrap import unused_parameters_error
 from ..runtime.dist import Runtime
 from ..runtime.preempt import StopRequest
 from .mixing import Mixing, soft_cross_entropy
@@ -163,7 +164,13 @@ def _accumulate(model, batches, monitor, window, precision, settings, rt, step_k
         images += len(batch)
         draw = (*step_key, rt.rank, micro)  # Mixup/CutMix: a pure function of (epoch, step, rank, micro)
         sync = micro == settings.grad_accum - 1
-        loss = forward_backward(model, batch, precision, settings, rt.device, monitor.timer, sync, draw)
+        try:
+            loss = forward_backward(model, batch, precision, settings, rt.device, monitor.timer, sync, draw)
+        except RuntimeError as error:
+            explained = unused_parameters_error(error, model, rt.rank)
+            if explained is None:
+                raise
+            raise explained from None
         window.add(loss, len(batch), len(batch.failures))
     return tuple(failures), images
 

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 
 import torch
 
+from ..config.sections import EVAL_METRICS
 from ..runtime import dist
 
 # sums layout: correct@1, correct@5, loss sum, samples, skipped files, then the confusion matrix
@@ -53,6 +54,8 @@ class EvalTotals:
 
 @dataclass
 class EvalResult:
+    """One evaluation's figures, exact over every rank."""
+
     samples: int
     skipped: int
     top1: float
@@ -102,3 +105,15 @@ class EvalResult:
             "per_class": self.per_class(class_names),
             "confusion": self.confusion,
         }
+
+
+def metric_value(result: EvalResult, name: str) -> float:
+    """The --eval-metric `name` of an evaluation."""
+    return float(getattr(result, name))
+
+
+def improves(name: str, value: float, best: Optional[float]) -> bool:
+    """Whether `value` of metric `name` beats `best` (None: nothing yet), in the metric's direction."""
+    if best is None:
+        return True
+    return value < best if EVAL_METRICS[name] == "min" else value > best

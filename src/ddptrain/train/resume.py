@@ -27,12 +27,12 @@ log = logging.getLogger("ddptrain")
 
 @dataclass
 class Start:
-    """Where training begins: the first epoch to train, the optimizer steps before it, the best top-1 so far and
-    the evaluations since it improved; in the middle of an epoch, how far it got and this rank's RNG state."""
+    """Where training begins: the first epoch to train, the optimizer steps before it, the best --eval-metric so far
+    and the evaluations since it improved; in the middle of an epoch, how far it got and this rank's RNG state."""
 
     epoch: int = 0
     global_step: int = 0
-    best_top1: float = -1.0
+    best: Optional[float] = None
     since_best: int = 0
     position: Optional[EpochPosition] = None
     rng: Optional[Dict[str, Any]] = None
@@ -124,7 +124,7 @@ class Resume:
             scaler.load_state_dict(state.scaler)
         if ema is not None:
             self._restore_ema(ema, model)
-        start = Start(state.next_epoch(), state.step, state.best_top1, state.since_best, resumed=True)
+        start = Start(state.next_epoch(), state.step, *self._best(cfg, rt.is_main), resumed=True)
         where = ""
         if state.partial is not None:
             start.position = state.partial.position
@@ -166,6 +166,21 @@ class Resume:
             start.global_step,
             self.state.world_size,
         )
+
+    def _best(self, cfg: Config, say: bool) -> Tuple[Optional[float], int]:
+        """The best so far and the evaluations since, when the checkpoint kept them for this --eval-metric; another
+        metric starts afresh (best.pt is replaced at the next evaluation)."""
+        state = self.state
+        if state.best_metric == cfg.optim.eval_metric:
+            return state.best, state.since_best
+        if say and state.best is not None:
+            log.warning(
+                "resume: --eval-metric %s replaces the checkpoint's %s; the best so far starts afresh at the next "
+                "evaluation (best.pt is replaced then)",
+                cfg.optim.eval_metric,
+                state.best_metric,
+            )
+        return None, 0
 
     def _check(self, model, classes: List[str], cfg: Config, rank: int) -> None:
         """Refuse a checkpoint of another model or class list, listing the differences."""

@@ -2,7 +2,7 @@
 
 A checkpoint holds the *unwrapped* model (no `module.` / `_orig_mod.` prefixes) so it loads into a
 plain model for inference, and everything needed to continue: optimizer, loss scaler, the last complete
-epoch, the optimizer step, the best top-1 so far, the flat config, class names and the world size that
+epoch, the optimizer step, the best --eval-metric so far, the flat config, class names and the world size that
 wrote it — plus, at an epoch end, that epoch's metrics, or, in the middle of an epoch, where it stopped
 and every rank's RNG state (`PartialEpoch`). The dict keys are the dataclass field names; no other module
 reads a checkpoint by its keys. A new piece of state (e.g. EMA weights) is one more optional field on
@@ -27,7 +27,7 @@ import torch
 from ..errors import CheckpointError
 from ..version import __version__
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 @dataclass
@@ -78,8 +78,9 @@ class TrainState:
     scaler: Optional[Dict[str, Any]] = None  # the fp16 GradScaler's state; None otherwise
     epoch: int = -1  # the last complete epoch (0-based); -1 before the first
     step: int = 0  # optimizer steps taken
-    best_top1: float = -1.0
-    since_best: int = 0  # evaluations since val_top1 last improved (--patience)
+    best: Optional[float] = None  # the best --eval-metric so far (None: no evaluation yet)
+    best_metric: str = "top1"  # the --eval-metric `best` is of
+    since_best: int = 0  # evaluations since it last improved (--patience)
     config: Dict[str, Any] = field(default_factory=dict)  # the flat config (as in config.yaml)
     class_names: List[str] = field(default_factory=list)
     world_size: int = 1
@@ -132,6 +133,9 @@ def migrate(raw: Dict[str, Any], source: str | Path) -> Dict[str, Any]:
         )
     if found < 2:  # format 1 also kept the LR schedule's state and the saving rank's RNG state: never read
         raw = {key: value for key, value in raw.items() if key not in ("scheduler", "rng")}
+    if found < 3:  # formats 1 and 2 kept the best top-1 only (-1: none yet)
+        top1 = raw.pop("best_top1", -1.0)
+        raw = {**raw, "best": None if top1 is None or top1 < 0 else float(top1), "best_metric": "top1"}
     return {**raw, "format": FORMAT_VERSION}
 
 

@@ -48,7 +48,7 @@ from . import rundir
 from .checkpointer import BEST, Checkpointer
 from .evaluate import evaluate
 from .loop import EpochPlan, EpochStats, Reduced, Stepped, StepSettings, steps_per_epoch, train_epoch
-from .metrics import EvalResult
+from .metrics import EvalResult, improves, metric_value
 from .mixing import Mixing
 from .optim import (
     LrSchedule,
@@ -118,9 +118,9 @@ class Trainer:
         self.start = beginning.restore(
             self.model, self.optimizer, self.precision.scaler, self.ema, self.split.classes, rt
         )
-        self.global_step, self.best_top1, self.since_best = (
+        self.global_step, self.best, self.since_best = (
             self.start.global_step,
-            self.start.best_top1,
+            self.start.best,
             self.start.since_best,
         )
         self._wrap_ddp()
@@ -388,7 +388,7 @@ class Trainer:
         if last_epoch < cfg.optim.epochs:
             log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, cfg.optim.epochs)
         if self.validates:
-            log.info("done: best val_top1 %.4f; run dir %s", self.best_top1, self.run_dir)
+            log.info("done: best val_%s %.4f; run dir %s", cfg.optim.eval_metric, self.best or 0.0, self.run_dir)
         else:
             log.info("done: trained without validation; the result is %s", self.checkpointer.folder / "last.pt")
         return result
@@ -405,19 +405,20 @@ class Trainer:
         )
 
     def _patience_spent(self, epoch: int) -> bool:
-        """--patience: val_top1 has not improved for that many evaluations in a row. Every rank decides alike (the
-        evaluation is all-reduced), at the same epoch end."""
+        """--patience: the --eval-metric has not improved for that many evaluations in a row. Every rank decides
+        alike (the evaluation is all-reduced), at the same epoch end."""
         patience = self.cfg.optim.patience
         if patience is None or self.since_best < patience:
             return False
         log.info(
-            "early stop before epoch %d of %d: val_top1 has not improved for %d evaluation(s) (--patience %d); "
+            "early stop before epoch %d of %d: val_%s has not improved for %d evaluation(s) (--patience %d); "
             "best %.4f is in %s",
             epoch + 1,
             self.cfg.optim.epochs,
+            self.cfg.optim.eval_metric,
             self.since_best,
             patience,
-            self.best_top1,
+            self.best or 0.0,
             self.checkpointer.folder / BEST,
         )
         return True
@@ -547,10 +548,14 @@ class Trainer:
         self, epoch: int, stats: EpochStats, result: Optional[EvalResult], ema: Optional[EvalResult] = None
     ) -> None:
         record = epoch_record(epoch, self.global_step, self.rt.world_size, self.global_batch, stats, result, ema)
-        is_best = result is not None and result.top1 > self.best_top1  # the same on every rank: all-reduced
+        metric = self.cfg.optim.eval_metric
+        # the same on every rank: the evaluation is all-reduced
+        is_best = result is not None and improves(metric, metric_value(result, metric), self.best)
         if result is not None:
-            self.best_top1 = max(self.best_top1, result.top1)
+            if is_best:
+                self.best = metric_value(result, metric)
             self.since_best = 0 if is_best else self.since_best + 1
+            record.update(eval_metric=metric, best=self.best)
         self.sinks.epoch_end(record, result, stats, self.workers, ema)
         self.checkpointer.save_epoch(self._state(last_complete_epoch=epoch, metrics=record), is_best)
         if is_best and result is not None:
@@ -596,7 +601,8 @@ class Trainer:
             scaler=self.precision.scaler.state_dict() if self.precision.scaler else None,
             epoch=last_complete_epoch,
             step=self.global_step if step is None else step,
-            best_top1=self.best_top1,
+            best=self.best,
+            best_metric=self.cfg.optim.eval_metric,
             since_best=self.since_best,
             ema=self.ema.module.state_dict() if self.ema is not None else None,
             config=self.requested.to_flat(),
