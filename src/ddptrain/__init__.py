@@ -1,6 +1,7 @@
 """ddptrain: image-classification training from one device to many with DistributedDataParallel.
 
-The command line is `ddptrain` (see `ddptrain --help`). For your own training script the library API
+The command line is `ddptrain` (see `ddptrain --help`); `ddptrain.fit(model=..., data=..., nproc=N, **options)` runs
+the same training from Python (ddptrain.fitting). For your own training loop the library API
 is importable from here — `ddptrain.setup()`, `prepare_model`, `train_loader`, `eval_loader`,
 `reduce_sum`, `save_checkpoint`, `load_checkpoint`, `is_main` — see ddptrain.api and examples/.
 """
@@ -23,7 +24,8 @@ API = (
     "load_checkpoint",
     "EpochLoader",
 )
-__all__ = ["__version__", *API]
+FIT = ("fit", "FitResult", "Preempted", "DdptrainError")
+__all__ = ["__version__", *API, *FIT]
 
 
 def __getattr__(name: str):
@@ -32,4 +34,8 @@ def __getattr__(name: str):
         from . import api
 
         return getattr(api, name)
+    if name in FIT:
+        from . import fitting
+
+        return getattr(fitting, name)
     raise AttributeError(f"module 'ddptrain' has no attribute '{name}'")

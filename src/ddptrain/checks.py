@@ -9,6 +9,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+from . import handed
 from .config import Config, RunConfig
 from .config.sections import is_factory
 from .data import sources
@@ -60,14 +61,17 @@ def check_eval_inputs(checkpoint: Path, data: str) -> None:
 def check_model_source(name: str) -> None:
     """A model of the user's own: its file is there, or its module can be found (not imported: that is the workers'
     job, which say what went wrong inside it)."""
-    if not is_factory(name):
+    if not is_factory(name) or handed.lookup(name) is not None:
         return
+    if name.startswith(handed.OBJECT_PREFIX):
+        raise ConfigError(handed.absent(name))
     where, _, factory = name.rpartition(":")
     if not factory:
         raise ConfigError(f"--model {name}: name the function or class after the colon, e.g. {where}:build")
     if where.endswith(".py"):
         if not Path(where).is_file():
-            raise ConfigError(f"--model {name}: model file {where} does not exist")
+            what = "is not a regular file" if Path(where).exists() else "does not exist"
+            raise ConfigError(f"--model {name}: model file {where} {what}")
         return
     try:
         found = importlib.util.find_spec(where)

@@ -71,6 +71,7 @@ def test_the_library_api_and_train_split_alike_through_the_registry(tiny_shapes,
     same = load_split(tiny_shapes, 0.25, 3)
     assert split.classes == same.classes and split.val.digest() == same.val.digest()
     assert [s.name for s in sources.SOURCES] == [
+        "Python dataset",
         "tar set",
         "shard set",
         "Hugging Face dataset",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import torch
+from PIL import Image
 from torch.utils.data import Dataset
 
 from ..errors import DataError
@@ -97,12 +98,14 @@ class ImageDataset(Dataset):
             )
         return Item(None, int(self.samples.labels[index]), tuple(failures), time.perf_counter() - started)
 
-    def _load(self, data: bytes, seed: int) -> Union[torch.Tensor, EncodedImage]:
+    def _load(self, data: Any, seed: int) -> Union[torch.Tensor, EncodedImage]:
         """Decode and transform with torch's default generator seeded for this sample (its state restored)."""
         generator = torch.default_generator
         saved = generator.get_state()
         generator.manual_seed(seed)
         try:
+            if isinstance(data, (Image.Image, torch.Tensor)):  # an image a Python dataset gave (ddptrain.fit)
+                return self.transform(data)
             if isinstance(self.transform, Prepare):
                 if self.encoded and is_plain_jpeg(data):
                     plan = self.transform.plan(data, self.limits)

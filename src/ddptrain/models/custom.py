@@ -9,6 +9,7 @@ call the factory is a `ModelSourceError` naming the model, what happened and wha
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import importlib
@@ -20,6 +21,7 @@ from typing import Any, Callable, Dict, Optional
 
 from torch import nn
 
+from .. import handed
 from ..errors import ConfigError
 from ..util import first_line
 
@@ -34,7 +36,13 @@ class ModelSourceError(ConfigError):
 
 
 def load_factory(name: str) -> Callable[..., Any]:
-    """The callable `name` (`file.py:FACTORY` or `module:FACTORY`) names, imported once per process."""
+    """The callable `name` (`file.py:FACTORY` or `module:FACTORY`) names, imported once per process; one handed to
+    `ddptrain.fit` in this process is taken as it is (a model object: a copy of it per call)."""
+    given = handed.lookup(name)
+    if given is not None:
+        return Copies(given) if isinstance(given, nn.Module) else given
+    if name.startswith(handed.OBJECT_PREFIX):
+        raise ModelSourceError(handed.absent(name))
     where, _, attr = name.rpartition(":")
     module = _import_file(where) if where.endswith(".py") else _import_module(where)
     found: Any = module
@@ -51,6 +59,18 @@ def load_factory(name: str) -> Callable[..., Any]:
     return found
 
 
+class Copies:
+    """A model object handed to `ddptrain.fit`, as a factory: each call gives a copy of it (its own weights, the
+    same on every rank: the object was made once, in the calling process)."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.__qualname__ = type(model).__qualname__
+
+    def __call__(self, num_classes: int) -> nn.Module:
+        return copy.deepcopy(self.model)
+
+
 def _defined_in(value: Any, module: Any) -> bool:
     return getattr(value, "__module__", None) == module.__name__
 
@@ -58,6 +78,8 @@ def _defined_in(value: Any, module: Any) -> bool:
 @functools.cache
 def _import_file(where: str) -> Any:
     path = Path(where)
+    if path.exists() and not path.is_file():
+        raise ModelSourceError(f"model file {path} is not a regular file: name the .py file the factory is in")
     if not path.is_file():
         raise ModelSourceError(
             f"model file {path} does not exist on this machine: the model is built from that file, so put it (and the "

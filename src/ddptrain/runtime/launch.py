@@ -200,9 +200,27 @@ class RunRecord:
     stopped_at_step: Callable[[float], Optional[int]] = lambda since: None
 
 
-def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False, run: RunRecord = RunRecord()) -> int:
+@dataclass(frozen=True)
+class Entrypoint:
+    """Workers that run a Python function (`ddptrain.fit`) instead of `python -m ddptrain ARGV`: torchrun's agent
+    starts them by `start_method` ("spawn", or "fork" where the caller's objects cannot be imported: a notebook)
+    with `args` pickled to each."""
+
+    function: Callable[..., Any]
+    args: tuple
+    start_method: str = "spawn"
+
+
+def launch(
+    spec: LaunchConfig,
+    worker_argv: Sequence[str],
+    verbose: bool = False,
+    run: RunRecord = RunRecord(),
+    entrypoint: Optional[Entrypoint] = None,
+) -> int:
     """Run this node's workers to completion; return 0 on success, raise LaunchError naming the failed
-    rank (Preempted when they stopped on SIGTERM/SIGUSR1/SIGINT after saving)."""
+    rank (Preempted when they stopped on SIGTERM/SIGUSR1/SIGINT after saving). With `entrypoint` the workers run
+    that function, under the same rendezvous, environment and failure handling."""
     if not verbose:
         quiet_torchrun_logs()
     from torch.distributed import run as torchrun
@@ -231,7 +249,10 @@ def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False
     started, interrupts = time.time(), _Interrupts().install()
     try:
         mark_launch()
-        torchrun.run(parse_torchrun_argv(argv))
+        if entrypoint is None:
+            torchrun.run(parse_torchrun_argv(argv))
+        else:
+            _run_function(argv, entrypoint)
     except SignalException as stopped:
         raise _signal_outcome(signal.Signals(stopped.sigval), started, run, interrupts.killed) from None
     except ChildFailedError as failure:
@@ -253,6 +274,15 @@ def launch(spec: LaunchConfig, worker_argv: Sequence[str], verbose: bool = False
         if local is not None:
             local.close()
     return 0
+
+
+def _run_function(argv: Sequence[str], entrypoint: Entrypoint) -> None:
+    from torch.distributed import run as torchrun
+    from torch.distributed.launcher.api import elastic_launch
+
+    config, _, _ = torchrun.config_from_args(parse_torchrun_argv(argv))
+    config.start_method = entrypoint.start_method
+    elastic_launch(config, entrypoint.function)(*entrypoint.args)
 
 
 def warn_single_node_address(master_addr: Optional[str]) -> None:

@@ -29,6 +29,7 @@ from ..data.sources import Reading, all_images, load_split
 from ..data.split import run_split, same_split, split_summary
 from ..data.transforms import Preprocess, eval_transform, normalize
 from ..errors import ConfigError, DataError
+from ..handed import DATASET_PREFIX
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process
 from ..train.evaluate import evaluate
@@ -60,6 +61,11 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
     if opts.split == "all":
         return all_images(opts.data, loaded.class_names, Reading.of(loaded.config.data))
     cfg = loaded.config
+    if (cfg.data.path or "").startswith(DATASET_PREFIX) and not opts.data.startswith(DATASET_PREFIX):
+        raise DataError(
+            f"{opts.checkpoint} was trained on a Python dataset handed to ddptrain.fit ({cfg.data.path}): its "
+            f"validation split is a list of that dataset's indices, not of {opts.data}. Use --split all"
+        )
     listed = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, Reading.of(cfg.data))
     run_dir = Path(opts.checkpoint).resolve().parent.parent  # RUN_DIR/checkpoints/best.pt
     split, read_back = run_split(listed, run_dir if (run_dir / "splits").is_dir() else None, "--split val", is_main)

@@ -20,6 +20,7 @@ from .folder import FolderSource
 from .hfdata import HFSource
 from .manifest import ManifestSource
 from .parquet import ParquetManifestSource
+from .pydataset import PyDatasetSource
 from .reading import Reading
 from .shardset import ShardSetSource
 from .tarset import TarSetSource
@@ -39,6 +40,7 @@ class Source(Protocol):
 
 # the first that recognises it: a tar set before a shard set (both can be URLs), the folder last
 SOURCES: List[Source] = [
+    PyDatasetSource(),
     TarSetSource(),
     ShardSetSource(),
     HFSource(),
