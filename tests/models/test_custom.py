@@ -57,6 +57,14 @@ class Net(nn.Module):
         self.head = nn.Sequential(nn.Flatten(), nn.Linear(4, 8), nn.Linear(8, num_classes))
 
 
+def fixed_ten():
+    return nn.Sequential(nn.Flatten(), nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 10))
+
+
+def no_linear():
+    return nn.Conv2d(3, 10, 1)
+
+
 NOT_CALLABLE = 3
 """
 
@@ -94,7 +102,12 @@ def test_rates_go_by_the_name_the_factory_gives_them_and_are_refused_when_it_has
 @pytest.mark.parametrize(
     "factory, kwargs, message",
     [
-        ("nosuch", None, r"has no 'nosuch'; it defines Net, anything, broken, build, not_a_model, sized"),
+        (
+            "nosuch",
+            None,
+            r"has no 'nosuch'; it defines Net, anything, broken, build, fixed_ten, no_linear, not_a_model",
+        ),
+        ("no_linear", None, r"takes no num_classes argument and has no Linear layer to give 2 outputs"),
         ("NOT_CALLABLE", None, r"'NOT_CALLABLE' is a int, not a function or class"),
         ("not_a_model", None, r"returned a dict, not a torch.nn.Module"),
         ("broken", None, r"raised RuntimeError: width must be even"),
@@ -179,3 +192,11 @@ def test_drop_path_and_dropout_reach_timm_and_torchvision_models():
     cfg.name = "resnet18"
     with pytest.raises(ConfigError, match=r"torchvision's resnet18 does not take stochastic_depth_prob"):
         build_configured(cfg, 3)
+
+
+def test_a_factory_without_num_classes_gets_its_last_linear_layer_replaced_for_the_classes(model_file, caplog):
+    caplog.set_level("INFO", logger="ddptrain")
+    model = build_model(spec(model_file, "fixed_ten"), 3)
+    assert model[-1].out_features == 3 and model[-1].in_features == 8 and model[1].out_features == 8
+    assert "its last Linear layer '3' (8 -> 10) is replaced by one with 3 outputs" in caplog.text
+    assert build_model(spec(model_file, "fixed_ten"), 10)[-1].out_features == 10  # already fits: kept

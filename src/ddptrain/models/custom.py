@@ -15,6 +15,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
@@ -25,6 +26,7 @@ from .. import handed
 from ..errors import ConfigError
 from ..util import first_line
 
+log = logging.getLogger("ddptrain")
 # the argument names a factory may give each rate, in the order they are looked for
 RATE_NAMES = {"drop_path": ("drop_path_rate", "drop_path"), "dropout": ("drop_rate", "dropout")}
 
@@ -135,8 +137,9 @@ def build_custom(
     """factory(num_classes=..., **kwargs), with `img_size` when the factory takes it and the user did not give it,
     and each non-zero rate (`drop_path`, `dropout`) under the name the factory gives it."""
     factory = load_factory(name)
-    arguments = {**(kwargs or {}), "num_classes": num_classes}
     accepted = _parameters(factory)
+    takes_classes = accepted is None or "num_classes" in accepted
+    arguments = {**(kwargs or {}), **({"num_classes": num_classes} if takes_classes else {})}
     if img_size is not None and "img_size" not in arguments and accepted is not None and "img_size" in accepted:
         arguments["img_size"] = img_size
     for option, value in (rates or {}).items():
@@ -155,7 +158,33 @@ def build_custom(
         ) from error
     if not isinstance(model, nn.Module):
         raise ModelSourceError(f"--model {name} returned a {type(model).__name__}, not a torch.nn.Module")
+    if not takes_classes:
+        _replace_last_linear(model, num_classes, name)
     return model
+
+
+def _replace_last_linear(model: nn.Module, num_classes: int, name: str) -> None:
+    """A factory without `num_classes` (`ResNet18()` of many repositories): its last Linear layer, when it has
+    another number of outputs, becomes a fresh one with one output per class — what a user would write by hand."""
+    found = [(path, module) for path, module in model.named_modules() if isinstance(module, nn.Linear)]
+    if not found:
+        raise ModelSourceError(
+            f"--model {name} takes no num_classes argument and has no Linear layer to give {num_classes} outputs: "
+            "write a factory that builds it for num_classes"
+        )
+    path, last = found[-1]
+    if last.out_features == num_classes:
+        return
+    parent = model.get_submodule(path.rpartition(".")[0]) if "." in path else model
+    setattr(parent, path.rpartition(".")[2], nn.Linear(last.in_features, num_classes, bias=last.bias is not None))
+    log.info(
+        "%s takes no num_classes: its last Linear layer '%s' (%d -> %d) is replaced by one with %d outputs",
+        name,
+        path,
+        last.in_features,
+        last.out_features,
+        num_classes,
+    )
 
 
 def _parameters(factory: Callable[..., Any]) -> Optional[Dict[str, inspect.Parameter]]:
