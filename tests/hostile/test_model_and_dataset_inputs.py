@@ -154,3 +154,37 @@ def test_an_item_that_raises_is_one_line_naming_it_and_an_unreadable_image_is_sk
     assert substituted.image is not None and substituted.failures == (
         "dataset://Flaky[4]: OSError: image file is truncated",
     )
+
+
+# ---- duplicates / conflicts: multi-label manifest rows ---------------------------------------------------------------
+def _manifest(tmp_path, rows):
+    from PIL import Image as PILImage
+
+    for name in {row[0] for row in rows}:
+        PILImage.new("RGB", (8, 8)).save(tmp_path / name)
+    path = tmp_path / "labels.csv"
+    path.write_text("path,label\n" + "".join(f"{image},{label}\n" for image, label in rows))
+    return path
+
+
+def test_a_multilabel_row_written_twice_in_another_order_is_one_image_and_a_different_set_is_refused(tmp_path, caplog):
+    from ddptrain.data.sources.manifest import ManifestSource
+
+    reading = Reading(multilabel=True)
+    rows = [
+        ("a.png", "cat|dog"),
+        ("b.png", " dog | cat "),
+        ("a.png", "dog|cat"),
+        ("c.png", "cat||bird"),
+        ("d.png", "2"),
+    ]
+    split = ManifestSource().split(str(_manifest(tmp_path, rows)), 0.0, 0, reading)
+    assert split.classes == ["2", "bird", "cat", "dog"] and len(split.train) == 4  # a.png once
+    assert "repeat an earlier row exactly" in caplog.text
+    assert split.train.targets.tolist() == [[0, 0, 1, 1], [0, 0, 1, 1], [0, 1, 1, 0], [1, 0, 0, 0]]
+    conflict = _manifest(tmp_path, [("a.png", "cat|dog"), ("a.png", "cat")])
+    with pytest.raises(DataError, match=r"labels.csv:3: a.png has label 'cat' here and 'cat\|dog' on line 2"):
+        ManifestSource().split(str(conflict), 0.0, 0, reading)
+    empty = _manifest(tmp_path, [("a.png", "|"), ("b.png", "cat")])
+    with pytest.raises(DataError, match=r"labels.csv:2: a row needs a path and a label"):
+        ManifestSource().split(str(empty), 0.0, 0, reading)

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError
 from .sections import (
+    MULTILABEL_METRICS,
     SECTIONS,
     DataConfig,
     LaunchConfig,
@@ -119,6 +120,9 @@ class Config:
         """Every section's checks, then nothing else: what involves several options lives here."""
         for section in (self.data, self.model, self.optim, self.run, self.launch):
             section.validate()
+        multilabel = self.data.task == "multilabel"
+        if self.optim.eval_metric in MULTILABEL_METRICS and not multilabel:
+            raise ConfigError(f"--eval-metric {self.optim.eval_metric} is a multi-label metric: add --task multilabel")
         if self.data.decode == "gpu" and self.launch.device == "cpu":
             raise ConfigError(
                 "--decode gpu decodes with nvJPEG on a CUDA device, not with --device cpu: use --decode cpu"

@@ -16,7 +16,8 @@ from ..errors import ConfigError
 
 Channels = Tuple[float, float, float]  # one value per RGB channel (--mean, --std)
 # --eval-metric: each metric's name and which way is better
-EVAL_METRICS = {"top1": "max", "top5": "max", "loss": "min"}
+EVAL_METRICS = {"top1": "max", "top5": "max", "loss": "min", "map": "max", "macro_f1": "max", "micro_f1": "max"}
+MULTILABEL_METRICS = ("map", "macro_f1", "micro_f1")
 
 
 def parse_channels(value: Any) -> Optional[Channels]:
@@ -184,6 +185,12 @@ class DataConfig:
         900.0,
         "seconds one download from a shard server may take in all, retries included (a shard, or the index); a "
         "server that trickles or stalls fails the run naming the URL instead of holding it",
+    )
+    task: str = opt(
+        "multiclass",
+        "multiclass: one class per image (cross-entropy); multilabel: any number (a CSV manifest's labels as a|b|c; "
+        "binary cross-entropy per class, metrics mAP and F1 at --threshold)",
+        choices=["multiclass", "multilabel"],
     )
     label_key: str = opt(
         "cls",
@@ -400,6 +407,9 @@ class OptimConfig:
         "higher)",
         choices=list(EVAL_METRICS),
     )
+    threshold: float = opt(
+        0.5, "--task multilabel: a class is predicted when its sigmoid score is at least this (F1, predict)"
+    )
 
     def validate(self) -> OptimConfig:
         require(
@@ -415,6 +425,7 @@ class OptimConfig:
                 ),
                 (self.clip_grad is None or self.clip_grad > 0, "--clip-grad must be positive"),
                 (self.patience is None or self.patience >= 1, "--patience must be at least 1"),
+                (0.0 < self.threshold < 1.0, f"--threshold must be in (0, 1), not {self.threshold:g}"),
                 (0.0 <= self.ema_decay < 1.0, "--ema-decay must be in [0, 1) (0: off)"),
                 (self.layer_decay is None or 0.0 < self.layer_decay <= 1.0, "--layer-decay must be in (0, 1]"),
             ]

@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
+import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import Dataset
@@ -26,7 +27,7 @@ _SUBSTITUTE_STRIDE = 7919  # a prime step, so substitutes do not cluster in one 
 
 class Item(NamedTuple):
     image: Optional[Union[torch.Tensor, EncodedImage]]  # None: unreadable, not substituted; EncodedImage: --decode gpu
-    label: int
+    label: Any  # a class index; --task multilabel: the sample's 0/1 row over the classes
     failures: Tuple[str, ...]  # "path: reason" for every unreadable file met on the way
     load_s: float = 0.0  # seconds spent reading, decoding and transforming it
 
@@ -88,15 +89,18 @@ class ImageDataset(Dataset):
             except UNREADABLE_ERRORS as error:
                 failures.append(f"{self.samples.name(current)}: {describe_unreadable(error)}")
                 continue
-            label = int(self.samples.labels[current])
-            return Item(tensor, label, tuple(failures), time.perf_counter() - started)
+            return Item(tensor, self._label(current), tuple(failures), time.perf_counter() - started)
         if self.substitute:
             raise DataError(
                 f"{source_of(self.samples)}: {MAX_SUBSTITUTIONS} images in a row could not be read, e.g. {failures[0]}; "
                 f"{getattr(self.samples, 'hint', '') or 'check the data'} (ddptrain skips single bad files, not a "
                 "broken dataset)"
             )
-        return Item(None, int(self.samples.labels[index]), tuple(failures), time.perf_counter() - started)
+        return Item(None, self._label(index), tuple(failures), time.perf_counter() - started)
+
+    def _label(self, index: int) -> Any:
+        targets = getattr(self.samples, "targets", None)
+        return int(self.samples.labels[index]) if targets is None else targets[index]
 
     def _load(self, data: Any, seed: int) -> Union[torch.Tensor, EncodedImage]:
         """Decode and transform with torch's default generator seeded for this sample (its state restored)."""
@@ -158,7 +162,10 @@ def collate(
     load_s = sum(item.load_s for item in items)
     if not kept:
         return Batch(torch.empty(0), torch.empty(0, dtype=torch.long), failures, load_s, stats)
-    labels = torch.tensor([label for _, label in kept], dtype=torch.long)
+    if isinstance(kept[0][1], np.ndarray):  # --task multilabel: 0/1 rows, the targets of the loss
+        labels = torch.from_numpy(np.stack([label for _, label in kept])).float()
+    else:
+        labels = torch.tensor([label for _, label in kept], dtype=torch.long)
     if any(isinstance(image, EncodedImage) for image, _ in kept):  # --decode gpu: `prepare` crops on the device
         encoded = Encoded([image for image, _ in kept], prepare)
         return Batch(torch.empty(0, dtype=torch.uint8), labels, failures, load_s, stats, encoded)

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import os
 from pathlib import Path
-from typing import Iterable, Iterator, List, Protocol, Sequence, Tuple, Union, cast
+from typing import Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -54,6 +54,21 @@ class SampleIndex:
         self.blob, self.offsets, self.labels = blob, offsets, labels
         self.source = source  # what messages call where the samples come from: "folder /d", "CSV manifest /d/x.csv"
         self.hint = ""  # what to check when many of them cannot be read (set by their source)
+        # --task multilabel: (samples, classes) 0/1, each sample's classes; `labels` then holds its first class
+        self.targets: Optional[np.ndarray] = None
+
+    @classmethod
+    def from_label_sets(
+        cls, root: str | Path, pairs: Iterable[Tuple[str, Sequence[int]]], num_classes: int
+    ) -> SampleIndex:
+        """From (path, class indices) pairs: samples of any number of classes each (--task multilabel)."""
+        listed = [(path, sorted(set(labels))) for path, labels in pairs]
+        index = cls.from_pairs(root, ((path, labels[0] if labels else 0) for path, labels in listed))
+        targets = np.zeros((len(listed), num_classes), dtype=np.uint8)
+        for row, (_, labels) in enumerate(listed):
+            targets[row, labels] = 1
+        index.targets = targets
+        return index
 
     @classmethod
     def from_pairs(cls, root: str | Path, pairs: Iterable[Tuple[str, int]]) -> SampleIndex:
@@ -116,11 +131,23 @@ class SampleIndex:
         return read_image_file(path, limits)
 
     def digest(self) -> str:
-        return array_digest(self.blob, self.offsets, self.labels)
+        extra = (self.targets,) if self.targets is not None else ()
+        return array_digest(self.blob, self.offsets, self.labels, *extra)
 
     @property
     def nbytes(self) -> int:
         return int(self.blob.nbytes + self.offsets.nbytes + self.labels.nbytes)
+
+
+def label_text(samples: Samples, index: int, classes: Sequence[str]) -> str:
+    """A sample's label as its class name, or its classes joined by `|` (--task multilabel)."""
+    targets = getattr(samples, "targets", None)
+    if targets is None:
+        return classes[int(samples.labels[index])]
+    return LABEL_SEPARATOR.join(classes[int(j)] for j in np.flatnonzero(targets[index]))
+
+
+LABEL_SEPARATOR = "|"
 
 
 def array_digest(*arrays: np.ndarray) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DataError
 from . import splitfile
-from .index import Sample, SampleIndex, Samples
+from .index import LABEL_SEPARATOR, Sample, SampleIndex, Samples, label_text
 
 log = logging.getLogger("ddptrain")
 
@@ -73,7 +73,7 @@ def classes_without_validation(split: Split) -> List[str]:
 def split_entries(split: Split) -> Dict[str, List[Tuple[str, str]]]:
     """The split as its files hold it: (relative path, class name) per image, for train and for val."""
     return {
-        name: [(samples.relative(i), split.classes[samples.labels[i]]) for i in range(len(samples))]
+        name: [(samples.relative(i), label_text(samples, i, split.classes)) for i in range(len(samples))]
         for name, samples in (("train", split.train), ("val", split.val))
     }
 
@@ -143,7 +143,8 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
             "a model trained on the run's classes cannot learn or score them. Start another run (another "
             "--out, or --overwrite) for another class list"
         )
-    train, val = (_read_samples(f, scanned.root, classes) for f in files[1:])
+    multilabel = getattr(scanned.train, "targets", None) is not None
+    train, val = (_read_samples(f, scanned.root, classes, multilabel) for f in files[1:])
     stored = Split(classes, train, val, scanned.layout, scanned.root, source=scanned.source, hint=scanned.hint)
     listed = {scanned.train.relative(i) for i in range(len(scanned.train))}
     listed.update(scanned.val.relative(i) for i in range(len(scanned.val)))
@@ -159,17 +160,21 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
     return stored, added
 
 
-def _read_samples(path: Path, root: Path, classes: List[str]) -> SampleIndex:
+def _read_samples(path: Path, root: Path, classes: List[str], multilabel: bool = False) -> SampleIndex:
+    """A split file's samples; with `multilabel`, each line's label is its classes joined by `|`."""
     label_of = {name: i for i, name in enumerate(classes)}
-    samples = []
+    samples: List[Tuple[str, List[int]]] = []
     for number, relative, name in splitfile.read(path):
-        if name not in label_of:
+        parts = name.split(LABEL_SEPARATOR) if multilabel else [name]
+        if not all(part in label_of for part in parts):
             raise DataError(
                 f"{path}:{number} names class {name!r}, which is not in the run's class_indices.json; the run's "
                 "split files were changed or damaged"
             )
-        samples.append((relative, label_of[name]))
-    return SampleIndex.from_pairs(root, samples)
+        samples.append((relative, [label_of[part] for part in parts]))
+    if multilabel:
+        return SampleIndex.from_label_sets(root, samples, len(classes))
+    return SampleIndex.from_pairs(root, ((relative, labels[0]) for relative, labels in samples))
 
 
 def run_split(listed: Split, run_dir: Optional[Path], where: str, say: bool) -> Tuple[Split, bool]:

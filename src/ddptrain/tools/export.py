@@ -51,6 +51,11 @@ def export(source: str | Path, fmt: str, out: Optional[str | Path] = None, ema: 
         input=(
             f"float32 NCHW RGB in [0, 1], normalised with mean and std; resized ({preprocess.interpolation}) to "
             f"img_size / crop_fraction and centre-cropped to img_size"
+            + (
+                "; outputs: one logit per class, sigmoid scores >= threshold are the labels"
+                if config.data.task == "multilabel"
+                else "; outputs: one logit per class (softmax)"
+            )
         ),
         mean=list(preprocess.mean),
         std=list(preprocess.std),
@@ -60,6 +65,8 @@ def export(source: str | Path, fmt: str, out: Optional[str | Path] = None, ema: 
         source=str(source),
         ddptrain_version=__version__,
         config=config.to_flat(),
+        task=config.data.task,
+        threshold=config.optim.threshold if config.data.task == "multilabel" else None,
     )
     path = Path(out) if out else default_output(source, fmt)
     if fmt == "torchscript" and not path.name.endswith(TORCHSCRIPT_SUFFIX):

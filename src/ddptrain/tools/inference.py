@@ -33,6 +33,7 @@ from ..handed import DATASET_PREFIX
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process
 from ..train.evaluate import evaluate
+from ..train.metrics import multilabel_threshold
 from ..train.precision import resolve_precision
 from .modelfile import LoadedModel, load_model
 
@@ -125,6 +126,7 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
             len(loaded.class_names),
             rt,
             on_failure=UnreadableFiles(rt.rank),
+            threshold=multilabel_threshold(loaded.config),
         )
         report = {
             **result.to_dict(loaded.class_names),
@@ -214,8 +216,25 @@ def run_predict(
 @torch.inference_mode()
 def _emit(loaded: LoadedModel, pending, k: int, device: torch.device, out, preprocess: Preprocess) -> None:
     images = normalize(torch.stack([tensor for _, tensor in pending]).to(device), preprocess.stats)
-    probs = torch.softmax(loaded.model(images).float(), dim=1)
+    logits = loaded.model(images).float()
+    threshold = multilabel_threshold(loaded.config)
+    if threshold is not None:  # --task multilabel: every class at or above the threshold, and the top k scores
+        _emit_multilabel(loaded, pending, k, torch.sigmoid(logits), threshold, out)
+        return
+    probs = torch.softmax(logits, dim=1)
     values, indices = probs.topk(k, dim=1)
     for (path, _), row_values, row_indices in zip(pending, values.tolist(), indices.tolist()):
         topk = [{"class": loaded.class_names[i], "prob": round(p, 6)} for p, i in zip(row_values, row_indices)]
         print(json.dumps({"path": path, "topk": topk}), file=out, flush=True)
+
+
+def _emit_multilabel(loaded: LoadedModel, pending, k: int, scores: torch.Tensor, threshold: float, out) -> None:
+    names = loaded.class_names
+    values, indices = scores.topk(min(k, len(names)), dim=1)
+    for (path, _), row, top_values, top_indices in zip(pending, scores.tolist(), values.tolist(), indices.tolist()):
+        labels = sorted(
+            ({"class": names[i], "score": round(v, 6)} for i, v in enumerate(row) if v >= threshold),
+            key=lambda entry: -entry["score"],
+        )
+        topk = [{"class": names[i], "score": round(v, 6)} for v, i in zip(top_values, top_indices)]
+        print(json.dumps({"path": path, "labels": labels, "threshold": threshold, "topk": topk}), file=out, flush=True)

@@ -45,6 +45,8 @@ class ModelCard:
     source: str
     ddptrain_version: str
     config: Dict[str, Any]  # the flat training config
+    task: Optional[str] = None  # multiclass / multilabel (None in files exported before it was recorded: multiclass)
+    threshold: Optional[float] = None  # multilabel: the score a class is predicted at
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

@@ -6,7 +6,7 @@ a DDP forward could issue collectives that the other ranks never join. One all-r
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +15,7 @@ from torch import nn
 from ..data.loaders import batches
 from ..models.wrap import unwrap
 from ..runtime.dist import Runtime
-from .metrics import EvalResult, EvalTotals
+from .metrics import EvalResult, EvalTotals, MultiLabelTotals
 from .precision import Precision
 
 
@@ -28,11 +28,15 @@ def evaluate(
     rt: Runtime,
     channels_last: bool = False,
     on_failure: Optional[Callable[[Iterable[str]], None]] = None,
+    threshold: Optional[float] = None,
 ) -> EvalResult:
+    """`threshold`: --task multilabel (scores and targets gathered for mAP and F1 at it); None: single-label."""
     plain = unwrap(model)
     was_training = plain.training
     plain.eval()
-    totals = EvalTotals(num_classes, rt.device)
+    totals: Union[EvalTotals, MultiLabelTotals] = (
+        EvalTotals(num_classes, rt.device) if threshold is None else MultiLabelTotals(num_classes, threshold)
+    )
     for batch in batches(loader, rt.rank):
         totals.add_skipped(len(batch.failures))
         if on_failure is not None:
@@ -42,6 +46,9 @@ def evaluate(
         images, labels = batch.to_device(rt.device, channels_last)
         with precision.autocast():
             logits = plain(images).float()
-        totals.update(logits, labels, F.cross_entropy(logits, labels, reduction="sum"))
+        if isinstance(totals, MultiLabelTotals):
+            totals.update(logits, labels)
+        else:
+            totals.update(logits, labels, F.cross_entropy(logits, labels, reduction="sum"))
     plain.train(was_training)
     return totals.reduce()

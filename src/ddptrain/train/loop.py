@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..models.wrap import unused_parameters_error
 from ..runtime.dist import Runtime
 from ..runtime.preempt import StopRequest
-from .mixing import Mixing, soft_cross_entropy
+from .mixing import Mixing, multilabel_loss, soft_cross_entropy, soft_targets
 from .monitor import LossWindow, StepMonitor, advance
 from .optim import LrSchedule
 from .precision import Precision
@@ -214,7 +214,10 @@ def forward_backward(
     with context:
         with precision.autocast(), timer.forward():
             logits = forward(model, images)
-            if targets is not None:
+            if labels.is_floating_point():  # --task multilabel: 0/1 rows
+                smoothed = soft_targets(labels, logits.shape[1], settings.label_smoothing)
+                loss = multilabel_loss(logits, smoothed if targets is None else targets)
+            elif targets is not None:
                 loss = soft_cross_entropy(logits, targets)
             else:
                 loss = F.cross_entropy(logits.float(), labels, label_smoothing=settings.label_smoothing)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import torch
+import torch.nn.functional as F
 
 from ..config.sections import EVAL_METRICS
 from ..runtime import dist
@@ -64,6 +65,11 @@ class EvalResult:
     per_class_correct: List[int]
     per_class_count: List[int]
     confusion: Optional[List[List[int]]] = None  # [true class][predicted class]; None above 1000 classes
+    # --task multilabel (top1: the top-scored class is one of the image's; top5: one of the five is; per class:
+    # images of the class predicted at the threshold, images of the class)
+    map: Optional[float] = None  # mean over the classes present of the average precision
+    macro_f1: Optional[float] = None
+    micro_f1: Optional[float] = None
 
     @classmethod
     def from_sums(cls, sums: List[float], num_classes: int) -> EvalResult:
@@ -104,7 +110,19 @@ class EvalResult:
             "class_names": list(class_names),
             "per_class": self.per_class(class_names),
             "confusion": self.confusion,
+            **self.multilabel(),
         }
+
+    def multilabel(self) -> Dict[str, float]:
+        """mAP and F1 of a --task multilabel evaluation; {} otherwise."""
+        if self.map is None:
+            return {}
+        return {"map": self.map, "macro_f1": self.macro_f1 or 0.0, "micro_f1": self.micro_f1 or 0.0}
+
+
+def multilabel_threshold(config) -> Optional[float]:
+    """--threshold when the run is --task multilabel (evaluation gathers scores for mAP and F1); None otherwise."""
+    return config.optim.threshold if config.data.task == "multilabel" else None
 
 
 def metric_value(result: EvalResult, name: str) -> float:
@@ -117,3 +135,80 @@ def improves(name: str, value: float, best: Optional[float]) -> bool:
     if best is None:
         return True
     return value < best if EVAL_METRICS[name] == "min" else value > best
+
+
+class MultiLabelTotals:
+    """--task multilabel: each rank keeps its images' scores and targets; `reduce()` gathers them on every rank
+    (each validation image is on exactly one rank) and computes mAP and F1 from all of them, the same everywhere.
+    Average precision counts tied scores as one threshold, so the order the ranks' images arrive in does not
+    change it: N ranks give one process's figures."""
+
+    def __init__(self, num_classes: int, threshold: float):
+        self.num_classes, self.threshold = num_classes, threshold
+        self.scores: List[torch.Tensor] = []
+        self.targets: List[torch.Tensor] = []
+        self.loss_sum, self.skipped = 0.0, 0
+
+    def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        logits, targets = logits.float(), targets.float()
+        self.loss_sum += float(F.binary_cross_entropy_with_logits(logits, targets, reduction="sum"))
+        self.scores.append(torch.sigmoid(logits).cpu())
+        self.targets.append(targets.cpu())
+
+    def add_skipped(self, count: int) -> None:
+        self.skipped += count
+
+    def reduce(self) -> EvalResult:
+        k = self.num_classes
+        mine = (
+            torch.cat(self.scores) if self.scores else torch.zeros(0, k),
+            torch.cat(self.targets) if self.targets else torch.zeros(0, k),
+            self.loss_sum,
+            self.skipped,
+        )
+        parts = dist.gather_objects(mine) if torch.distributed.is_initialized() else [mine]
+        scores = torch.cat([p[0] for p in parts]).double()
+        targets = torch.cat([p[1] for p in parts]).double()
+        return multilabel_result(scores, targets, sum(p[2] for p in parts), sum(p[3] for p in parts), self.threshold)
+
+
+def multilabel_result(
+    scores: torch.Tensor, targets: torch.Tensor, loss_sum: float, skipped: int, threshold: float
+) -> EvalResult:
+    n, k = targets.shape
+    positive = targets > 0.5
+    predicted = scores >= threshold
+    top = scores.topk(min(5, k), dim=1).indices if n else torch.zeros(0, min(5, k), dtype=torch.long)
+    hits = positive.gather(1, top) if n else torch.zeros(0, min(5, k), dtype=torch.bool)
+    tp = (predicted & positive).sum(0).double()
+    fp = (predicted & ~positive).sum(0).double()
+    fn = (~predicted & positive).sum(0).double()
+    present = positive.sum(0) > 0
+    per_class_f1 = 2 * tp / (2 * tp + fp + fn).clamp(min=1)
+    aps = [average_precision(scores[:, c], positive[:, c]) for c in range(k) if present[c]]
+    return EvalResult(
+        samples=n,
+        skipped=skipped,
+        top1=float(hits[:, 0].double().mean()) if n else 0.0,
+        top5=float(hits.any(dim=1).double().mean()) if n else 0.0,
+        loss=loss_sum / max(n * k, 1),
+        per_class_correct=[int(v) for v in tp.tolist()],
+        per_class_count=[int(v) for v in positive.sum(0).tolist()],
+        map=sum(aps) / len(aps) if aps else 0.0,
+        macro_f1=float(per_class_f1[present].mean()) if bool(present.any()) else 0.0,
+        micro_f1=float(2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()).clamp(min=1)),
+    )
+
+
+def average_precision(scores: torch.Tensor, positive: torch.Tensor) -> float:
+    """Area under the precision-recall steps, one step per distinct score (tied scores are one threshold, as
+    scikit-learn's average_precision_score)."""
+    order = torch.argsort(scores, descending=True, stable=True)
+    ranked, hits = scores[order], positive[order].double()
+    tp = torch.cumsum(hits, 0)
+    last_of_tie = torch.ones_like(ranked, dtype=torch.bool)
+    last_of_tie[:-1] = ranked[1:] != ranked[:-1]
+    tp, seen = tp[last_of_tie], torch.arange(1, len(ranked) + 1, dtype=torch.float64)[last_of_tie]
+    precision, recall = tp / seen, tp / hits.sum()
+    steps = torch.diff(recall, prepend=torch.zeros(1, dtype=torch.float64))
+    return float((steps * precision).sum())

@@ -66,8 +66,16 @@ def _span(centre: float, fraction: float, size: int) -> Tuple[int, int]:
 
 
 def soft_targets(labels: torch.Tensor, num_classes: int, smoothing: float) -> torch.Tensor:
+    """Class indices (or, --task multilabel, 0/1 rows) as smoothed targets: 1 - smoothing + smoothing / K on each
+    positive, smoothing / K elsewhere (timm's, for softmax and for binary cross-entropy alike)."""
     off = smoothing / num_classes
-    return F.one_hot(labels, num_classes).float() * (1.0 - smoothing) + off
+    hot = labels.float() if labels.is_floating_point() else F.one_hot(labels, num_classes).float()
+    return hot * (1.0 - smoothing) + off
+
+
+def multilabel_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy per class on the logits, the mean over every (image, class)."""
+    return F.binary_cross_entropy_with_logits(logits.float(), targets.float())
 
 
 def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -48,8 +48,10 @@ def epoch_record(
     record: Dict = {"epoch": epoch, "step": step, "train_loss": stats.train_loss}
     if result is not None:
         record.update(val_loss=result.loss, val_top1=result.top1, val_top5=result.top5, val_samples=result.samples)
+        record.update({f"val_{name}": value for name, value in result.multilabel().items()})
     if ema is not None:
         record.update(val_loss_ema=ema.loss, val_top1_ema=ema.top1, val_top5_ema=ema.top5)
+        record.update({f"val_{name}_ema": value for name, value in ema.multilabel().items()})
     record.update(
         lr=stats.lr,
         images_per_sec=stats.images_per_sec,
@@ -226,7 +228,9 @@ class RunSinks:
             "not evaluated"
             if result is None
             else f"val_loss {result.loss:.4f}  val_top1 {result.top1:.4f}  val_top5 {result.top5:.4f}  "
-            f"({result.samples} images)" + (f"  ema: val_top1 {ema.top1:.4f}" if ema is not None else "")
+            + "".join(f"val_{name} {value:.4f}  " for name, value in result.multilabel().items())
+            + f"({result.samples} images)"
+            + (f"  ema: val_top1 {ema.top1:.4f}" if ema is not None else "")
         )
         log.info(
             "epoch %d/%d: train_loss %.4f  %s  %.1f img/s  data_wait %.0f%%  %.1fs",

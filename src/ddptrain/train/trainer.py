@@ -402,6 +402,7 @@ class Trainer:
             self.rt,
             self.cfg.model.channels_last,
             self.unreadable,
+            self.cfg.optim.threshold if self.cfg.data.task == "multilabel" else None,
         )
 
     def _patience_spent(self, epoch: int) -> bool:

@@ -59,16 +59,27 @@ def source_for(location: str) -> Source:
 
 def check(location: str, reading: Reading = Reading()) -> None:
     """What can be known about --data quickly, before any process starts (in one line when it is wrong)."""
-    source_for(location).check(location, reading)
+    _reading(location, reading).check(location, reading)
 
 
 def load_split(location, val_split: float, seed: int, reading: Reading = Reading()) -> Split:
     """The classes and the train/validation samples of --data."""
     text = str(location)
-    return source_for(text).split(text, val_split, seed, reading)
+    return _reading(text, reading).split(text, val_split, seed, reading)
 
 
 def all_images(location, classes: Sequence[str], reading: Reading = Reading()) -> Samples:
     """Every image of --data, labelled by its position in `classes` (`eval --split all`)."""
     text = str(location)
-    return source_for(text).all_images(text, classes, reading)
+    return _reading(text, reading).all_images(text, classes, reading)
+
+
+def _reading(location: str, reading: Reading) -> Source:
+    """The source of `location`, refused for --task multilabel when it gives one class per image."""
+    source = source_for(location)
+    if reading.multilabel and not getattr(source, "multilabel", False):
+        raise DataError(
+            f"--task multilabel: {location} is a {source.name}, which gives one class per image; give a CSV manifest "
+            "whose label column lists each image's classes as a|b|c"
+        )
+    return source

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import logging
 import os
+import random
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ...errors import DataError
-from ..index import SampleIndex
+from ..index import LABEL_SEPARATOR, SampleIndex
 from ..split import Split, stratified_split
 from .reading import Reading
 
@@ -31,6 +32,7 @@ class ManifestSource:
     name = "manifest"
     kind = "CSV manifest"  # what messages call it
     suffixes: Tuple[str, ...] = (".csv",)
+    multilabel = True  # --task multilabel: labels a|b|c
 
     def recognises(self, location: str) -> bool:
         return location.lower().endswith(self.suffixes) and "://" not in location
@@ -39,8 +41,8 @@ class ManifestSource:
         """The manifest's rows as they are written, numbered as a user finds them in the file."""
         return _csv_rows(path)
 
-    def read(self, path: Path) -> Manifest:
-        return manifest_from_rows(path, self.rows(self._existing(path)))
+    def read(self, path: Path, multilabel: bool = False) -> Manifest:
+        return manifest_from_rows(path, self.rows(self._existing(path)), multilabel)
 
     def _existing(self, path: Path) -> Path:
         if not path.is_file():
@@ -49,14 +51,24 @@ class ManifestSource:
 
     def check(self, location: str, reading: Reading) -> None:
         path = Path(location)
-        manifest = self.read(path)
+        manifest = self.read(path, reading.multilabel)
         first = [p for name in manifest.classes for p in manifest.by_class[name][:ROWS_CHECKED]][:ROWS_CHECKED]
-        check_listed(path, manifest.classes, first)
+        classes = label_sets(manifest)[0] if reading.multilabel else manifest.classes
+        check_listed(path, classes, first)
+        if reading.known and not reading.multilabel and any(LABEL_SEPARATOR in name for name in classes):
+            log.warning(
+                "%s: labels such as %r hold '|': each is one class here; for several classes per image add "
+                "--task multilabel",
+                path,
+                next(name for name in classes if LABEL_SEPARATOR in name),
+            )
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         path = Path(location)
-        manifest = self.read(path)
+        manifest = self.read(path, reading.multilabel)
         manifest.warn_repeats(path)
+        if reading.multilabel:
+            return self._multilabel_split(path, manifest, val_split, seed)
         classes, images, given = manifest.classes, manifest.by_class, manifest.splits
         root = path.resolve().parent
         if len(classes) < 2:
@@ -69,15 +81,43 @@ class ManifestSource:
             train, val = stratified_split(images, classes, val_split, seed, root)
         return Split(classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT)
 
+    def _multilabel_split(self, path: Path, manifest: Manifest, val_split: float, seed: int) -> Split:
+        """Each image with its classes; held out at random by the seed (round(n x val_split) images), or by the
+        split column."""
+        classes, pairs = label_sets(manifest)
+        root = path.resolve().parent
+        if len(classes) < 2:
+            raise DataError(f"{path} has one label ({classes[0]}); a classifier needs at least two")
+        if manifest.splits:
+            val_paths = {p for p, _ in pairs if manifest.splits[p] == "val"}
+        else:
+            order = [p for p, _ in pairs]
+            random.Random(f"{seed}:multilabel").shuffle(order)
+            n_val = round(len(order) * val_split)
+            val_paths = set(order[: max(n_val, 1 if val_split > 0 and len(order) > 1 else 0)])
+        train = SampleIndex.from_label_sets(root, [(p, c) for p, c in pairs if p not in val_paths], len(classes))
+        val = SampleIndex.from_label_sets(root, [(p, c) for p, c in pairs if p in val_paths], len(classes))
+        return Split(classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT)
+
     def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> SampleIndex:
         path = Path(location)
-        manifest = self.read(path)
+        manifest = self.read(path, reading.multilabel)
         manifest.warn_repeats(path)
+        if reading.multilabel:
+            found, pairs = label_sets(manifest)
+            unknown = sorted(set(found) - set(classes))
+            if unknown:
+                raise DataError(f"{location} has labels the model does not know: {', '.join(unknown)}")
+            index_of = {name: i for i, name in enumerate(classes)}
+            relabelled = [(p, [index_of[found[c]] for c in labels]) for p, labels in pairs]
+            sets = SampleIndex.from_label_sets(path.resolve().parent, relabelled, len(classes))
+            sets.source, sets.hint = f"{self.kind} {path}", HINT
+            return sets
         unknown = sorted(set(manifest.classes) - set(classes))
         if unknown:
             raise DataError(f"{location} has labels the model does not know: {', '.join(unknown)}")
-        pairs = ((p, label) for label, name in enumerate(classes) for p in manifest.by_class.get(name, []))
-        samples = SampleIndex.from_pairs(path.resolve().parent, pairs)
+        labelled = ((p, label) for label, name in enumerate(classes) for p in manifest.by_class.get(name, []))
+        samples = SampleIndex.from_pairs(path.resolve().parent, labelled)
         samples.source, samples.hint = f"{self.kind} {path}", HINT
         return samples
 
@@ -139,12 +179,27 @@ def numeric_order(names: Iterable[str]) -> List[str]:
     return sorted(names, key=(lambda c: (int(c), c)) if numeric else None)
 
 
+def label_sets(manifest: Manifest) -> Tuple[List[str], List[Tuple[str, List[int]]]]:
+    """--task multilabel: the classes (every name in any a|b|c label, `1`/`01` one class) and each image with its
+    class indices, sorted by path."""
+    parts = {text: text.split(LABEL_SEPARATOR) for text in manifest.by_class}
+    names = canonical_labels({part for split_parts in parts.values() for part in split_parts})
+    classes = numeric_order(set(names.values()))
+    index_of = {name: i for i, name in enumerate(classes)}
+    pairs = [
+        (image, sorted({index_of[names[part]] for part in parts[text]}))
+        for text, images in manifest.by_class.items()
+        for image in images
+    ]
+    return classes, sorted(pairs)
+
+
 def read_manifest(path: Path) -> Manifest:
     """A `path,label[,split]` CSV, read and checked (see `manifest_from_rows`)."""
     return manifest_from_rows(path, _csv_rows(path))
 
 
-def manifest_from_rows(path: Path, rows: Iterable[Row]) -> Manifest:
+def manifest_from_rows(path: Path, rows: Iterable[Row], multilabel: bool = False) -> Manifest:
     """A manifest from its rows. Paths are relative to the manifest's folder or absolute; classes are the labels
     sorted (as numbers when every label is an integer). A row that repeats an earlier one exactly is dropped (and
     counted); an image given two labels or two splits is an error naming both lines, so no image can land in
@@ -154,6 +209,8 @@ def manifest_from_rows(path: Path, rows: Iterable[Row]) -> Manifest:
     base = path.resolve().parent
     for number, image, label, which in rows:
         image, label = image.strip(), label.strip()
+        if multilabel:  # a|b|c: the same set however it is written
+            label = LABEL_SEPARATOR.join(sorted({part.strip() for part in label.split(LABEL_SEPARATOR)} - {""}))
         if not image or not label:
             raise DataError(f"{path}:{number}: a row needs a path and a label")
         if which is None:

@@ -26,6 +26,7 @@ KIND = "Parquet manifest"
 
 
 class ParquetManifestSource(ManifestSource):
+    multilabel = False  # read column-wise into one class index per row
     name = "Parquet manifest"
     kind = KIND
     suffixes = (".parquet", ".pq")

@@ -14,8 +14,9 @@ class Reading:
     label_key: str = "cls"  # --label-key: the member of a WebDataset sample that holds its label
     prefetch_shards: int = 2  # --prefetch-shards: remote shards each process fetches ahead of the one it reads
     known: bool = True  # the options are the run's (train); False before eval has read its checkpoint's
+    multilabel: bool = False  # --task multilabel: labels are sets of classes
 
     @classmethod
     def of(cls, data) -> Reading:
         """From a DataConfig."""
-        return cls(data.fetch_timeout, data.label_key, data.prefetch_shards)
+        return cls(data.fetch_timeout, data.label_key, data.prefetch_shards, multilabel=data.task == "multilabel")
