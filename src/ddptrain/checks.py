@@ -27,6 +27,10 @@ def check_before_start(cfg: Config) -> None:
     check_apart("--out", Path(cfg.run.out), "--data", cfg.data.folder())
     sources.check(cfg.data.folder(), sources.Reading.of(cfg.data))
     check_model_source(cfg.model.name)
+    if cfg.optim.class_weights not in ("auto", "none") and not Path(cfg.optim.class_weights).is_file():
+        raise ConfigError(
+            f"--class-weights {cfg.optim.class_weights}: no such file (auto, none, or a JSON file of class: weight)"
+        )
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)

@@ -30,10 +30,12 @@ def _multi_hot(count: int, seed: int) -> torch.Tensor:
     return targets
 
 
-def _batches(rank: int, world: int):
+def _batches(rank: int, world: int, single: bool = False):
     gen = torch.Generator().manual_seed(1)
     count = STEPS * WORLD * PER_RANK_BATCH
     images, targets = torch.randn(count, 3, 8, 8, generator=gen), _multi_hot(count, 2)
+    if single:  # class indices: the single-label loss
+        targets = targets.argmax(1)
     size = PER_RANK_BATCH * (WORLD // world)
     return [
         Batch(images[s : s + size], targets[s : s + size], ())
@@ -41,13 +43,13 @@ def _batches(rank: int, world: int):
     ]
 
 
-def _train(rt, mixup: float):
+def _train(rt, mixup: float, weights=None, single: bool = False):
     model = wrap_ddp(place_model(_net(), rt.device, rt.world_size, False, False), rt.device)
     optimizer = build_optimizer(model, "sgd", 0.5, 0.9, 0.01, rt.device)
     # Mixup pairs images inside each rank's batch with a draw of its own: with it on, the ranks' agreement is checked
     mixing = Mixing(mixup, 0.0, CLASSES, 0.1, seed=5) if mixup else None
-    settings = StepSettings(1, None, 1, False, label_smoothing=0.1, mixing=mixing)
-    batches = _batches(rt.rank, rt.world_size)
+    settings = StepSettings(1, None, 1, False, label_smoothing=0.1, mixing=mixing, class_weights=weights)
+    batches = _batches(rt.rank, rt.world_size, single)
     train_one_epoch(
         model,
         batches,
@@ -62,17 +64,26 @@ def _train(rt, mixup: float):
 
 
 def _both(rt):
-    return {"plain": _train(rt, 0.0), "mixup": _train(rt, 0.4)}
+    weights = torch.tensor([0.5, 2.0, 1.0])
+    return {
+        "plain": _train(rt, 0.0),
+        "mixup": _train(rt, 0.4),
+        "weighted": _train(rt, 0.0, weights),  # --class-weights: BCE's positive weights
+        "weighted_single": _train(rt, 0.0, weights, single=True),  # and cross-entropy's class weights
+    }
 
 
 @pytest.mark.slow
-def test_two_ranks_train_a_multilabel_model_like_one_process_on_the_global_batch():
+def test_two_ranks_train_a_multilabel_or_class_weighted_model_like_one_process_on_the_global_batch():
     ranks, single = run_ranks(_both, WORLD), run_single(_both)
     initial = _net().state_dict()
-    for name, value in single["plain"].items():
-        torch.testing.assert_close(ranks[0]["plain"][name], value, rtol=1e-5, atol=1e-5, msg=name)
+    for name in single["plain"]:
+        for scenario in ("plain", "weighted", "weighted_single"):
+            want = single[scenario][name]
+            torch.testing.assert_close(ranks[0][scenario][name], want, rtol=1e-5, atol=1e-5, msg=f"{scenario} {name}")
         assert torch.equal(ranks[0]["mixup"][name], ranks[1]["mixup"][name])  # the ranks agree with Mixup on
     assert any(not torch.equal(v, initial[k]) for k, v in single["plain"].items())  # the steps did something
+    assert any(not torch.equal(v, single["plain"][k]) for k, v in single["weighted"].items())  # the weights did
 
 
 class _Images(torch.utils.data.Dataset):

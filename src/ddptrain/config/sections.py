@@ -192,6 +192,12 @@ class DataConfig:
         "binary cross-entropy per class, metrics mAP and F1 at --threshold)",
         choices=["multiclass", "multilabel"],
     )
+    sampler: str = opt(
+        "uniform",
+        "uniform: each training image once per epoch; balanced: each epoch as many images, drawn with replacement "
+        "in proportion to 1 / (images of their class), by --seed and the epoch (resumable mid-epoch)",
+        choices=["uniform", "balanced"],
+    )
     label_key: str = opt(
         "cls",
         "a WebDataset tar set's label: the member holding it (cls: an integer, txt: a class name, or another "
@@ -406,6 +412,12 @@ class OptimConfig:
         "the validation metric that picks best.pt and counts for --patience (loss: lower is better; the others: "
         "higher)",
         choices=list(EVAL_METRICS),
+    )
+    class_weights: str = opt(
+        "none",
+        "loss weight per class: none, auto (N / (classes x images of the class); multi-label: negatives / positives "
+        "of each class), or a JSON file of class: weight",
+        node_local=True,
     )
     threshold: float = opt(
         0.5, "--task multilabel: a class is predicted when its sigmoid score is at least this (F1, predict)"

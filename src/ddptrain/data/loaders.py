@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ..errors import DdptrainError
+from ..errors import ConfigError, DdptrainError
 from ..runtime.preempt import ignore_stop_signals
 from ..util import mix_seed
 from .datasets import ImageDataset, collate
@@ -156,9 +156,10 @@ def training_images(
     settings: LoaderSettings,
     limits: ImageLimits = ImageLimits(),
     augment: Augment = Augment(),
+    weights: Optional[np.ndarray] = None,
 ) -> DataLoader:
     """Random crops and flips (and `augment`), one draw per (seed, epoch, sample, copy); an unreadable file is
-    substituted."""
+    substituted. `weights`: each sample's draw weight (--sampler balanced)."""
     size = preprocess.img_size
     transform = train_transform(size, min_crop_scale, preprocess, augment, reduced=settings.decode != "full")
     dataset = ImageDataset(
@@ -169,7 +170,13 @@ def training_images(
         limits=limits,
         encoded=settings.decode == "gpu",
     )
-    sampler = EpochSampler(len(dataset), rank, world_size, seed, augment.repeats, getattr(samples, "shard_sizes", None))
+    shard_sizes = getattr(samples, "shard_sizes", None)
+    if weights is not None and (shard_sizes is not None or augment.repeats > 1):
+        raise ConfigError(
+            "--sampler balanced draws images one by one: it takes neither a shard set (read shard by shard) nor "
+            "--repeated-aug; use --class-weights auto for the imbalance instead"
+        )
+    sampler = EpochSampler(len(dataset), rank, world_size, seed, augment.repeats, shard_sizes, weights)
     ahead = getattr(samples, "prefetch_shards", 0)
     if getattr(samples, "remote", False) and ahead > 0:
         sampler.prefetcher = Prefetcher(samples, ahead)

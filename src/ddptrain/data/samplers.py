@@ -3,7 +3,7 @@ and exactly-once evaluation."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -44,7 +44,11 @@ class EpochSampler(Sampler):
 
     After `set_epoch(epoch, start)` the first `start` positions count as already consumed: the
     remainder is sharded again over the current ranks, so a run stopped mid-epoch continues without
-    repeating or skipping a position, with the same or with another number of processes."""
+    repeating or skipping a position, with the same or with another number of processes.
+
+    With `weights` (--sampler balanced) the epoch's stream is instead `length` draws with replacement, each sample
+    with probability proportional to its weight, by (seed, epoch): the same length, the same sharding and resume;
+    a sample drawn again is its next copy (its own augmentation draws)."""
 
     def __init__(
         self,
@@ -54,9 +58,13 @@ class EpochSampler(Sampler):
         seed: int,
         repeats: int = 1,
         shard_sizes: Optional[Sequence[int]] = None,
+        weights: Optional[Any] = None,  # per-sample draw weights (a sequence or an array)
     ):
         if repeats < 1:
             raise ValueError(f"repeats must be 1 or more, not {repeats}")
+        if weights is not None and (repeats > 1 or shard_sizes is not None):
+            raise ValueError("a weighted draw takes neither repeated augmentation nor whole shards")
+        self.weights = torch.as_tensor(weights, dtype=torch.float64) if weights is not None else None
         self.length, self.rank, self.world_size, self.seed = length, rank, world_size, seed
         self.repeats = repeats
         self.shard_sizes = list(shard_sizes) if shard_sizes is not None else None
@@ -73,6 +81,8 @@ class EpochSampler(Sampler):
 
     def permutation(self) -> List[int]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        if self.weights is not None:
+            return torch.multinomial(self.weights, self.length, replacement=True, generator=generator).tolist()
         if self.shard_sizes is not None:
             return lane_order(self.shard_sizes, generator, self.lanes)
         return torch.randperm(self.length, generator=generator).tolist()
@@ -83,6 +93,10 @@ class EpochSampler(Sampler):
     def __iter__(self) -> Iterator[Tuple[int, int, int]]:
         order, epoch, repeats = self.permutation(), self.epoch, self.repeats
         positions = range(self.start + self.rank, self.start + self._usable(), self.world_size)
+        if self.weights is not None:
+            copies = _occurrences(order)
+            items = ((order[position], epoch, copies[position]) for position in positions)
+            return items
         items = ((order[position // repeats], epoch, position % repeats) for position in positions)
         if self.prefetcher is None:
             return items
@@ -90,6 +104,16 @@ class EpochSampler(Sampler):
 
     def __len__(self) -> int:
         return self._usable() // self.world_size
+
+
+def _occurrences(order: Sequence[int]) -> List[int]:
+    """For each position, how many times its index came before it in `order`."""
+    seen: Dict[int, int] = {}
+    counts = []
+    for index in order:
+        counts.append(seen.get(index, 0))
+        seen[index] = counts[-1] + 1
+    return counts
 
 
 class IndexSampler(EpochSampler):

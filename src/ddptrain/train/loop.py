@@ -42,6 +42,7 @@ class StepSettings:
     channels_last: bool
     label_smoothing: float
     mixing: Optional[Mixing] = None  # Mixup/CutMix with soft targets (label smoothing folded in)
+    class_weights: Optional[torch.Tensor] = None  # --class-weights: per class, on the device
 
 
 @dataclass
@@ -214,16 +215,26 @@ def forward_backward(
     with context:
         with precision.autocast(), timer.forward():
             logits = forward(model, images)
-            if labels.is_floating_point():  # --task multilabel: 0/1 rows
-                smoothed = soft_targets(labels, logits.shape[1], settings.label_smoothing)
-                loss = multilabel_loss(logits, smoothed if targets is None else targets)
-            elif targets is not None:
-                loss = soft_cross_entropy(logits, targets)
-            else:
-                loss = F.cross_entropy(logits.float(), labels, label_smoothing=settings.label_smoothing)
+            loss = training_loss(logits, labels, targets, settings)
         scaled = loss / settings.grad_accum
         (precision.scaler.scale(scaled) if precision.scaler else scaled).backward()
     return loss
+
+
+def training_loss(
+    logits: torch.Tensor, labels: torch.Tensor, targets: Optional[torch.Tensor], settings: StepSettings
+) -> torch.Tensor:
+    """The step's loss: cross-entropy on class indices (or Mixup/CutMix's soft targets), binary cross-entropy on
+    0/1 rows (--task multilabel), each weighted by --class-weights. Always the plain mean over the micro-batch's
+    images, so that the mean of the ranks' gradients is one process's on the global batch."""
+    weights = settings.class_weights
+    if labels.is_floating_point():  # --task multilabel
+        smoothed = soft_targets(labels, logits.shape[1], settings.label_smoothing)
+        return multilabel_loss(logits, smoothed if targets is None else targets, weights)
+    if targets is not None:
+        return soft_cross_entropy(logits, targets, weights)
+    per_image = F.cross_entropy(logits.float(), labels, label_smoothing=settings.label_smoothing, reduction="none")
+    return (per_image * weights[labels]).mean() if weights is not None else per_image.mean()
 
 
 def forward(model, images: torch.Tensor) -> torch.Tensor:

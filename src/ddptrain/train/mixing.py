@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -73,10 +73,17 @@ def soft_targets(labels: torch.Tensor, num_classes: int, smoothing: float) -> to
     return hot * (1.0 - smoothing) + off
 
 
-def multilabel_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Binary cross-entropy per class on the logits, the mean over every (image, class)."""
-    return F.binary_cross_entropy_with_logits(logits.float(), targets.float())
+def multilabel_loss(
+    logits: torch.Tensor, targets: torch.Tensor, pos_weight: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """Binary cross-entropy per class on the logits, the mean over every (image, class); `pos_weight`: each class's
+    positives weighed so (--class-weights)."""
+    return F.binary_cross_entropy_with_logits(logits.float(), targets.float(), pos_weight=pos_weight)
 
 
-def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return torch.sum(-targets * F.log_softmax(logits.float(), dim=-1), dim=-1).mean()
+def soft_cross_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, weights: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """Cross-entropy on soft targets; `weights`: each class's term weighed so (--class-weights)."""
+    terms = -targets * F.log_softmax(logits.float(), dim=-1)
+    return torch.sum(terms * weights if weights is not None else terms, dim=-1).mean()

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..config import Config
+from ..data.balance import loss_weights, sample_weights
 from ..data.datasets import UnreadableFiles
 from ..data.images import ImageLimits
 from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, stop_workers, training_images
@@ -199,8 +200,10 @@ class Trainer:
             settings,
             limits,
             Augment.of(cfg.data),
+            sample_weights(split.train, len(split.classes)) if cfg.data.sampler == "balanced" else None,
         )
         self.train_sampler = cast(EpochSampler, self.train_loader.sampler)
+        self.loss_weights = loss_weights(cfg.optim.class_weights, split, rt.device, say=rt.is_main)
         if cfg.data.repeated_aug > rt.world_size and rt.is_main:
             log.warning(
                 "--repeated-aug %d on %d process(es): some copies of an image land in the same process's batch; "
@@ -542,6 +545,7 @@ class Trainer:
             cfg.model.channels_last,
             cfg.optim.label_smoothing,
             mixing if mixing.active else None,
+            self.loss_weights,
         )
 
     # ---- what is kept -------------------------------------------------------------------------
