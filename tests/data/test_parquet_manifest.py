@@ -112,3 +112,24 @@ def test_two_processes_read_every_training_image_once_per_epoch(folder, tmp_path
         both = ranks[0][epoch] + ranks[1][epoch]
         assert len(set(both)) == len(both) == len(expected) - 1 and set(both) <= expected
     assert ranks[0][0] != ranks[0][1]
+
+
+def test_multilabel_rows_as_lists_or_a_b_text_read_as_the_csv_of_the_same_sets(folder, tmp_path):
+    from ddptrain.data.sources import Reading
+
+    images = sorted(str(p) for p in folder.rglob("*.jpg"))[:12]
+    sets = [["disc"] if i % 3 else ["ring", "disc"] for i in range(len(images))]
+    csv_path = tmp_path / "m.csv"
+    with open(csv_path, "w", newline="") as handle:
+        csv.writer(handle).writerows([["path", "label"], *[[p, "|".join(s)] for p, s in zip(images, sets)]])
+    as_lists, as_text = tmp_path / "lists.parquet", tmp_path / "text.parquet"
+    pq.write_table(pa.table({"path": images, "label": sets}), as_lists)
+    pq.write_table(pa.table({"path": images, "label": ["|".join(s) for s in sets]}), as_text)
+    reading = Reading(multilabel=True)
+    want = load_split(csv_path, 0.25, 3, reading)
+    for path in (as_lists, as_text):
+        got = load_split(path, 0.25, 3, reading)
+        assert got.classes == want.classes == ["disc", "ring"]
+        for part in ("train", "val"):
+            assert list(getattr(got, part)) == list(getattr(want, part))
+            assert (getattr(got, part).targets == getattr(want, part).targets).all()

@@ -11,14 +11,14 @@ import logging
 import os
 import random
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
 from ...errors import DataError
-from ..index import SampleIndex
+from ..index import LABEL_SEPARATOR, SampleIndex
 from ..split import Split
-from .manifest import HINT, ROWS_CHECKED, ManifestSource, canonical_labels, check_listed, numeric_order
+from .manifest import HINT, ROWS_CHECKED, ManifestSource, Row, canonical_labels, check_listed, numeric_order
 from .reading import Reading
 
 log = logging.getLogger("ddptrain")
@@ -26,16 +26,40 @@ KIND = "Parquet manifest"
 
 
 class ParquetManifestSource(ManifestSource):
-    multilabel = False  # read column-wise into one class index per row
+    multilabel = True  # --task multilabel: row by row through the CSV manifest's reading (labels a|b|c or lists)
     name = "Parquet manifest"
     kind = KIND
     suffixes = (".parquet", ".pq")
 
+    def rows(self, path: Path) -> Iterator[Row]:
+        """The rows one by one (--task multilabel): a label written a|b|c, or a list of labels."""
+        import pyarrow.parquet as pq
+
+        pa, _ = _arrow(path)
+        try:
+            schema = pq.read_schema(path)
+            wanted = {name.strip().lower(): name for name in schema.names}
+            if "path" not in wanted or "label" not in wanted:
+                raise DataError(f"{path} is not a manifest: it needs columns path and label (found {schema.names})")
+            table = pq.read_table(path, columns=[wanted[n] for n in ("path", "label", "split") if n in wanted])
+        except (OSError, pa.ArrowException) as error:
+            raise DataError(f"{path} is not a Parquet file ({error})") from None
+        columns = {name.strip().lower(): table.column(name).to_pylist() for name in table.column_names}
+        splits = columns.get("split")
+        for row, (image, label) in enumerate(zip(columns["path"], columns["label"])):
+            text = LABEL_SEPARATOR.join(map(str, label)) if isinstance(label, list) else str(label or "")
+            which = None if splits is None else str(splits[row] or "")
+            yield row + 1, str(image or ""), text, which
+
     def check(self, location: str, reading: Reading) -> None:
+        if reading.multilabel:
+            return super().check(location, reading)
         listed = Listed.read(Path(location))
         check_listed(Path(location), listed.classes, listed.first_paths(ROWS_CHECKED))
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
+        if reading.multilabel:
+            return super().split(location, val_split, seed, reading)
         path = Path(location)
         listed = Listed.read(path)
         if len(listed.classes) < 2:
@@ -44,6 +68,8 @@ class ParquetManifestSource(ManifestSource):
         return Split(listed.classes, train, val, "manifest", listed.root, source=f"{KIND} {path}", hint=HINT)
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> SampleIndex:
+        if reading.multilabel:
+            return super().all_images(location, classes, reading)
         listed = Listed.read(Path(location))
         unknown = sorted(set(listed.classes) - set(classes))
         if unknown:
