@@ -94,3 +94,43 @@ def test_a_hub_name_not_in_the_cache_says_how_to_fetch_it_and_downloads_nothing(
 def test_label_key_names_another_column(saved):
     with pytest.raises(DataError, match=r"split train has no label column .*; its columns: image, label"):
         load_split(saved, 0.25, 0, Reading(label_key="species"))
+
+
+def _multilabel_dataset(path: Path, tags, feature) -> Path:
+    import io
+
+    import datasets
+    import numpy as np
+    from PIL import Image
+
+    rows = []
+    for i, labels in enumerate(tags):
+        buffer = io.BytesIO()
+        Image.fromarray(np.full((20, 24, 3), i * 9, dtype=np.uint8)).save(buffer, format="PNG")
+        rows.append({"image": {"bytes": buffer.getvalue(), "path": None}, "labels": labels})
+    features = datasets.Features({"image": datasets.Image(), "labels": feature})
+    datasets.Dataset.from_list(rows, features=features).save_to_disk(str(path))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["class labels", "strings"])
+def test_a_list_label_column_is_each_rows_classes_with_task_multilabel(tmp_path, kind):
+    import datasets
+
+    names = ["cat", "dog", "sky"]
+    sets = [sorted({i % 3, (i // 3) % 3}) for i in range(12)]
+    if kind == "class labels":
+        feature, tags = datasets.Sequence(datasets.ClassLabel(names=names)), sets
+    else:
+        feature, tags = datasets.Sequence(datasets.Value("string")), [[names[c] for c in s] for s in sets]
+    location = str(_multilabel_dataset(tmp_path / "tags", tags, feature))
+    split = load_split(location, 0.25, 0, Reading(multilabel=True))
+    assert split.classes == names and len(split.train) == 9 and len(split.val) == 3
+    for part in (split.train, split.val):
+        for i in range(len(part)):
+            row = int(part.relative(i).rpartition("/")[2])
+            assert part.targets[i].tolist() == [int(c in sets[row]) for c in range(3)]
+    everything = all_images(location, names, Reading(multilabel=True))
+    assert everything.targets.sum() == sum(len(s) for s in sets)
+    with pytest.raises(DataError, match=r"holds lists \(several classes per row\): add --task multilabel"):
+        load_split(location, 0.25, 0, Reading())

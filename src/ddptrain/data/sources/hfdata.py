@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from ...errors import DataError
 from ..images import ImageLimits, check_size, read_image_file
+from ..index import LABEL_SEPARATOR
 from ..split import Split, stratified_split
 from .manifest import canonical_labels, numeric_order
 from .reading import Reading
@@ -30,6 +32,7 @@ HINT = "the Hugging Face dataset's image column has rows without bytes or with a
 
 
 class HFSource:
+    multilabel = True  # --task multilabel: a list column (Sequence of ClassLabel, names, values) or a|b|c text
     name = "Hugging Face dataset"
 
     def recognises(self, location: str) -> bool:
@@ -51,12 +54,19 @@ class HFSource:
         if "train" not in tables:
             raise DataError(f"--data {location}: the dataset has no train split (it has {', '.join(tables)})")
         val_name = next((name for name in VALIDATION if name in tables), None)
-        parts = {name: Part.of(tables[name], location, name, reading.label_key) for name in ("train", val_name) if name}
+        parts = {
+            name: Part.of(tables[name], location, name, reading.label_key, reading.multilabel)
+            for name in ("train", val_name)
+            if name
+        }
         classes = _classes([parts[name] for name in parts])
         train = parts["train"].samples(classes)
         made: Dict = {}
         if val_name is not None:
             val = parts[val_name].samples(classes)
+        elif reading.multilabel:
+            train, val = _held_out(train, val_split, seed)
+            made = {"seed": seed, "val_split": val_split}
         else:
             train, val = _stratified(train, classes, val_split, seed)
             made = {"seed": seed, "val_split": val_split}
@@ -65,7 +75,9 @@ class HFSource:
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading):
         tables = load(location)
-        parts = [Part.of(table, location, name, reading.label_key) for name, table in tables.items()]
+        parts = [
+            Part.of(table, location, name, reading.label_key, reading.multilabel) for name, table in tables.items()
+        ]
         unknown = sorted(set(_classes(parts)) - set(classes))
         if unknown:
             raise DataError(f"{location} has labels the model does not know: {', '.join(unknown)}")
@@ -177,26 +189,57 @@ class Part:
     def __init__(self, table, image: str, texts: List[str], names: Optional[List[str]], split: str, location: str):
         self.table, self.image, self.texts, self.names = table, image, texts, names
         self.split, self.location = split, location
+        self.multilabel = False  # set by `of` for --task multilabel
+
+    def _label_sets(self, classes: Sequence[str]) -> HFSamples:
+        """--task multilabel: each row with its classes (rows with none left out, as unlabelled rows are)."""
+        found = {t for text in self.texts for t in text.split(LABEL_SEPARATOR) if t}
+        canonical = canonical_labels(found) if self.names is None else {n: n for n in self.names}
+        label_of = {name: i for i, name in enumerate(classes)}
+        sets = [sorted({label_of[canonical[t]] for t in text.split(LABEL_SEPARATOR) if t}) for text in self.texts]
+        rows = [r for r, labels in enumerate(sets) if labels]
+        targets = np.zeros((len(rows), len(classes)), dtype=np.uint8)
+        for at, r in enumerate(rows):
+            targets[at, sets[r]] = 1
+        labels = np.asarray([sets[r][0] for r in rows], dtype=np.int32)
+        samples = HFSamples(self.table, self.image, np.asarray(rows, dtype=np.int64), labels, self.split, self.location)
+        samples.targets = targets
+        return samples
 
     @classmethod
-    def of(cls, table, location: str, split: str, label_key: str) -> Part:
+    def of(cls, table, location: str, split: str, label_key: str, multilabel: bool = False) -> Part:
+        """`multilabel`: a row's labels are a list (of ClassLabel indices, names or values) or `a|b|c` text."""
         from datasets import ClassLabel, Image
 
         image = image_column(table, location, split)
         label = label_column(table, location, split, label_key)
         feature = table.features[label]
         values = table[label]
-        if isinstance(feature, ClassLabel):
-            names: Optional[List[str]] = list(feature.names)
+        inner = getattr(feature, "feature", None)  # a Sequence / List feature's element
+        names: Optional[List[str]]
+        if multilabel:
+            names = list(inner.names) if isinstance(inner, ClassLabel) else None
+            texts = [_joined(v, names) for v in values]
+        elif isinstance(feature, ClassLabel):
+            names = list(feature.names)
             texts = [feature.names[v] if v is not None and v >= 0 else "" for v in values]
         else:
+            if inner is not None or any(isinstance(v, (list, tuple)) for v in values[:100]):
+                raise DataError(
+                    f"--data {location}: label column {label} of split {split} holds lists (several classes per "
+                    "row): add --task multilabel, or name a one-class column with --label-key"
+                )
             names = None
             texts = ["" if v is None else str(v) for v in values]
         if isinstance(table.features[image], Image):
             table = table.cast_column(image, Image(decode=False))
-        return cls(table.select_columns([image]), image, texts, names, split, location)
+        part = cls(table.select_columns([image]), image, texts, names, split, location)
+        part.multilabel = multilabel
+        return part
 
     def samples(self, classes: Sequence[str]) -> HFSamples:
+        if self.multilabel:
+            return self._label_sets(classes)
         canonical = canonical_labels({t for t in self.texts if t}) if self.names is None else {n: n for n in self.names}
         label_of = {name: i for i, name in enumerate(classes)}
         rows = [r for r, text in enumerate(self.texts) if text and canonical[text] in label_of]
@@ -211,11 +254,23 @@ class Part:
         return HFSamples(self.table, self.image, np.asarray(rows, dtype=np.int64), labels, self.split, self.location)
 
 
+def _joined(value, names: Optional[List[str]]) -> str:
+    """A multi-label row's labels as `a|b|c` ("" when it has none)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return LABEL_SEPARATOR.join(
+        names[v] if names is not None and isinstance(v, int) and 0 <= v < len(names) else str(v) for v in items
+    )
+
+
 def _classes(parts: List[Part]) -> List[str]:
     named = [part.names for part in parts if part.names is not None]
     if named:
         return list(named[0])
-    texts = {t for part in parts for t in part.texts if t}
+    texts = {t for part in parts for text in part.texts for t in text.split(LABEL_SEPARATOR) if t}
     if not texts:
         raise DataError(f"--data {parts[0].location}: no row has a label")
     return numeric_order(set(canonical_labels(texts).values()))
@@ -228,6 +283,7 @@ class HFSamples:
         self.table, self.image, self.rows, self.labels = table, image, rows, labels
         self.split, self.location = split, location
         self.source, self.hint = f"Hugging Face dataset {location}", HINT
+        self.targets: Optional[np.ndarray] = None  # --task multilabel: each row's classes, 0/1
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -256,14 +312,18 @@ class HFSamples:
         return data
 
     def subset(self, positions: np.ndarray) -> HFSamples:
-        return HFSamples(
+        part = HFSamples(
             self.table, self.image, self.rows[positions], self.labels[positions], self.split, self.location
         )
+        part.targets = self.targets[positions] if self.targets is not None else None
+        return part
 
     def digest(self) -> str:
         digest = hashlib.sha1(f"{self.split}\0{getattr(self.table, '_fingerprint', '')}".encode())
         digest.update(self.rows.tobytes())
         digest.update(self.labels.tobytes())
+        if self.targets is not None:
+            digest.update(self.targets.tobytes())
         return digest.hexdigest()[:16]
 
 
@@ -273,6 +333,8 @@ class Joined:
     def __init__(self, parts: List[HFSamples]):
         self.parts = parts
         self.labels = np.concatenate([p.labels for p in parts])
+        sets = [p.targets for p in parts if p.targets is not None]
+        self.targets: Optional[np.ndarray] = np.concatenate(sets) if len(sets) == len(parts) else None
         self.starts = np.cumsum([0] + [len(p) for p in parts])
         self.source, self.hint = parts[0].source, HINT
 
@@ -300,6 +362,16 @@ class Joined:
 
     def digest(self) -> str:
         return hashlib.sha1("".join(p.digest() for p in self.parts).encode()).hexdigest()[:16]
+
+
+def _held_out(train: HFSamples, val_split: float, seed: int):
+    """--task multilabel: round(n x val_split) rows held out at random by the seed (as a manifest's)."""
+    order = list(range(len(train)))
+    random.Random(f"{seed}:multilabel").shuffle(order)
+    n_val = round(len(order) * val_split)
+    held = set(order[: max(n_val, 1 if val_split > 0 and len(order) > 1 else 0)])
+    picks = [np.asarray([i for i in range(len(train)) if (i in held) == bool(part)], dtype=np.int64) for part in (0, 1)]
+    return train.subset(picks[0]), train.subset(picks[1])
 
 
 def _stratified(train: HFSamples, classes: List[str], val_split: float, seed: int):
