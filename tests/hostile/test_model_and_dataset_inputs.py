@@ -188,3 +188,20 @@ def test_a_multilabel_row_written_twice_in_another_order_is_one_image_and_a_diff
     empty = _manifest(tmp_path, [("a.png", "|"), ("b.png", "cat")])
     with pytest.raises(DataError, match=r"labels.csv:2: a row needs a path and a label"):
         ManifestSource().split(str(empty), 0.0, 0, reading)
+
+
+def test_a_python_dataset_gives_label_sets_as_index_lists_or_0_1_rows_with_task_multilabel():
+    rgb = np.zeros((8, 8, 3), dtype=np.uint8)
+    as_lists = Items([rgb] * 8, [[0, 2], [1], [0, 1], [2], [0], [1, 2], [2, 0], [1]], classes=["a", "b", "c"])
+    as_rows = Items([rgb] * 8, [np.asarray([int(c in s) for c in range(3)]) for s in as_lists.labels])
+    handed.hand("dataset://Lists", as_lists)
+    handed.hand("dataset://Rows", as_rows)
+    reading = Reading(multilabel=True)
+    lists = PyDatasetSource().split("dataset://Lists", 0.25, 1, reading)
+    rows = PyDatasetSource().split("dataset://Rows", 0.25, 1, reading)
+    assert lists.classes == ["a", "b", "c"] and rows.classes == ["0", "1", "2"]
+    assert (lists.train.targets == rows.train.targets).all() and list(lists.val.indices) == list(rows.val.indices)
+    assert len(lists.val) == 2 and lists.train.targets[0].tolist() == [1, 0, 1]
+    handed.hand("dataset://Bad", Items([rgb] * 2, [[0], ["x"]]))
+    with pytest.raises(DataError, match=r"a label must be a list of class indices or a 0/1 row"):
+        PyDatasetSource().split("dataset://Bad", 0.25, 1, reading)

@@ -13,7 +13,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..errors import DataError
 from . import splitfile
@@ -63,6 +63,15 @@ def stratified_split(
         val += [(p, label) for p in sorted(paths[:n_val])]
         train += [(p, label) for p in sorted(paths[n_val:])]
     return SampleIndex.from_pairs(root, train), SampleIndex.from_pairs(root, val)
+
+
+def held_out(count: int, val_split: float, seed: int) -> Set[int]:
+    """--task multilabel (no class to stratify by): the positions of round(count x val_split) of `count` samples, at
+    least one when val_split > 0 and count > 1, drawn by the seed — a function of the count and the seed alone."""
+    order = list(range(count))
+    random.Random(f"{seed}:multilabel").shuffle(order)
+    n_val = round(count * val_split)
+    return set(order[: max(n_val, 1 if val_split > 0 and count > 1 else 0)])
 
 
 def classes_without_validation(split: Split) -> List[str]:

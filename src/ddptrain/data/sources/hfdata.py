@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import random
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -21,7 +20,7 @@ import numpy as np
 from ...errors import DataError
 from ..images import ImageLimits, check_size, read_image_file
 from ..index import LABEL_SEPARATOR
-from ..split import Split, stratified_split
+from ..split import Split, held_out, stratified_split
 from .manifest import canonical_labels, numeric_order
 from .reading import Reading
 
@@ -366,10 +365,7 @@ class Joined:
 
 def _held_out(train: HFSamples, val_split: float, seed: int):
     """--task multilabel: round(n x val_split) rows held out at random by the seed (as a manifest's)."""
-    order = list(range(len(train)))
-    random.Random(f"{seed}:multilabel").shuffle(order)
-    n_val = round(len(order) * val_split)
-    held = set(order[: max(n_val, 1 if val_split > 0 and len(order) > 1 else 0)])
+    held = held_out(len(train), val_split, seed)
     picks = [np.asarray([i for i in range(len(train)) if (i in held) == bool(part)], dtype=np.int64) for part in (0, 1)]
     return train.subset(picks[0]), train.subset(picks[1])
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import logging
 import os
-import random
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ...errors import DataError
 from ..index import LABEL_SEPARATOR, SampleIndex
-from ..split import Split, stratified_split
+from ..split import Split, held_out, stratified_split
 from .reading import Reading
 
 log = logging.getLogger("ddptrain")
@@ -91,10 +90,7 @@ class ManifestSource:
         if manifest.splits:
             val_paths = {p for p, _ in pairs if manifest.splits[p] == "val"}
         else:
-            order = [p for p, _ in pairs]
-            random.Random(f"{seed}:multilabel").shuffle(order)
-            n_val = round(len(order) * val_split)
-            val_paths = set(order[: max(n_val, 1 if val_split > 0 and len(order) > 1 else 0)])
+            val_paths = {pairs[i][0] for i in held_out(len(pairs), val_split, seed)}
         train = SampleIndex.from_label_sets(root, [(p, c) for p, c in pairs if p not in val_paths], len(classes))
         val = SampleIndex.from_label_sets(root, [(p, c) for p, c in pairs if p in val_paths], len(classes))
         return Split(classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT)

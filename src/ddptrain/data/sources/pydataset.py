@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,12 +20,13 @@ from ...errors import DataError
 from ...util import first_line
 from ..images import UNREADABLE_ERRORS, ImageLimits
 from ..index import Sample
-from ..split import Split
+from ..split import Split, held_out
 from .reading import Reading
 
 
 class PyDatasetSource:
     name = "Python dataset"
+    multilabel = True  # --task multilabel: an item's label is a list of class indices or a 0/1 row
 
     def recognises(self, location: str) -> bool:
         return location.startswith(handed.DATASET_PREFIX)
@@ -35,6 +36,8 @@ class PyDatasetSource:
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         given = _handed(location)
+        if reading.multilabel:
+            return _multilabel_split(location, given, val_split, seed)
         if isinstance(given, tuple):
             train_set, val_set = given
             labels = labels_of(train_set, location)
@@ -54,7 +57,74 @@ class PyDatasetSource:
     def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> DatasetSamples:
         given = _handed(location)
         parts = given if isinstance(given, tuple) else (given,)
+        if reading.multilabel:
+            return _with_targets(DatasetSamples.of(location, 0, np.arange(len(parts[0]))), _rows(parts[0], location))
         return DatasetSamples(location, 0, np.arange(len(parts[0])), labels_of(parts[0], location))
+
+
+def _multilabel_split(location: str, given: Any, val_split: float, seed: int) -> Split:
+    """Items whose labels are sets: a pair is its own split, one dataset is held out at random by the seed."""
+    if isinstance(given, tuple):
+        rows = [_rows(part, location) for part in given]
+        width = max(r.shape[1] for r in rows)
+        rows = [np.pad(r, ((0, 0), (0, width - r.shape[1]))) for r in rows]
+        train = _with_targets(DatasetSamples.of(location, 0, np.arange(len(given[0]))), rows[0])
+        val = _with_targets(DatasetSamples.of(location, 1, np.arange(len(given[1]))), rows[1])
+        dataset, layout = given[0], "train/val"
+    else:
+        targets = _rows(given, location)
+        held = held_out(len(given), val_split, seed)
+        at = [np.asarray([i for i in range(len(given)) if (i in held) == bool(p)], dtype=np.int64) for p in (0, 1)]
+        train = _with_targets(DatasetSamples.of(location, 0, at[0]), targets[at[0]])
+        val = _with_targets(DatasetSamples.of(location, 0, at[1]), targets[at[1]])
+        dataset, layout = given, "folders"
+    width = train.targets.shape[1] if train.targets is not None else 1
+    classes = classes_of(dataset, np.asarray([width - 1]))
+    return Split(classes, train, val, layout, location, source=f"dataset {location}", fixed=True)
+
+
+def _rows(dataset: Any, location: str) -> np.ndarray:
+    """Every item's classes as a 0/1 row: from `targets` / `labels` or the items, each a list of class indices or
+    a 0/1 row (an array or a tensor) already."""
+    found = getattr(dataset, "targets", None)
+    if found is None:
+        found = getattr(dataset, "labels", None)
+    if found is None:
+        found = [dataset[i][1] for i in range(len(dataset))]
+    sets: List[List[int]] = []
+    for label in found:
+        sets.append(_classes_in(label, location))
+    width = max((max(s) + 1 for s in sets if s), default=1)
+    names = getattr(dataset, "classes", None)
+    width = max(width, len(names)) if names is not None else width
+    rows = np.zeros((len(sets), width), dtype=np.uint8)
+    for row, labels in enumerate(sets):
+        if labels and labels[0] < 0:
+            raise DataError(f"{location}: label {labels[0]} is negative; labels are class indices 0..K-1")
+        rows[row, labels] = 1
+    return rows
+
+
+def _classes_in(label: Any, location: str) -> List[int]:
+    """A list, tuple or set holds class indices; an array or a tensor is a 0/1 row (one entry per class)."""
+    if isinstance(label, (list, tuple, set, frozenset)):
+        values = list(label)
+    elif hasattr(label, "shape") and len(label.shape) == 1:
+        return np.flatnonzero(np.asarray(label)).tolist()
+    else:
+        values = [label]
+    try:
+        return sorted({int(v) for v in values})
+    except (TypeError, ValueError):
+        raise DataError(
+            f"{location}: a label must be a list of class indices or a 0/1 row (an array), not {label!r}"
+        ) from None
+
+
+def _with_targets(samples: DatasetSamples, targets: np.ndarray) -> DatasetSamples:
+    samples.targets = targets
+    samples.labels = np.asarray([int(np.argmax(row)) for row in targets], dtype=np.int64)
+    return samples
 
 
 def _handed(location: str) -> Any:
@@ -119,6 +189,11 @@ class DatasetSamples:
         self.indices, self.labels = indices, labels
         self.source = f"dataset {location}"
         self.hint = "check the dataset's __getitem__"
+        self.targets: Optional[np.ndarray] = None  # --task multilabel: each item's classes, 0/1
+
+    @classmethod
+    def of(cls, location: str, part: int, indices: np.ndarray) -> DatasetSamples:
+        return cls(location, part, indices, np.zeros(len(indices), dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -147,7 +222,8 @@ class DatasetSamples:
         return as_image(item[0], self.name(index))
 
     def digest(self) -> str:
-        text = self.location.encode() + self.indices.tobytes() + self.labels.tobytes()
+        extra = self.targets.tobytes() if self.targets is not None else b""
+        text = self.location.encode() + self.indices.tobytes() + self.labels.tobytes() + extra
         return hashlib.sha1(text).hexdigest()[:16]
 
 
