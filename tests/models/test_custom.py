@@ -65,6 +65,10 @@ def no_linear():
     return nn.Conv2d(3, 10, 1)
 
 
+def forwards(**kwargs):
+    return Net(**kwargs)
+
+
 NOT_CALLABLE = 3
 """
 
@@ -200,3 +204,12 @@ def test_a_factory_without_num_classes_gets_its_last_linear_layer_replaced_for_t
     assert model[-1].out_features == 3 and model[-1].in_features == 8 and model[1].out_features == 8
     assert "its last Linear layer '3' (8 -> 10) is replaced by one with 3 outputs" in caplog.text
     assert build_model(spec(model_file, "fixed_ten"), 10)[-1].out_features == 10  # already fits: kept
+
+
+def test_a_rate_a_kwargs_factory_passes_on_to_a_class_without_it_says_to_use_model_kwargs(model_file):
+    with pytest.raises(
+        ModelSourceError,
+        match=r"takes \*\*kwargs and passes them on to something that does not take "
+        r"dropout as drop_rate .* give the model's own argument with --model-kwargs",
+    ):
+        build_model(spec(model_file, "forwards"), 2, rates={"dropout": 0.1})

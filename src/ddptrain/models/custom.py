@@ -148,6 +148,19 @@ def build_custom(
     try:
         model = factory(**arguments)
     except TypeError as error:
+        passed = [
+            f"{option} as {arguments_name}"
+            for option, value in (rates or {}).items()
+            if value
+            for arguments_name in RATE_NAMES[option]
+            if arguments_name in arguments and arguments_name in str(error)
+        ]
+        if passed:
+            raise ModelSourceError(
+                f"--model {name} takes **kwargs and passes them on to something that does not take {passed[0]} "
+                f"({first_line(error)}): give the model's own argument with --model-kwargs (e.g. dropout=0.1) instead "
+                f"of --{passed[0].split(' ')[0].replace('_', '-')}"
+            ) from error
         raise ModelSourceError(
             f"--model {name}: calling it with {_shown(arguments)} failed: {first_line(error)}. A factory takes "
             "num_classes and the --model-kwargs you give"
@@ -166,11 +179,15 @@ def build_custom(
 def _replace_last_linear(model: nn.Module, num_classes: int, name: str) -> None:
     """A factory without `num_classes` (`ResNet18()` of many repositories): its last Linear layer, when it has
     another number of outputs, becomes a fresh one with one output per class — what a user would write by hand."""
+    layers = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    if layers and layers[-1].weight.shape[0] == num_classes:  # built for the classes already (--model-kwargs)
+        return
     found = [(path, module) for path, module in model.named_modules() if isinstance(module, nn.Linear)]
     if not found:
         raise ModelSourceError(
             f"--model {name} takes no num_classes argument and has no Linear layer to give {num_classes} outputs: "
-            "write a factory that builds it for num_classes"
+            "pass its own argument for the class count in --model-kwargs (e.g. class_num=N), or write a factory that "
+            "builds it for num_classes"
         )
     path, last = found[-1]
     if last.out_features == num_classes:
