@@ -109,7 +109,7 @@ def test_rates_go_by_the_name_the_factory_gives_them_and_are_refused_when_it_has
         (
             "nosuch",
             None,
-            r"has no 'nosuch'; it defines Net, anything, broken, build, fixed_ten, no_linear, not_a_model",
+            r"has no 'nosuch'; it defines Net, anything, broken, build, fixed_ten, forwards, no_linear",
         ),
         ("no_linear", None, r"takes no num_classes argument and has no Linear layer to give 2 outputs"),
         ("NOT_CALLABLE", None, r"'NOT_CALLABLE' is a int, not a function or class"),
