@@ -44,6 +44,7 @@ def conv_block(cin, cout):
     return nn.Sequential(nn.Conv2d(cin, cout, 3, stride=2, padding=1), nn.BatchNorm2d(cout), nn.ReLU())
 """
 FLAGS = [
+    "--sync-bn",  # the factory's BatchNorm layers normalise over both ranks' batches
     "--model-kwargs",
     "width=6",
     "--dropout",
@@ -222,3 +223,42 @@ def test_a_model_with_parameters_outside_the_loss_is_named_not_a_ddp_traceback(t
     assert failed.returncode != 0
     assert "trainable parameters that take no part in the loss (aux.weight, aux.bias)" in failed.stderr
     assert "Traceback" not in failed.stderr and "Expected to have finished reduction" not in failed.stderr
+
+
+def test_weights_head_name_and_a_frozen_backbone_on_a_custom_model(tiny_shapes, model_dir, custom_straight, tmp_path):
+    start = custom_straight / "checkpoints" / "last.pt"
+    run_dir = tmp_path / "tuned"
+    run_cli(
+        [
+            "train",
+            "--data",
+            tiny_shapes,
+            "--out",
+            run_dir,
+            "--model",
+            model_dir / "tinynet.py:build",
+            "--model-kwargs",
+            "width=6",
+            "--weights",
+            start,
+            "--head-name",
+            "classifier",
+            "--freeze-backbone",
+            "--img-size",
+            32,
+            "--batch-size",
+            4,
+            "--epochs",
+            1,
+            "--workers",
+            0,
+            "--lr",
+            0.1,
+        ]
+    )
+    before, after = load_checkpoint(start)["model"], load_checkpoint(run_dir / "checkpoints" / "last.pt")["model"]
+    learned = [
+        k for k in before if k.startswith("body.") and not k.endswith(("running_mean", "running_var", "tracked"))
+    ]
+    assert learned and all(after[k].equal(before[k]) for k in learned)  # BatchNorm statistics still move
+    assert not after["classifier.weight"].equal(before["classifier.weight"])  # only the named head learned
