@@ -14,7 +14,7 @@ from ..conftest import TIMING_KEYS, assert_same_weights, json_lines, load_checkp
 
 FLAGS = [
     "--task", "multilabel", "--eval-metric", "map", "--model", "timm:test_resnet", "--img-size", 32,
-    "--batch-size", 4, "--epochs", 3, "--lr", 0.05, "--workers", 1, "--val-split", 0.25, "--seed", 4,
+    "--batch-size", 4, "--epochs", 2, "--lr", 0.05, "--workers", 1, "--val-split", 0.25, "--seed", 4,
     "--label-smoothing", 0.1, "--mixup", 0.2, "--nproc", 2,
 ]  # fmt: skip
 

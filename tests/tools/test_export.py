@@ -75,8 +75,9 @@ def test_exported_model_predicts_like_the_checkpoint(ckpt, images, fmt):
 def test_exported_files_carry_their_class_names_inside(ckpt, tmp_path):
     """Moved without its .json, an exported file still knows its classes and model."""
     for fmt in ("torchscript", "safetensors"):
-        exported = export(ckpt, fmt, tmp_path / ("model.torchscript.pt" if fmt == "torchscript" else "model-st"))
-        if fmt == "safetensors":
+        name = "model.torchscript.pt" if fmt == "torchscript" else "written/model.safetensors"
+        exported = export(ckpt, fmt, tmp_path / name)
+        if fmt == "safetensors":  # moved away from its .json
             exported = exported.rename(tmp_path / "model.safetensors")
         else:
             sidecar_path(exported).unlink()
@@ -155,6 +156,9 @@ def test_a_torchscript_program_runs_only_by_its_name_and_with_trust(ckpt, images
         load_model(disguised, torch.device("cpu"), trust_torchscript=True)
     with pytest.raises(ExportError, match="name a TorchScript export"):
         export(ckpt, "torchscript", tmp_path / "model.pt")
+    with pytest.raises(ExportError, match=r"name a safetensors export \*.safetensors \(not exp\)"):
+        export(ckpt, "safetensors", tmp_path / "exp")  # predict would read it as a checkpoint
+    assert not (tmp_path / "exp").exists()
 
 
 def test_a_crafted_file_named_like_a_checkpoint_is_refused_without_running_anything(tmp_path, images):

@@ -75,6 +75,11 @@ def export(source: str | Path, fmt: str, out: Optional[str | Path] = None, ema: 
             "predict and eval load TorchScript from (with --trust-torchscript); any other name is "
             "read as a checkpoint"
         )
+    if fmt != "torchscript" and not path.name.endswith(SUFFIXES[fmt]):
+        raise ExportError(
+            f"name a {fmt} export *{SUFFIXES[fmt]} (not {path.name}): predict, eval and other tools know the format "
+            "by that name; any other name is read as a checkpoint"
+        )
     if path.resolve() == source.resolve():
         raise ExportError(f"--out {path} is the file being exported; choose another name")
     path.parent.mkdir(parents=True, exist_ok=True)
