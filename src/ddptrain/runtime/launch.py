@@ -223,7 +223,7 @@ def launch(
     that function, under the same rendezvous, environment and failure handling."""
     if not verbose:
         quiet_torchrun_logs()
-    from torch.distributed import run as torchrun
+    from torch.distributed import run as torchrun  # noqa: F401 (its loggers exist from here: quieted below)
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
@@ -249,10 +249,7 @@ def launch(
     started, interrupts = time.time(), _Interrupts().install()
     try:
         mark_launch()
-        if entrypoint is None:
-            torchrun.run(parse_torchrun_argv(argv))
-        else:
-            _run_function(argv, entrypoint)
+        _run_workers(argv, entrypoint)
     except SignalException as stopped:
         raise _signal_outcome(signal.Signals(stopped.sigval), started, run, interrupts.killed) from None
     except ChildFailedError as failure:
@@ -276,10 +273,14 @@ def launch(
     return 0
 
 
-def _run_function(argv: Sequence[str], entrypoint: Entrypoint) -> None:
+def _run_workers(argv: Sequence[str], entrypoint: Optional[Entrypoint]) -> None:
+    """torchrun's agent on `argv`: the workers run `python -m ddptrain ...`, or `entrypoint`'s function."""
     from torch.distributed import run as torchrun
     from torch.distributed.launcher.api import elastic_launch
 
+    if entrypoint is None:
+        torchrun.run(parse_torchrun_argv(argv))
+        return
     config, _, _ = torchrun.config_from_args(parse_torchrun_argv(argv))
     config.start_method = entrypoint.start_method
     elastic_launch(config, entrypoint.function)(*entrypoint.args)

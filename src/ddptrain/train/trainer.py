@@ -204,13 +204,7 @@ class Trainer:
         )
         self.train_sampler = cast(EpochSampler, self.train_loader.sampler)
         self.loss_weights = loss_weights(cfg.optim.class_weights, split, rt.device, say=rt.is_main)
-        if cfg.data.repeated_aug > rt.world_size and rt.is_main:
-            log.warning(
-                "--repeated-aug %d on %d process(es): some copies of an image land in the same process's batch; "
-                "use at most one copy per process",
-                cfg.data.repeated_aug,
-                rt.world_size,
-            )
+        self._warn_repeats_per_process()
         self.val_loader = evaluation_images(split.val, self.preprocess, rt.rank, rt.world_size, settings, limits=limits)
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
         if self.steps_per_epoch == 0:
@@ -280,6 +274,15 @@ class Trainer:
         self.optimizer = build_optimizer(
             self.model, optim.optimizer, optim.lr, optim.momentum, optim.weight_decay, rt.device, optim.layer_decay
         )
+
+    def _warn_repeats_per_process(self) -> None:
+        if self.cfg.data.repeated_aug > self.rt.world_size and self.rt.is_main:
+            log.warning(
+                "--repeated-aug %d on %d process(es): some copies of an image land in the same process's batch; "
+                "use at most one copy per process",
+                self.cfg.data.repeated_aug,
+                self.rt.world_size,
+            )
 
     def _fetch_once_per_node(self, name: str) -> None:
         """One process per node downloads what the weights cache lacks; the others wait for it."""
