@@ -34,7 +34,7 @@ def check_before_start(cfg: Config) -> None:
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
-    if cfg.run.resume and cfg.run.resume != "auto" and not Path(cfg.run.resume).is_file():
+    if cfg.run.resume and cfg.run.resume != "auto" and not _is_checkpoint(Path(cfg.run.resume)):
         raise CheckpointError(
             f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
             "fresh when nothing is there yet)"
@@ -57,9 +57,14 @@ def check_before_start(cfg: Config) -> None:
 
 def check_eval_inputs(checkpoint: Path, data: str) -> None:
     """`ddptrain eval`: the model file exists and the data is what its source expects."""
-    if not checkpoint.is_file():
+    if not _is_checkpoint(checkpoint):
         raise CheckpointError(f"checkpoint {checkpoint} does not exist")
     sources.check(data, sources.Reading(known=False))  # the checkpoint's --label-key is not read yet
+
+
+def _is_checkpoint(path: Path) -> bool:
+    """A checkpoint file, or a sharded checkpoint's folder (--strategy fsdp: NAME.dcp)."""
+    return path.is_file() or (path.suffix == ".dcp" and path.is_dir())
 
 
 def check_model_source(name: str) -> None:

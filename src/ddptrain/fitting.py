@@ -48,10 +48,19 @@ class FitResult:
         checkpoints = run_dir / "checkpoints"
         best_eval = run_dir / "best_eval.json"
         lines = (run_dir / "metrics.jsonl").read_text().splitlines() if (run_dir / "metrics.jsonl").is_file() else []
+        sharded = (checkpoints / "last.dcp").exists()  # --strategy fsdp: checkpoint folders
+        last, best = (
+            (checkpoints / "last.dcp", checkpoints / "best.dcp")
+            if sharded
+            else (
+                checkpoints / "last.pt",
+                checkpoints / "best.pt",
+            )
+        )
         return cls(
             run_dir,
-            checkpoints / "last.pt",
-            checkpoints / "best.pt" if (checkpoints / "best.pt").is_file() else None,
+            last,
+            best if best.exists() else None,
             json.loads(best_eval.read_text()) if best_eval.is_file() else None,
             [json.loads(line) for line in lines if line.strip()],
         )

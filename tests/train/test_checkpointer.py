@@ -17,7 +17,7 @@ def test_failed_write_leaves_previous_checkpoint_intact(tmp_path, monkeypatch):
         handle.write(b"partial bytes")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(checkpoint.torch, "save", exploding_save)
+    monkeypatch.setattr(torch, "save", exploding_save)
     with pytest.raises(
         CheckpointError,
         match=r"cannot write checkpoint .*last\.pt: No space left on device; "
@@ -37,7 +37,7 @@ def test_exception_mid_write_leaves_previous_checkpoint_intact(tmp_path, monkeyp
         handle.write(b"half a checkpoint")
         raise KeyboardInterrupt  # e.g. the process is told to stop while writing
 
-    monkeypatch.setattr(checkpoint.torch, "save", interrupted_save)
+    monkeypatch.setattr(torch, "save", interrupted_save)
     with pytest.raises(KeyboardInterrupt):
         checkpoint.save_atomic({"model": {"w": torch.zeros(2)}}, path)
     monkeypatch.undo()

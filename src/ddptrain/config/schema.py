@@ -127,6 +127,16 @@ class Config:
             raise ConfigError(
                 "--decode gpu decodes with nvJPEG on a CUDA device, not with --device cpu: use --decode cpu"
             )
+        if self.model.strategy == "fsdp" and self.optim.amp == "fp16":
+            raise ConfigError(
+                "--amp fp16 needs a loss scaler that FSDP's sharded gradients do not get here: use --amp bf16 (or "
+                "off) with --strategy fsdp"
+            )
+        if self.model.fsdp_offload and self.launch.device == "cpu":
+            raise ConfigError(
+                "--fsdp-offload moves shards from a CUDA device to CPU memory; with --device cpu "
+                "they are there already: drop --fsdp-offload"
+            )
         return self
 
 

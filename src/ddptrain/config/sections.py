@@ -313,6 +313,30 @@ class ModelConfig:
     grad_compress: str = opt(
         "off", "cast gradients for the all-reduce (halves the bytes on the wire)", choices=["off", "bf16", "fp16"]
     )
+    strategy: str = opt(
+        "ddp",
+        "ddp: every process holds the whole model, gradients and optimizer state; fsdp: each holds 1/N of them "
+        "(FSDP2, per block), for models that do not fit one device; checkpoints then become sharded folders",
+        choices=["ddp", "fsdp"],
+        elsewhere=("distributed_type",),
+    )
+    reshard_after_forward: bool = opt(
+        True,
+        "fsdp: free the gathered parameters after each block's forward and gather them again for its backward "
+        "(less memory; --no-reshard-after-forward keeps them: one all-gather less per block and step)",
+    )
+    fsdp_offload: bool = opt(
+        False,
+        "fsdp on CUDA: keep the sharded parameters, gradients and optimizer state in CPU memory (the optimizer "
+        "steps on the CPU)",
+        elsewhere=("cpu_offload",),
+    )
+    grad_checkpointing: bool = opt(
+        False,
+        "recompute each block's activations in the backward instead of keeping them (timm's "
+        "set_grad_checkpointing; torch.utils.checkpoint per block otherwise): less memory, about a third more compute",
+        elsewhere=("activation_checkpointing",),
+    )
 
     def validate(self) -> ModelConfig:
         # the name and the weights file are checked where they are used (models.build, checks.py)
@@ -327,6 +351,17 @@ class ModelConfig:
                 (0 <= self.drop_path < 1, f"--drop-path must be in [0, 1), not {self.drop_path:g}"),
                 (0 <= self.dropout < 1, f"--dropout must be in [0, 1), not {self.dropout:g}"),
                 (self.head is None or bool(self.head.strip()), "--head-name must name a module, e.g. fc"),
+                (
+                    not (self.strategy == "fsdp" and self.sync_bn),
+                    "--sync-bn is not supported with --strategy fsdp: use it with --strategy ddp, or train the "
+                    "model's BatchNorm per process (the default)",
+                ),
+                (
+                    not (self.strategy == "fsdp" and self.grad_compress != "off"),
+                    "--grad-compress is a DDP communication hook; with --strategy fsdp the gradients are reduced "
+                    "in float32 under --amp bf16: drop --grad-compress",
+                ),
+                (self.strategy == "fsdp" or not self.fsdp_offload, "--fsdp-offload needs --strategy fsdp"),
             ]
         )
         self.name = absolute_factory(self.name)

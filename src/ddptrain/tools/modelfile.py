@@ -142,7 +142,7 @@ def _train_config(flat: Dict[str, Any], source: Path) -> Config:
 
 
 def _load_checkpoint(path: Path, device: torch.device, ema: bool = False) -> LoadedModel:
-    state = checkpointer.load(path)
+    state = checkpointer.load_whole(path)
     config = _train_config(state.config, path)
     model = _rebuild(config, len(state.class_names), config.data.img_size, path)
     if ema and state.ema is None:

@@ -7,12 +7,13 @@ Distributed hazards handled here:
   (the sampler drops the uneven tail; loss reductions happen at fixed step numbers);
 - gradients are *averaged* by DDP, so `--clip-grad` clips the global-batch gradient norm with the
   same value a single GPU would use: no sqrt(world size) factor;
-- micro-steps of gradient accumulation run under `no_sync()` so only the last one all-reduces.
+- micro-steps of gradient accumulation run under `no_sync()` so only the last one all-reduces (under FSDP the
+  gradients stay unsharded until the last one, which reduce-scatters);
+- --clip-grad's norm is over the whole gradient also under FSDP: `clip_grad_norm_` reduces the shards' norms.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Tuple, Union
@@ -23,6 +24,7 @@ from torch import nn
 
 from ..data.loaders import batches as rank_batches
 from ..errors import ConfigError
+from ..models.fsdp import gradient_sync
 from ..models.wrap import unused_parameters_error
 from ..runtime.dist import Runtime
 from ..runtime.preempt import StopRequest
@@ -211,8 +213,7 @@ def forward_backward(
     targets = None
     if mixing is not None and mixing.active:
         images, targets = mixing.apply(images, labels, *draw)
-    context = contextlib.nullcontext() if sync else model.no_sync()
-    with context:
+    with gradient_sync(model, sync):
         with precision.autocast(), timer.forward():
             logits = forward(model, images)
             loss = training_loss(logits, labels, targets, settings)

@@ -18,7 +18,9 @@ from ..config import Config
 from ..data.transforms import Preprocess
 from ..errors import CheckpointError
 from ..models import describe_mismatch, pretrained_preprocessing
+from ..models.fsdp import is_sharded, load_whole_into_shards
 from ..runtime.dist import Runtime
+from . import sharded
 from .optim import apply_settings, group_settings, resumed_grad_accum, same_groups
 from .state import EpochPosition, TrainState
 
@@ -118,12 +120,12 @@ class Resume:
         list; the place where training continues."""
         cfg, state = self._configured(), self.state
         self._check(model, classes, cfg, rt.rank)
-        model.load_state_dict(state.model)
-        self._restore_optimizer(optimizer, cfg, rt.is_main)
+        if sharded.is_sharded(self.path):
+            self._restore_sharded(model, optimizer, ema, cfg, rt.is_main)
+        else:
+            self._restore_whole(model, optimizer, ema, cfg, rt.is_main)
         if scaler is not None and state.scaler:
             scaler.load_state_dict(state.scaler)
-        if ema is not None:
-            self._restore_ema(ema, model)
         start = Start(state.next_epoch(), state.step, *self._best(cfg, rt.is_main), resumed=True)
         where = ""
         if state.partial is not None:
@@ -200,13 +202,51 @@ class Resume:
                 rank=rank,
             )
 
-    def _restore_optimizer(self, optimizer, cfg: Config, say: bool) -> None:
+    def _restore_whole(self, model, optimizer, ema, cfg: Config, say: bool) -> None:
+        """A checkpoint file: whole tensors. Into a sharded model (a DDP run continued under --strategy fsdp) each
+        process keeps its shards of them; the optimizer's state, kept by parameter position, then starts fresh."""
+        state = self.state
+        if is_sharded(model):
+            load_whole_into_shards(model, state.model)
+            if say and state.optimizer is not None:
+                log.warning(
+                    "resume: %s was written under --strategy ddp; under fsdp the weights continue and the optimizer's "
+                    "state (momentum, moments) starts fresh",
+                    self.path.name,
+                )
+        else:
+            model.load_state_dict(state.model)
+            if self._optimizer_continues(optimizer, cfg, say):
+                wanted = group_settings(optimizer)
+                optimizer.load_state_dict(state.optimizer)
+                self._apply_settings(optimizer, wanted)
+        if ema is not None:
+            if state.ema is None:
+                self._ema_from_weights(ema, model)
+            elif is_sharded(ema.module):
+                load_whole_into_shards(ema.module, state.ema)
+            else:
+                ema.module.load_state_dict(state.ema)
+
+    def _restore_sharded(self, model, optimizer, ema, cfg: Config, say: bool) -> None:
+        """A sharded checkpoint folder: every rank reads what it holds (its shards under FSDP, whole tensors under
+        DDP), resharded by DCP to this run's number of processes."""
+        continues = self._optimizer_continues(optimizer, cfg, say)
+        wanted = group_settings(optimizer)
+        kept_ema = ema.module if ema is not None and self.state.ema is not None else None
+        sharded.load_into(self.path, model, optimizer if continues else None, kept_ema)
+        if continues:
+            self._apply_settings(optimizer, wanted)
+        if ema is not None and kept_ema is None:
+            self._ema_from_weights(ema, model)
+
+    def _optimizer_continues(self, optimizer, cfg: Config, say: bool) -> bool:
         """The optimizer's state (momentum buffers, moments) continues; its settings are this command line's. Another
         --optimizer or --layer-decay than the checkpoint's starts its state fresh: the run keeps its place in the
         schedule."""
         optim, saved, state = cfg.optim, self.saved.optim, self.state
         if state.optimizer is None:
-            return
+            return False
         if saved.optimizer != optim.optimizer:
             if say:  # the same on every rank
                 log.warning(
@@ -214,7 +254,7 @@ class Resume:
                     optim.optimizer,
                     saved.optimizer,
                 )
-            return
+            return False
         if not same_groups(optimizer, state.optimizer):
             if say:
                 log.warning(
@@ -223,16 +263,16 @@ class Resume:
                     optim.layer_decay,
                     saved.layer_decay,
                 )
-            return
-        wanted = group_settings(optimizer)
-        optimizer.load_state_dict(state.optimizer)
+            return False
+        return True
+
+    @staticmethod
+    def _apply_settings(optimizer, wanted) -> None:
         changes = apply_settings(optimizer, wanted)
         if changes:
             log.info("resume: the command line's optimizer settings replace the checkpoint's: %s", ", ".join(changes))
 
-    def _restore_ema(self, ema, model) -> None:
-        if self.state.ema is not None:
-            ema.module.load_state_dict(self.state.ema)
-            return
+    @staticmethod
+    def _ema_from_weights(ema, model) -> None:
         log.warning("resume: the checkpoint has no EMA weights; the average starts from its weights now")
         ema.module.load_state_dict(model.state_dict())

@@ -140,8 +140,15 @@ def migrate(raw: Dict[str, Any], source: str | Path) -> Dict[str, Any]:
 
 
 def non_finite_entries(state: Dict[str, torch.Tensor]) -> List[str]:
-    """Names of the floating-point tensors in a state dict that hold a NaN or an infinity."""
-    return [name for name, value in state.items() if value.is_floating_point() and not torch.isfinite(value).all()]
+    """Names of the floating-point tensors in a state dict that hold a NaN or an infinity. Of a sharded parameter
+    (FSDP's DTensor) this process's shard is checked (callers agree over every rank); shapes alone (meta tensors,
+    what a sharded checkpoint's state lists) hold nothing to check."""
+    bad = []
+    for name, value in state.items():
+        local = value.to_local() if hasattr(value, "to_local") else value
+        if local.is_floating_point() and not local.is_meta and not torch.isfinite(local).all():
+            bad.append(name)
+    return bad
 
 
 def library_checkpoint(

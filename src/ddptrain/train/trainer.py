@@ -38,6 +38,8 @@ from ..models import (
     unwrap,
     wrap_ddp,
 )
+from ..models.fsdp import shard_model
+from ..models.gradckpt import enable_grad_checkpointing
 from ..runtime import dist
 from ..runtime.env import cpus_per_process
 from ..runtime.heartbeat import is_peer_failure, naming_stalled_peers
@@ -46,7 +48,8 @@ from ..runtime.preflight import check_agreement, weights_checksum
 from ..runtime.startup import StartupClock
 from ..util import mix_seed
 from . import rundir
-from .checkpointer import BEST, Checkpointer
+from .checkpointer import Checkpointer
+from .ema import build_ema
 from .evaluate import evaluate
 from .loop import EpochPlan, EpochStats, Reduced, Stepped, StepSettings, steps_per_epoch, train_epoch
 from .metrics import EvalResult, improves, metric_value
@@ -57,6 +60,7 @@ from .optim import (
     peak_lr,
 )
 from .precision import resolve_precision
+from .sharded import live_tensors
 from .sinks import ReportWriter, epoch_record, open_sinks
 from .state import (
     EpochPosition,
@@ -95,7 +99,7 @@ class Trainer:
         # Rank 0 owns the run directory for the whole run: the lock first, before anything is written there.
         self.run_lock = self._claim_run_dir() if rt.is_main else None
         self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main, report)
-        self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main)
+        self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main, cfg.model.strategy == "fsdp")
         # read before anything is built: a resume keeps its preprocessing and its global batch
         beginning = self.checkpointer.resume_from(cfg.run.resume)
         self.requested, self.cfg = beginning.configure(cfg, rt.world_size, say=rt.is_main)  # as given / as trained
@@ -109,13 +113,12 @@ class Trainer:
         self._record_presized()
         self._build_loaders()
         self.clock.mark("data")
+        self.precision = resolve_precision(cfg.optim.amp, rt.device)
         self._build_model()
         self.clock.mark("model")
         check_agreement(self._preflight_facts(), rt.rank, rt.world_size)
         self.clock.mark("preflight")
-        self.precision = resolve_precision(cfg.optim.amp, rt.device)
         self.schedule = self._build_schedule()
-        self.ema = self._build_ema()
         self.start = beginning.restore(
             self.model, self.optimizer, self.precision.scaler, self.ema, self.split.classes, rt
         )
@@ -125,6 +128,7 @@ class Trainer:
             self.start.since_best,
         )
         self._wrap_ddp()
+        self.checkpointer.attach(self._checkpoint_tensors)
         self.sinks.write_run_files(self.requested, self.split)
         self.sinks.start(self.start.epoch - 1, self.global_step, self.requested, resumed=self.start.resumed)
         self.clock.mark("resume and DDP")
@@ -270,6 +274,15 @@ class Trainer:
             trainable = freeze_backbone(model, head)
             log.info("backbone frozen: %d trainable parameters in '%s'", trainable, head)
         self.model = place_model(model, rt.device, rt.world_size, cfg.model.sync_bn, cfg.model.channels_last)
+        if cfg.model.grad_checkpointing:
+            log.info("gradient checkpointing: %s", enable_grad_checkpointing(self.model))
+        self.initial = {  # before any sharding: what the ranks compare in the preflight
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "initial_weights": weights_checksum(self.model),
+        }
+        self.ema = self._build_ema()
+        if cfg.model.strategy == "fsdp":
+            self._shard()
         optim = cfg.optim
         self.optimizer = build_optimizer(
             self.model, optim.optimizer, optim.lr, optim.momentum, optim.weight_decay, rt.device, optim.layer_decay
@@ -308,8 +321,7 @@ class Trainer:
             "val_images": len(split.val),
             "train_files": split.train.digest(),
             "steps_per_epoch": self.steps_per_epoch,
-            "parameters": sum(p.numel() for p in self.model.parameters()),
-            "initial_weights": weights_checksum(self.model),
+            **self.initial,
             "torch": torch.__version__,
         }
 
@@ -342,11 +354,33 @@ class Trainer:
             optim.decay_rate,
         )
 
+    def _shard(self) -> None:
+        """--strategy fsdp: the model (and its EMA copy) sharded over the processes, before the optimizer is built
+        on the shards."""
+        model_cfg = self.cfg.model
+        for module in [self.model] + ([self.ema.module] if self.ema is not None else []):
+            blocks = shard_model(
+                module, self.rt.device, self.precision.dtype, model_cfg.reshard_after_forward, model_cfg.fsdp_offload
+            )
+        log.info(
+            "fsdp: %s sharded over %d process(es) in %d blocks and the root%s",
+            model_cfg.name,
+            self.rt.world_size,
+            blocks,
+            f", parameters gathered as {self.precision.name}, gradients reduced in float32"
+            if self.precision.dtype is not None
+            else "",
+        )
+
     def _wrap_ddp(self) -> None:
+        """DDP around the model (the FSDP-sharded model needs no wrapper), after torch.compile."""
         model = self.model
         if self.cfg.model.compile:
             log.info("compiling the model with torch.compile (the first steps are slow)")
             model = compile_model(model)
+        if self.cfg.model.strategy == "fsdp":
+            self.ddp = model
+            return
         self.ddp = wrap_ddp(model, self.rt.device, self.cfg.model.grad_compress)
 
     def _build_ema(self) -> Optional[Any]:
@@ -354,11 +388,7 @@ class Trainer:
         optim = self.cfg.optim
         if not optim.ema_decay:
             return None
-        from timm.utils import ModelEmaV3
-
-        ema = ModelEmaV3(self.model, decay=optim.ema_decay, use_warmup=optim.ema_warmup)
-        ema.module.requires_grad_(False)
-        return ema
+        return build_ema(self.model, optim.ema_decay, optim.ema_warmup)
 
     # ---- the loop -----------------------------------------------------------------------------
     def fit(self) -> Optional[EvalResult]:
@@ -396,7 +426,7 @@ class Trainer:
         if self.validates:
             log.info("done: best val_%s %.4f; run dir %s", cfg.optim.eval_metric, self.best or 0.0, self.run_dir)
         else:
-            log.info("done: trained without validation; the result is %s", self.checkpointer.folder / "last.pt")
+            log.info("done: trained without validation; the result is %s", self.checkpointer.last)
         return result
 
     def _evaluate(self, model) -> EvalResult:
@@ -409,6 +439,7 @@ class Trainer:
             self.cfg.model.channels_last,
             self.unreadable,
             self.cfg.optim.threshold if self.cfg.data.task == "multilabel" else None,
+            self.preprocess.img_size,
         )
 
     def _patience_spent(self, epoch: int) -> bool:
@@ -426,7 +457,7 @@ class Trainer:
             self.since_best,
             patience,
             self.best or 0.0,
-            self.checkpointer.folder / BEST,
+            self.checkpointer.best,
         )
         return True
 
@@ -567,7 +598,7 @@ class Trainer:
         self.sinks.epoch_end(record, result, stats, self.workers, ema)
         self.checkpointer.save_epoch(self._state(last_complete_epoch=epoch, metrics=record), is_best)
         if is_best and result is not None:
-            self.sinks.best_eval(epoch, f"checkpoints/{BEST}", result, self.split.classes)
+            self.sinks.best_eval(epoch, f"checkpoints/{self.checkpointer.best.name}", result, self.split.classes)
 
     def _save_mid_epoch(self, epoch: int, position: EpochPosition, global_step: int) -> None:
         """Every rank hands over its RNG state; rank 0 writes step-N.pt (and last.pt)."""
@@ -578,6 +609,16 @@ class Trainer:
         path = self.checkpointer.save_step(state)
         if path is not None:
             log.info("saved %s (epoch %d, %d samples into it)", path.name, epoch + 1, position.samples_done)
+
+    def _checkpoint_tensors(self) -> Dict[str, Any]:
+        """A sharded checkpoint's tensors. FSDP does not broadcast buffers as DDP does before each forward, so each
+        rank's BatchNorm statistics are its own: the checkpoint keeps rank 0's, as a DDP run's does (DCP writes each
+        replicated tensor from one rank, not always rank 0)."""
+        ema = self.ema.module if self.ema is not None else None
+        for module in (self.model, ema):
+            if module is not None:
+                dist.broadcast_buffers(module)
+        return live_tensors(self.model, self.optimizer, ema)
 
     def _refuse_non_finite(self, epoch: int, eval_loss: Optional[float]) -> None:
         """Never write a checkpoint that cannot be continued: weights can turn NaN in an epoch's last step while that
@@ -595,7 +636,7 @@ class Trainer:
         )
         raise NonFiniteLossError(
             f"{what} became non-finite in epoch {epoch + 1}; no checkpoint written, so "
-            f"{self.checkpointer.folder / 'last.pt'} (if any) stays the resume point. Lower --lr, set --clip-grad, or "
+            f"{self.checkpointer.last} (if any) stays the resume point. Lower --lr, set --clip-grad, or "
             "use --amp bf16/off instead of fp16",
             rank=self.rt.rank,
         )
@@ -603,16 +644,18 @@ class Trainer:
     def _state(
         self, last_complete_epoch: int, step: Optional[int] = None, metrics: Optional[Dict] = None
     ) -> TrainState:
+        """What a checkpoint keeps; a sharded one's tensors are written by the checkpointer (`live_tensors`)."""
+        tensors = not self.checkpointer.sharded
         return TrainState(
-            model=unwrap(self.ddp).state_dict(),
-            optimizer=self.optimizer.state_dict(),
+            model=unwrap(self.ddp).state_dict() if tensors else {},
+            optimizer=self.optimizer.state_dict() if tensors else None,
             scaler=self.precision.scaler.state_dict() if self.precision.scaler else None,
             epoch=last_complete_epoch,
             step=self.global_step if step is None else step,
             best=self.best,
             best_metric=self.cfg.optim.eval_metric,
             since_best=self.since_best,
-            ema=self.ema.module.state_dict() if self.ema is not None else None,
+            ema=self.ema.module.state_dict() if self.ema is not None and tensors else None,
             config=self.requested.to_flat(),
             class_names=list(self.split.classes),
             world_size=self.rt.world_size,
