@@ -17,15 +17,16 @@ from torch import nn
 
 def block_units(model: nn.Module) -> List[nn.Module]:
     """The model's repeated blocks, in order: the members (holding parameters) of every nn.Sequential / nn.ModuleList
-    within two levels of the root — a ViT's blocks (timm `blocks`, torchvision `encoder.layers`), a ResNet's
+    of two or more such members within two levels of the root — a ViT's blocks (timm `blocks`, torchvision `encoder.layers`), a ResNet's
     residual blocks (`layer1..4`), a ConvNeXt's or EfficientNet's stages (`stages`, `features`). Empty for a model
     without such a stack (it is then sharded as one unit)."""
     units: List[nn.Module] = []
 
     def visit(module: nn.Module, depth: int) -> None:
         for child in module.children():
-            if isinstance(child, (nn.Sequential, nn.ModuleList)):
-                units.extend(m for m in child.children() if _holds_parameters(m))
+            members = [m for m in child.children() if _holds_parameters(m)]
+            if isinstance(child, (nn.Sequential, nn.ModuleList)) and len(members) > 1:
+                units.extend(members)
             elif depth < 2:
                 visit(child, depth + 1)
 
@@ -91,3 +92,19 @@ def load_whole_into_shards(model: nn.Module, state: Dict[str, torch.Tensor]) -> 
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
     set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True))
+
+
+def return_freed_memory() -> bool:
+    """On CPU: glibc maps every allocation above 128 KiB on its own and unmaps it when freed (a fixed
+    M_MMAP_THRESHOLD). Its default threshold grows with the blocks freed, after which they come from a heap that
+    does not shrink: FSDP's gathered parameters and gradients, freed after each block, would then keep the resident
+    set (and a `ulimit -d` / cgroup account) as large as an unsharded model's. False where mallopt is not glibc's."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        return bool(libc.mallopt(-3, 128 * 1024))  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False

@@ -39,11 +39,21 @@ KNOWN = [
         "and --iface / GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME for the interface that carries it.",
     ),
     _known(
+        "out of CPU memory",
+        r"DefaultCPUAllocator: can't allocate memory|Cannot allocate memory",
+        "A process could not get more CPU memory: the machine's is used up, or a limit holds it (ulimit -d/-v, "
+        "a cgroup, the scheduler's memory request). Under --strategy ddp every process keeps the whole model, its "
+        "gradients and optimizer state. Fix: --strategy fsdp (each process keeps 1/N of them), "
+        "--grad-checkpointing (activations recomputed, not kept), a lower --batch-size with a higher --grad-accum, "
+        "fewer --workers; `ddptrain bench memory` shows what each option saves.",
+    ),
+    _known(
         "out of memory",
         r"out of memory|OutOfMemoryError|CUDNN_STATUS_ALLOC_FAILED|CUBLAS_STATUS_ALLOC_FAILED",
         "A process ran out of GPU memory. The per-process batch is --batch-size (it does not shrink when "
         "you add GPUs). Fix: lower --batch-size and raise --grad-accum to keep the global batch, use --amp "
-        "bf16, or a smaller --img-size; check `nvidia-smi` for other processes on the same GPU.",
+        "bf16, --grad-checkpointing, a smaller --img-size, or --strategy fsdp when the weights, gradients and "
+        "optimizer state alone fill the GPU; check `nvidia-smi` for other processes on the same GPU.",
     ),
     _known(
         "device mismatch",

@@ -50,6 +50,10 @@ class UnreadableCheckpoint(CheckpointError):
 def load_raw(path: str | Path) -> Dict[str, Any]:
     """A checkpoint's dict, loaded to CPU first (every rank the same way), never unpickling arbitrary objects."""
     path = Path(path)
+    if path.is_dir():
+        raise UnreadableCheckpoint(
+            path, "a folder that is not a checkpoint (a sharded one, NAME.dcp, holds .metadata, state.pt and COMMIT)"
+        )
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     if not zipfile.is_zipfile(path):  # torch.save writes zip archives; anything else is damaged or not ours

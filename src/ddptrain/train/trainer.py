@@ -38,7 +38,7 @@ from ..models import (
     unwrap,
     wrap_ddp,
 )
-from ..models.fsdp import shard_model
+from ..models.fsdp import return_freed_memory, shard_model
 from ..models.gradckpt import enable_grad_checkpointing
 from ..runtime import dist
 from ..runtime.env import cpus_per_process
@@ -358,6 +358,8 @@ class Trainer:
         """--strategy fsdp: the model (and its EMA copy) sharded over the processes, before the optimizer is built
         on the shards."""
         model_cfg = self.cfg.model
+        if self.rt.device.type == "cpu" and return_freed_memory():
+            log.debug("fsdp on CPU: freed blocks go back to the system (a fixed mmap threshold)")
         for module in [self.model] + ([self.ema.module] if self.ema is not None else []):
             blocks = shard_model(
                 module, self.rt.device, self.precision.dtype, model_cfg.reshard_after_forward, model_cfg.fsdp_offload

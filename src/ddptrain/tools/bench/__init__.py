@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .output import emit
 
-NAMES = ["overhead", "scaling", "precision", "input", "startup", "recipe", "store"]
+NAMES = ["overhead", "scaling", "precision", "input", "startup", "recipe", "store", "memory"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +19,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _precision_options(parser)
     _store_options(parser)
     _startup_options(parser)
+    _memory_options(parser)
+
+
+def _memory_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--variants",
+        default="ddp,fsdp,fsdp+gc",
+        help="memory: strategies to compare, from ddp, fsdp, fsdp+gc (FSDP with gradient checkpointing)",
+    )
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +88,12 @@ def _precision_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="precision: random tensors on the device instead of JPEGs (model and step alone)",
     )
-    parser.add_argument("--steps", type=int, default=30, help="precision --synthetic: timed steps per variant")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="timed steps: precision --synthetic per variant (default 30), memory after one warm-up (default 3)",
+    )
 
 
 def _store_options(parser: argparse.ArgumentParser) -> None:
@@ -136,10 +150,33 @@ def run_bench(args: argparse.Namespace) -> int:
         return _recipe_bench(args, device)
     if args.name == "store":
         return _store_bench(args)
+    if args.name == "memory":
+        return _memory_bench(args, device)
     args.model, args.batch_size, args.epochs = args.model or "resnet18", args.batch_size or 32, args.epochs or 3
     if args.name == "precision" and args.synthetic:
         return _synthetic_precision_bench(args, device)
     return _training_bench(args, device)
+
+
+def _memory_bench(args: argparse.Namespace, device: str) -> int:
+    from .memory import run_memory_bench
+
+    model, size, batch = args.model or "timm:vit_base_patch16_224", args.img_size or 224, args.batch_size or 4
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    result, rows = run_memory_bench(model, size, batch, args.nproc, device, args.steps or 3, variants)
+    columns = ["variant", "parameters MB", "gradients MB", "optimizer MB", "states MB", "activations MB", "peak MB"]
+    chart = {
+        "label": "variant",
+        "value": "peak MB",
+        "ylabel": "peak MB per process",
+        "title": f"{model}, {size} px, batch {batch} per process, {args.nproc} processes ({device})",
+    }
+    measured = [row for row in rows if "error" not in row]
+    emit("memory", result, [*columns, "images/s"], rows, args.out, args.json, chart if measured else None)
+    for row in rows:
+        if "error" in row:
+            print(f"{row['variant']}: {row['error']}", file=sys.stderr)
+    return 0 if len(measured) == len(rows) else 1
 
 
 def _shard_input_bench(args: argparse.Namespace) -> int:
@@ -242,7 +279,7 @@ def _synthetic_precision_bench(args: argparse.Namespace, device: str) -> int:
     from .synthetic import synthetic_precision
 
     size = args.img_size or 224
-    rows = synthetic_precision(args.model, size, args.batch_size, args.steps, device, args.compile)
+    rows = synthetic_precision(args.model, size, args.batch_size, args.steps or 30, device, args.compile)
     result = {
         "model": args.model,
         "img_size": size,

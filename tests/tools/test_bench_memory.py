@@ -1,0 +1,28 @@
+"""`ddptrain bench memory` on 2 gloo processes: FSDP holds about half of DDP's states per process, gradient
+checkpointing keeps fewer activations, and the table, JSON and chart are written."""
+
+from __future__ import annotations
+
+import json
+
+from ..conftest import run_cli
+
+
+def test_memory_bench_measures_each_strategy_on_real_processes(tmp_path):
+    out = tmp_path / "bench"
+    proc = run_cli(
+        ["bench", "memory", "--model", "timm:test_vit", "--img-size", 32, "--batch-size", 2, "--steps", 1]
+        + ["--nproc", 2, "--device", "cpu", "--out", out, "--json"],
+        timeout=600,
+    )
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = {row["variant"]: row for row in result["rows"]}
+    assert list(rows) == ["ddp", "fsdp", "fsdp+gc"] and result["nproc"] == 2
+    for key in ("parameters MB", "gradients MB", "optimizer MB", "states MB"):
+        assert 0.45 <= rows["fsdp"][key] / rows["ddp"][key] <= 0.6, (key, rows)
+    # AdamW: two moments per weight (and a step count per tensor)
+    assert 2 <= rows["ddp"]["optimizer MB"] / rows["ddp"]["parameters MB"] <= 2.01
+    assert rows["fsdp+gc"]["activations MB"] < rows["fsdp"]["activations MB"]
+    assert all(row["peak MB"] > 0 and row["images/s"] > 0 for row in rows.values())
+    assert json.loads((out / "memory.json").read_text())["rows"] == result["rows"]
+    assert (out / "memory.png").stat().st_size > 0
