@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import handed
 from .config import Config, RunConfig
-from .config.sections import is_factory
+from .config.sections import AUTO_BATCH, is_factory
 from .data import sources
 from .errors import (
     CheckpointError,
@@ -34,6 +34,7 @@ def check_before_start(cfg: Config) -> None:
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
+    check_auto_batch(cfg)
     if cfg.run.resume and cfg.run.resume != "auto" and not _is_checkpoint(Path(cfg.run.resume)):
         raise CheckpointError(
             f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
@@ -60,6 +61,19 @@ def check_eval_inputs(checkpoint: Path, data: str) -> None:
     if not _is_checkpoint(checkpoint):
         raise CheckpointError(f"checkpoint {checkpoint} does not exist")
     sources.check(data, sources.Reading(known=False))  # the checkpoint's --label-key is not read yet
+
+
+def check_auto_batch(cfg: Config) -> None:
+    """--batch-size auto fills a GPU's memory: on a machine without one, say so before any process starts."""
+    if cfg.optim.batch_size != AUTO_BATCH or cfg.launch.device != "auto":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "--batch-size auto finds the largest batch that fits a GPU by trying; this machine has no CUDA GPU: "
+            "give a number, e.g. --batch-size 32"
+        )
 
 
 def _is_checkpoint(path: Path) -> bool:

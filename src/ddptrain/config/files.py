@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -15,7 +16,7 @@ import yaml
 from ..errors import ConfigError
 from ..util import first_line
 from ..version import __version__
-from .schema import Config, _convert, check_known_keys, options
+from .schema import WORDS, Config, Option, _convert, check_known_keys, options
 from .sections import SECTION_TITLES, SECTIONS, parse_channels, parse_kwargs
 
 CONFIG_VERSION = 2  # 2: per-channel values as lists of numbers; `tensorboard` no longer a --log-to choice
@@ -36,6 +37,13 @@ def _kwargs_flag(text: str) -> Dict[str, Any]:
     return values
 
 
+def _word_or_number(option: Option, text: str) -> Any:
+    value, problem = _convert(option, text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 # ---- flags ----------------------------------------------------------------------------------------
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per option, grouped by section. Defaults are SUPPRESSed so we know what the user typed."""
@@ -48,6 +56,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             kw["type"] = _channels_flag
         elif option.type is dict:
             kw["type"] = _kwargs_flag
+        elif option.flat in WORDS:
+            kw["type"] = functools.partial(_word_or_number, option)
         else:
             kw["type"] = option.type
             if option.choices:

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import ConfigError
 from .sections import (
+    AUTO_BATCH,
     MULTILABEL_METRICS,
     SECTIONS,
     DataConfig,
@@ -132,12 +133,26 @@ class Config:
                 "--amp fp16 needs a loss scaler that FSDP's sharded gradients do not get here: use --amp bf16 (or "
                 "off) with --strategy fsdp"
             )
+        if self.optim.batch_size == AUTO_BATCH and self.model.strategy == "fsdp":
+            raise ConfigError(
+                "--batch-size auto tries batches on each process alone, and under --strategy fsdp every forward "
+                "gathers from every process: give a number, or find it with --strategy ddp on a model that fits"
+            )
+        if self.optim.batch_size == AUTO_BATCH and self.launch.device == "cpu":
+            raise ConfigError(
+                "--batch-size auto finds the largest batch that fits a GPU by trying; with --device cpu there is no "
+                "device memory to fill: give a number, e.g. --batch-size 32"
+            )
         if self.model.fsdp_offload and self.launch.device == "cpu":
             raise ConfigError(
                 "--fsdp-offload moves shards from a CUDA device to CPU memory; with --device cpu "
                 "they are there already: drop --fsdp-offload"
             )
         return self
+
+
+# Words some numeric options take, and the number each stands for.
+WORDS: Dict[str, Dict[str, Any]] = {"batch_size": {"auto": AUTO_BATCH}}
 
 
 # ---- types ----------------------------------------------------------------------------------------
@@ -153,6 +168,8 @@ def _convert(option: Option, value: Any) -> Tuple[Any, Optional[str]]:
     """(converted value, None), or (None, what is wrong with it)."""
     if value is None:
         return None, None if option.optional else f"{option.flat} must have a value (default: {option.default})"
+    if option.flat in WORDS and isinstance(value, str) and value.strip().lower() in WORDS[option.flat]:
+        return WORDS[option.flat][value.strip().lower()], None
     converted = _CONVERTERS[option.type](value)
     if option.choices and converted not in option.choices:
         return None, f"{option.flat} must be one of {', '.join(option.choices)}, not {value!r}"

@@ -117,6 +117,9 @@ def opt(
     )
 
 
+AUTO_BATCH = -1  # --batch-size auto, as the option holds it (train.autobatch finds the number)
+
+
 @dataclass
 class DataConfig:
     path: Optional[str] = opt(
@@ -385,7 +388,11 @@ def absolute_factory(name: str) -> str:
 @dataclass
 class OptimConfig:
     epochs: int = opt(10, "number of epochs")
-    batch_size: int = opt(32, "batch size per process (global batch = this x processes x grad-accum)")
+    batch_size: int = opt(
+        32,
+        "batch size per process (global batch = this x processes x grad-accum); auto: the largest that fits the GPU, "
+        "found by trying before training and recorded in config.yaml",
+    )
     optimizer: str = opt(
         "sgd",
         "optimizer, from timm's factory (sgd: momentum without Nesterov; nesterov: with it)",
@@ -462,7 +469,7 @@ class OptimConfig:
         require(
             [
                 (self.epochs >= 1, "--epochs must be at least 1"),
-                (self.batch_size >= 1, "--batch-size must be at least 1"),
+                (self.batch_size >= 1 or self.batch_size == AUTO_BATCH, "--batch-size must be at least 1, or auto"),
                 (self.grad_accum >= 1, "--grad-accum must be at least 1"),
                 (self.lr > 0, "--lr must be positive"),
                 (self.lr_base is None or self.lr_base > 0, "--lr-base must be positive"),

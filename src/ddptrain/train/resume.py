@@ -21,6 +21,7 @@ from ..models import describe_mismatch, pretrained_preprocessing
 from ..models.fsdp import is_sharded, load_whole_into_shards
 from ..runtime.dist import Runtime
 from . import sharded
+from .autobatch import AUTO
 from .optim import apply_settings, group_settings, resumed_grad_accum, same_groups
 from .state import EpochPosition, TrainState
 
@@ -110,6 +111,8 @@ class Resume:
         (`optim.resumed_grad_accum`); pretrained weights are not fetched: the checkpoint has the weights."""
         requested, source = resolve_preprocessing(cfg, self.saved)
         _say_preprocessing(requested, source, say)
+        if requested.optim.batch_size == AUTO:  # --batch-size auto: the batch the run found and recorded
+            requested = requested.replace(batch_size=self.saved.optim.batch_size or 32)
         state = self.state
         accum = resumed_grad_accum(requested.optim, self.saved.optim, state.world_size, state.global_batch, world_size)
         self.cfg = requested.replace(grad_accum=accum, pretrained=False)

@@ -48,6 +48,7 @@ from ..runtime.preflight import check_agreement, weights_checksum
 from ..runtime.startup import StartupClock
 from ..util import mix_seed
 from . import rundir
+from .autobatch import AUTO, find_batch_size
 from .checkpointer import Checkpointer
 from .ema import build_ema
 from .evaluate import evaluate
@@ -111,11 +112,12 @@ class Trainer:
             torch.set_num_threads(self.cpus)
         self.split = self._load_split()
         self._record_presized()
-        self._build_loaders()
-        self.clock.mark("data")
         self.precision = resolve_precision(cfg.optim.amp, rt.device)
         self._build_model()
         self.clock.mark("model")
+        self._resolve_batch_size()
+        self._build_loaders()
+        self.clock.mark("data")
         check_agreement(self._preflight_facts(), rt.rank, rt.world_size)
         self.clock.mark("preflight")
         self.schedule = self._build_schedule()
@@ -287,6 +289,23 @@ class Trainer:
         self.optimizer = build_optimizer(
             self.model, optim.optimizer, optim.lr, optim.momentum, optim.weight_decay, rt.device, optim.layer_decay
         )
+
+    def _resolve_batch_size(self) -> None:
+        """--batch-size auto on a fresh run: the largest that fits, tried before the loaders are made; recorded in
+        config.yaml and the checkpoints (a resumed run keeps its recorded batch: `Resume.configure`)."""
+        if self.cfg.optim.batch_size != AUTO:
+            return
+        cfg = self.cfg
+        found = find_batch_size(
+            self.model,
+            self.optimizer,
+            self.precision,
+            self.rt,
+            self.preprocess.img_size,
+            len(self.split.classes),
+            cfg.model.strategy,
+        )
+        self.cfg.optim.batch_size = self.requested.optim.batch_size = found
 
     def _warn_repeats_per_process(self) -> None:
         if self.cfg.data.repeated_aug > self.rt.world_size and self.rt.is_main:
