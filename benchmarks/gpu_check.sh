@@ -8,7 +8,10 @@
 #      the CPU workers and then on the GPU (--decode gpu), and the GPU decode path's test (nvJPEG vs the CPU path);
 #   5. the input benchmark on the GPU, with nvJPEG decoding;
 #   6. the ViT fine-tuning recipe (configs/vit-small-finetune.yaml: layer decay, RandAugment, Mixup/CutMix, EMA)
-#      on the generated shapes, bf16, from random weights (no network here); channels_last does not apply to a ViT.
+#      on the generated shapes, bf16, from random weights (no network here); channels_last does not apply to a ViT;
+#   7. large models: `bench memory` for ViT-B/16 and ViT-L/16 under ddp / fsdp / fsdp+gc (per-process memory and
+#      throughput), an FSDP training run (bf16, gradient checkpointing, a mid-epoch checkpoint folder) evaluated from
+#      its sharded checkpoint, and `--batch-size auto` finding the largest ResNet-50 batch.
 # Results go to stdout and to $OUT (default benchmarks/results/gpu): gpu_check.txt plus each bench's
 # JSON and PNG. DEVICE=cpu SMALL=1 runs the same steps in miniature (to check the script itself).
 set -uo pipefail
@@ -22,8 +25,10 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 if [ "${SMALL:-0}" = 1 ]; then
   MODEL=resnet18; SIZE=32; BATCH=8; STEPS=3; PHOTOS=64; EPOCHS=1; COMPILE=""; VIT=(--img-size 32 --batch-size 8)
+  LARGE=(timm:test_vit timm:test_vit); LARGE_BATCH=(4 4); AUTO=(--batch-size 8)
 else
   MODEL=resnet50; SIZE=224; BATCH=256; STEPS=40; PHOTOS=3072; EPOCHS=2; COMPILE="--compile"; VIT=(--batch-size 64)
+  LARGE=(timm:vit_base_patch16_224 timm:vit_large_patch16_224); LARGE_BATCH=(64 32); AUTO=(--batch-size auto)
 fi
 status=0
 step() {  # step NAME TIMEOUT_S COMMAND...: run, log, remember a failure, carry on with the rest
@@ -60,5 +65,19 @@ step input 150 $PY -m ddptrain bench input --data "$TMP/photos" --count 512 --ro
 step vit-recipe 240 $PY -m ddptrain train --config configs/vit-small-finetune.yaml --no-pretrained \
   --data "$TMP/shapes" --out "$TMP/vit" --device "$DEVICE" --epochs 3 --amp bf16 "${VIT[@]}" --workers 4
 [ -f "$TMP/vit/metrics.jsonl" ] && cp "$TMP/vit/metrics.jsonl" "$OUT/vit-recipe-metrics.jsonl"
+for i in 0 1; do
+  step "memory-${LARGE[$i]}" 240 $PY -m ddptrain bench memory --model "${LARGE[$i]}" --img-size "$SIZE" \
+    --batch-size "${LARGE_BATCH[$i]}" --nproc 1 --steps 5 --device "$DEVICE" --out "$OUT/memory-$i"
+done
+step fsdp-training 200 $PY -m ddptrain train --data "$TMP/shapes" --out "$TMP/fsdp" --device "$DEVICE" \
+  --model "${LARGE[0]}" --img-size "$SIZE" --batch-size 32 --epochs 2 --amp bf16 --strategy fsdp \
+  --grad-checkpointing --save-every-steps 4 --workers 4
+step fsdp-eval 120 $PY -m ddptrain eval --checkpoint "$TMP/fsdp/checkpoints/best.dcp" --data "$TMP/shapes" \
+  --device "$DEVICE"
+[ -f "$TMP/fsdp/best_eval.json" ] && cp "$TMP/fsdp/best_eval.json" "$OUT/fsdp-best_eval.json"
+step batch-size-auto 200 $PY -m ddptrain train --data "$TMP/photos" --out "$TMP/auto" --device "$DEVICE" \
+  --model "$MODEL" --img-size "$SIZE" "${AUTO[@]}" --epochs 1 --val-split 0 --amp bf16 --channels-last \
+  --workers "$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))" --log-every 5
+[ -f "$TMP/auto/config.yaml" ] && grep -E "^ *batch_size" "$TMP/auto/config.yaml" | tee -a "$OUT/gpu_check.txt"
 echo "== done: exit $status; results in $OUT" | tee -a "$OUT/gpu_check.txt"
 exit $status

@@ -218,7 +218,8 @@ def advice(ranks: List[RankTiming], workers: int, straggler_history: Optional[Li
             found["memory"] = (
                 f"rank {r.rank} peaked at {r.max_mem_mb:.0f} of {r.mem_total_mb:.0f} MiB of GPU memory "
                 f"({r.max_mem_mb / r.mem_total_mb:.0%}): close to out-of-memory; lower --batch-size (and raise "
-                "--grad-accum to keep the global batch), or use --amp bf16"
+                "--grad-accum to keep the global batch), use --amp bf16 or --grad-checkpointing, or --strategy fsdp "
+                "to shard the weights, gradients and optimizer state (`ddptrain bench memory` shows what each saves)"
             )
             break
     return found
