@@ -16,16 +16,17 @@ from torch import nn
 
 
 def block_units(model: nn.Module) -> List[nn.Module]:
-    """The model's repeated blocks, in order: the members (holding parameters) of every nn.Sequential / nn.ModuleList
-    of two or more such members within two levels of the root — a ViT's blocks (timm `blocks`, torchvision `encoder.layers`), a ResNet's
+    """The model's repeated blocks, in order: the members that are modules of their own layers (holding parameters)
+    of every nn.Sequential / nn.ModuleList within two levels of the root (a stem or head of single layers is not a
+    stack of blocks) — a ViT's blocks (timm `blocks`, torchvision `encoder.layers`), a ResNet's
     residual blocks (`layer1..4`), a ConvNeXt's or EfficientNet's stages (`stages`, `features`). Empty for a model
     without such a stack (it is then sharded as one unit)."""
     units: List[nn.Module] = []
 
     def visit(module: nn.Module, depth: int) -> None:
         for child in module.children():
-            members = [m for m in child.children() if _holds_parameters(m)]
-            if isinstance(child, (nn.Sequential, nn.ModuleList)) and len(members) > 1:
+            members = [m for m in child.children() if _holds_parameters(m) and next(m.children(), None) is not None]
+            if isinstance(child, (nn.Sequential, nn.ModuleList)) and members:
                 units.extend(members)
             elif depth < 2:
                 visit(child, depth + 1)
