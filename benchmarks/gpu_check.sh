@@ -72,6 +72,8 @@ done
 step fsdp-training 200 $PY -m ddptrain train --data "$TMP/shapes" --out "$TMP/fsdp" --device "$DEVICE" \
   --model "${LARGE[0]}" --img-size "$SIZE" --batch-size 32 --epochs 2 --amp bf16 --strategy fsdp \
   --grad-checkpointing --save-every-steps 4 --workers 4
+[ "$DEVICE" = cuda ] && step fsdp-compile 240 $PY -m ddptrain train --data "$TMP/shapes" --out "$TMP/fsdp-compile" --device "$DEVICE" \
+  --model "${LARGE[0]}" --img-size "$SIZE" --batch-size 32 --epochs 1 --amp bf16 --strategy fsdp --compile --workers 4
 step fsdp-eval 120 $PY -m ddptrain eval --checkpoint "$TMP/fsdp/checkpoints/best.dcp" --data "$TMP/shapes" \
   --device "$DEVICE"
 [ -f "$TMP/fsdp/best_eval.json" ] && cp "$TMP/fsdp/best_eval.json" "$OUT/fsdp-best_eval.json"

@@ -34,7 +34,7 @@ def check_before_start(cfg: Config) -> None:
     if cfg.model.weights:
         check_weights_file(Path(cfg.model.weights))
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
-    check_auto_batch(cfg)
+    check_needs_gpu(cfg)
     if cfg.run.resume and cfg.run.resume != "auto" and not _is_checkpoint(Path(cfg.run.resume)):
         raise CheckpointError(
             f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
@@ -63,17 +63,25 @@ def check_eval_inputs(checkpoint: Path, data: str) -> None:
     sources.check(data, sources.Reading(known=False))  # the checkpoint's --label-key is not read yet
 
 
-def check_auto_batch(cfg: Config) -> None:
-    """--batch-size auto fills a GPU's memory: on a machine without one, say so before any process starts."""
-    if cfg.optim.batch_size != AUTO_BATCH or cfg.launch.device != "auto":
+def check_needs_gpu(cfg: Config) -> None:
+    """Options that need a CUDA device, on a run that will be on the CPU: said before any process starts."""
+    auto_batch = cfg.optim.batch_size == AUTO_BATCH
+    compiled_shards = cfg.model.compile and cfg.model.strategy == "fsdp"
+    if not (auto_batch or compiled_shards) or cfg.launch.device == "cuda":
         return
     import torch
 
-    if not torch.cuda.is_available():
+    if cfg.launch.device == "auto" and torch.cuda.is_available():
+        return
+    if auto_batch:
         raise ConfigError(
-            "--batch-size auto finds the largest batch that fits a GPU by trying; this machine has no CUDA GPU: "
+            "--batch-size auto finds the largest batch that fits a GPU by trying; this run is on the CPU: "
             "give a number, e.g. --batch-size 32"
         )
+    raise ConfigError(
+        f"--compile with --strategy fsdp on the CPU: torch {torch.__version__}'s inductor fails to compile the "
+        "sharded model's graphs there; drop --compile (or --strategy fsdp) for a CPU run"
+    )
 
 
 def _is_checkpoint(path: Path) -> bool:

@@ -123,6 +123,7 @@ def test_links_and_folders_by_ddptrains_names_into_the_users_files_are_never_fol
         (["--amp", "fp16"], "use --amp bf16 (or off) with --strategy fsdp"),
         (["--grad-compress", "bf16"], "--grad-compress is a DDP communication hook"),
         (["--fsdp-offload", "--device", "cpu"], "--fsdp-offload moves shards from a CUDA device"),
+        (["--compile", "--device", "cpu"], "--compile with --strategy fsdp on the CPU"),
     ],
 )
 def test_options_fsdp_cannot_honour_are_refused_in_one_line(tmp_path, flags, says):

@@ -58,7 +58,7 @@ def test_on_cpu_it_says_it_needs_a_gpu():
     [
         (["--device", "cpu"], "with --device cpu there is no device memory to fill"),
         (["--strategy", "fsdp"], "under --strategy fsdp every forward gathers from every process"),
-        ([], "this machine has no CUDA GPU"),
+        ([], "this run is on the CPU: give a number"),
     ],
 )
 def test_auto_is_refused_before_launch_where_it_cannot_work(tiny_shapes, tmp_path, flags, says):

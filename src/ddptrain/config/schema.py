@@ -143,6 +143,11 @@ class Config:
                 "--batch-size auto finds the largest batch that fits a GPU by trying; with --device cpu there is no "
                 "device memory to fill: give a number, e.g. --batch-size 32"
             )
+        if self.model.compile and self.model.strategy == "fsdp" and self.launch.device == "cpu":
+            raise ConfigError(
+                "--compile with --strategy fsdp on the CPU: torch's inductor fails to compile the sharded model's "
+                "graphs there; drop --compile (or --strategy fsdp) for a CPU run"
+            )
         if self.model.fsdp_offload and self.launch.device == "cpu":
             raise ConfigError(
                 "--fsdp-offload moves shards from a CUDA device to CPU memory; with --device cpu "
