@@ -85,6 +85,16 @@ def batches(loader: Iterable, rank: int) -> Iterator:
         yield batch
 
 
+def start_workers(loader: DataLoader) -> None:
+    """Fork a persistent loader's workers now. A process that forks while other threads run (TensorBoard's writer,
+    the heartbeat, another loader's queue feeders) can hand the child a lock one of them held, and the worker then
+    never delivers a batch: an evaluation loader's workers, first forked at the end of the first epoch, hung that way.
+    Started while the rank has no threads of its own, they are forked once and reused (the batches they prefetch now
+    are dropped when the first real pass begins)."""
+    if loader.num_workers > 0 and loader.persistent_workers and getattr(loader, "_iterator", None) is None:
+        iter(loader)
+
+
 def stop_workers(loader: DataLoader) -> None:
     """End a loader's persistent workers now. They ignore SIGTERM (the rank decides when to stop), so a run
     that fails while the loader is still referenced (by the error's traceback) would otherwise wait for them

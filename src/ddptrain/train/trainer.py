@@ -18,7 +18,14 @@ from ..config import Config
 from ..data.balance import loss_weights, sample_weights
 from ..data.datasets import UnreadableFiles
 from ..data.images import ImageLimits
-from ..data.loaders import LoaderSettings, auto_workers, evaluation_images, stop_workers, training_images
+from ..data.loaders import (
+    LoaderSettings,
+    auto_workers,
+    evaluation_images,
+    start_workers,
+    stop_workers,
+    training_images,
+)
 from ..data.presize import recorded_side
 from ..data.samplers import EpochSampler
 from ..data.sources import Reading, load_split
@@ -223,7 +230,9 @@ class Trainer:
                 every_rank=True,
             )
         self.validates = len(split.val) > 0
-        if not self.validates:
+        if self.validates:
+            start_workers(self.val_loader)  # before the run's threads start
+        else:
             self._train_only()
         missing_val = classes_without_validation(split)
         if missing_val and rt.is_main and self.validates:
