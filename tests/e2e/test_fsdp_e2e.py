@@ -157,3 +157,13 @@ def test_export_eval_and_predict_read_a_sharded_checkpoint(fsdp_straight, tiny_s
     images = tiny_shapes / "disc"
     from_folder = run_cli(["predict", "--checkpoint", best, images]).stdout
     assert from_folder and from_folder == run_cli(["predict", "--checkpoint", out, images]).stdout
+
+
+def test_a_ddp_run_continues_under_fsdp_with_its_weights(tiny_shapes, straight, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(straight, run_dir)
+    said = _resume(tiny_shapes, run_dir, "--strategy", "fsdp", "--nproc", 2, "--epochs", 3)
+    assert "last.pt was written under --strategy ddp; under fsdp the weights continue" in said, said[-3000:]
+    assert "continuing at epoch 3/3 (step 6, written by 2 processes)" in said
+    assert json.loads((run_dir / "checkpoints" / "last.dcp" / COMMIT).read_text())["step"] == 9
+    assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]
