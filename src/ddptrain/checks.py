@@ -67,7 +67,7 @@ def check_needs_gpu(cfg: Config) -> None:
     """Options that need a CUDA device, on a run that will be on the CPU: said before any process starts."""
     auto_batch = cfg.optim.batch_size == AUTO_BATCH
     compiled_shards = cfg.model.compile and cfg.model.strategy == "fsdp"
-    if not (auto_batch or compiled_shards) or cfg.launch.device == "cuda":
+    if not (auto_batch or compiled_shards or cfg.model.fsdp_offload) or cfg.launch.device == "cuda":
         return
     import torch
 
@@ -77,6 +77,11 @@ def check_needs_gpu(cfg: Config) -> None:
         raise ConfigError(
             "--batch-size auto finds the largest batch that fits a GPU by trying; this run is on the CPU: "
             "give a number, e.g. --batch-size 32"
+        )
+    if cfg.model.fsdp_offload:
+        raise ConfigError(
+            "--fsdp-offload moves shards from a CUDA device to CPU memory; this run is on the CPU, where they are "
+            "already: drop --fsdp-offload"
         )
     raise ConfigError(
         f"--compile with --strategy fsdp on the CPU: torch {torch.__version__}'s inductor fails to compile the "

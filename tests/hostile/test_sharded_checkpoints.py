@@ -124,12 +124,15 @@ def test_links_and_folders_by_ddptrains_names_into_the_users_files_are_never_fol
         (["--grad-compress", "bf16"], "--grad-compress is a DDP communication hook"),
         (["--fsdp-offload", "--device", "cpu"], "--fsdp-offload moves shards from a CUDA device"),
         (["--compile", "--device", "cpu"], "--compile with --strategy fsdp on the CPU"),
+        (
+            ["--fsdp-offload"] if not torch.cuda.is_available() else ["--fsdp-offload", "--device", "cpu"],
+            "--fsdp-offload",
+        ),
     ],
 )
-def test_options_fsdp_cannot_honour_are_refused_in_one_line(tmp_path, flags, says):
-    data = tmp_path / "data"
-    (data / "a").mkdir(parents=True)
-    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", data, "--out", tmp_path / "run", "--strategy", "fsdp"]
+def test_options_fsdp_cannot_honour_are_refused_in_one_line(tmp_path, tiny_shapes, flags, says):
+    cmd = [sys.executable, "-m", "ddptrain", "train", "--data", tiny_shapes, "--out", tmp_path / "run"]
+    cmd += ["--strategy", "fsdp"]
     proc = subprocess.run([*map(str, cmd), *flags], capture_output=True, text=True, env=cli_env(), timeout=120)
     assert proc.returncode != 0 and says in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
