@@ -148,7 +148,8 @@ def test_startup_files_bench_reports_first_step_and_every_processs_memory(tmp_pa
     measured = result["sizes"]["400"]
     assert measured["first_step_s"] > 0 and "data" in measured["phases"]
     first = measured["memory_at_first_step"]
-    assert first["rank"]["count"] == 2 and first["worker"]["count"] == 2
+    # per rank one training loader worker and one evaluation worker (forked at set-up, before the run's threads)
+    assert first["rank"]["count"] == 2 and first["worker"]["count"] == 4
     assert 0 < first["worker"]["max_uss_mb"] <= first["worker"]["max_pss_mb"] <= first["worker"]["max_rss_mb"]
     copy = result["worker_copy"]
     assert set(copy) == {"400", "20000"}
