@@ -32,7 +32,7 @@ SHARDED_STEPS, SHARDED_EPOCHS = "step-*" + sharded.SUFFIX, "epoch-*" + sharded.S
 
 def load(path: str | Path) -> TrainState:
     """A checkpoint file, or a sharded checkpoint folder (its `model` then the saved shapes, not the weights)."""
-    if sharded.is_sharded(path):
+    if sharded.is_checkpoint_folder(path):
         return TrainState.from_dict(sharded.read_state(Path(path)), path)
     return TrainState.from_dict(load_raw(path), path)
 
@@ -41,7 +41,7 @@ def load_whole(path: str | Path) -> TrainState:
     """A checkpoint with its model (and EMA) weights whole, also a sharded folder's (read on this process alone):
     what export, eval and predict load."""
     state = load(path)
-    if sharded.is_sharded(path):
+    if sharded.is_checkpoint_folder(path):
         state.model = sharded.full_tensors(Path(path), "model")
         if state.ema is not None:
             state.ema = sharded.full_tensors(Path(path), "ema")
@@ -71,7 +71,7 @@ def resume_candidates(folder: Path) -> List[Path]:
     kinds = sorted([plain, shards], key=_newest_write, reverse=True)
     found, seen = [], set()
     for path in kinds[0] + kinds[1]:
-        if not (path.is_file() or sharded.is_sharded(path)):
+        if not (path.is_file() or sharded.is_checkpoint_folder(path)):
             continue
         identity = (path.stat().st_dev, path.stat().st_ino)  # last.pt may be a hard link to a step file
         if identity not in seen:
@@ -99,7 +99,7 @@ def load_for_resume(resume: Optional[str], run_dir: Path, say: bool = True) -> O
         return None
     if resume != "auto":
         path = Path(resume)
-        if not (path.is_file() or sharded.is_sharded(path)):
+        if not (path.is_file() or sharded.is_checkpoint_folder(path)):
             raise CheckpointError(
                 f"--resume {resume}: no such checkpoint file (use --resume auto to start fresh when nothing is there yet)"
             )
@@ -228,5 +228,5 @@ class Checkpointer:
         epochs = sorted(p for p in self.folder.glob(SHARDED_EPOCHS) if not p.is_symlink())
         unfinished = [p for p in steps + epochs if not sharded.committed(p)]
         for old in set(steps[: -self.keep_last] + epochs[:-1] + unfinished):
-            if old.resolve() not in named and sharded.is_sharded(old):
+            if old.resolve() not in named and sharded.is_checkpoint_folder(old):
                 shutil.rmtree(old, ignore_errors=True)

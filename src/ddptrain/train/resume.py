@@ -123,7 +123,7 @@ class Resume:
         list; the place where training continues."""
         cfg, state = self._configured(), self.state
         self._check(model, classes, cfg, rt.rank)
-        if sharded.is_sharded(self.path):
+        if sharded.is_checkpoint_folder(self.path):
             self._restore_sharded(model, optimizer, ema, cfg, rt.is_main)
         else:
             self._restore_whole(model, optimizer, ema, cfg, rt.is_main)

@@ -33,7 +33,7 @@ COMMIT = "COMMIT"
 META = "state.pt"
 
 
-def is_sharded(path: str | Path) -> bool:
+def is_checkpoint_folder(path: str | Path) -> bool:
     """A folder that is (or was being written as) a sharded checkpoint."""
     path = Path(path)
     return path.is_dir() and ((path / META).exists() or (path / ".metadata").exists() or (path / COMMIT).exists())

@@ -304,7 +304,6 @@ class Trainer:
         config.yaml and the checkpoints (a resumed run keeps its recorded batch: `Resume.configure`)."""
         if self.cfg.optim.batch_size != AUTO:
             return
-        cfg = self.cfg
         found = find_batch_size(
             self.model,
             self.optimizer,
@@ -312,7 +311,7 @@ class Trainer:
             self.rt,
             self.preprocess.img_size,
             len(self.split.classes),
-            cfg.model.strategy,
+            self.cfg.model.strategy,
         )
         self.cfg.optim.batch_size = self.requested.optim.batch_size = found
 
