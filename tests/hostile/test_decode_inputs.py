@@ -91,3 +91,15 @@ def test_max_side_leaves_what_is_not_an_image_as_it_was_for_the_loader_to_count(
     items = [loader[(i, 0)] for i in range(len(train))]
     assert sum(len(item.failures) for item in items) == 3  # skipped and counted, as without --max-side
     assert [tuple(item.image.shape) for item in items if item.image is not None] == [(3, 32, 32)] * 2
+
+
+def test_a_cut_short_jpeg_is_skipped_even_where_its_crop_lies_before_the_cut(tmp_path):
+    """Region decoding stops after the crop's last row: a file cut at 90 % must still be skipped on every box,
+    the top ones included, as the whole decode skips it."""
+    data = _jpeg(800, 600)
+    path = tmp_path / "cut-late.jpg"
+    path.write_bytes(data[: len(data) * 9 // 10])
+    dataset = ImageDataset([(str(path), 0)], train_transform(64, 0.08), seed=1)
+    for epoch in range(12):
+        item = dataset[(0, epoch)]
+        assert item.image is None and len(item.failures) == 1, epoch

@@ -5,8 +5,8 @@ its header, so the decoder can then be told how small it may decode: JPEG's DCT 
 the size for a fraction of the work, and `reduction` picks the largest factor that still leaves the box at least
 the output size on both sides — a crop is never upsampled where the full-size decode would not have upsampled it.
 The box is in full-size pixels whatever the decoder does, so the draws are the same for every decode path
-(reduced, full, on the GPU): a function of (seed, epoch, sample) only. `render` crops and resizes in one step, in
-uint8, on whatever device the pixels are.
+(the box's region alone, reduced, full, on the GPU): a function of (seed, epoch, sample) only. `render` crops and
+resizes in one step, in uint8, on whatever device the pixels are.
 """
 
 from __future__ import annotations
@@ -145,16 +145,21 @@ def render(
 ) -> torch.Tensor:
     """`box` (in the pixels of the `full`-size image) of `image` (decoded at full size, or at 1/`reduced` of it:
     a decoder that could not reduce returns the full size, which is recognised), resized to
-    `size` x `size` in one step and mirrored if the box says so: a uint8 (3, size, size) tensor on the image's
-    device, its pixels stored channel-last (as decoders write them; `stack` keeps them so).
+    `size` x `size` in one step and mirrored if the box says so (`resize_region`)."""
+    pixels = as_chw(image)
+    top, left, bottom, right = box.scaled(1 if pixels.shape[-1] == full[0] else reduced)
+    return resize_region(pixels[:, top:bottom, left:right], size, mode, box.flip)
+
+
+def resize_region(region: torch.Tensor, size: int, mode: InterpolationMode, flip: bool) -> torch.Tensor:
+    """A uint8 (3, h, w) region resized to `size` x `size` and mirrored if `flip`: a uint8 (3, size, size) tensor
+    on the region's device, its pixels stored channel-last (as decoders write them; `stack` keeps them so).
 
     The region is first copied out channel-last and whole: torch's uint8 resampling is about twice as fast on
     that than on a strided view of the decoded image."""
-    pixels = as_chw(image)
-    top, left, bottom, right = box.scaled(1 if pixels.shape[-1] == full[0] else reduced)
-    region = pixels[:, top:bottom, left:right].unsqueeze(0).contiguous(memory_format=torch.channels_last)
-    out = F.resize(region, [size, size], interpolation=mode, antialias=True)[0]
-    return out.flip(-1) if box.flip else out
+    pixels = region.unsqueeze(0).contiguous(memory_format=torch.channels_last)
+    out = F.resize(pixels, [size, size], interpolation=mode, antialias=True)[0]
+    return out.flip(-1) if flip else out
 
 
 def render_centre(image: Union[Image.Image, torch.Tensor], crop: EvalCrop, mode: InterpolationMode) -> torch.Tensor:

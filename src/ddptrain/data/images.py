@@ -175,6 +175,38 @@ def decode_rgb(
     return open_rgb(io.BytesIO(data), min_side, limits, reduce)
 
 
+def decode_region(data: bytes, reduce: int, top: int, left: int, bottom: int, right: int) -> Optional[torch.Tensor]:
+    """Rows `top`..`bottom`, columns `left`..`right` of a JPEG decoded at 1/`reduce` (1, 2, 4, 8) of its size:
+    a uint8 (3, h, w) view of channel-last pixels, equal to that region of a whole decode (libjpeg-turbo leaves
+    out the other columns' inverse DCT and colour conversion and stops after the region's last row). None where
+    it cannot: ddptrain was installed without its compiled decoder (no C compiler or libjpeg-turbo headers),
+    `data` is not a colour or grayscale JPEG, or it is damaged — decode it whole, which gives it its usual verdict.
+    A file that does not end with the end-of-image marker (cut short, or with bytes after the image) is left to
+    the whole decode too: its region may lie before the cut, and the file must get the same verdict whatever its
+    crop. The caller has checked the header against its limits (`image_size`)."""
+    module = region_decoder()
+    if module is None or data[:2] != b"\xff\xd8" or data[-2:] != b"\xff\xd9":
+        return None
+    decoded = module.decode(data, reduce, top, left, bottom, right)
+    if decoded is None:
+        return None
+    import torch
+
+    rgb, first, width = decoded
+    pixels = torch.frombuffer(rgb, dtype=torch.uint8).view(bottom - top, width, 3)
+    return pixels[:, left - first : right - first].permute(2, 0, 1)
+
+
+@functools.cache
+def region_decoder():
+    """The compiled region decoder (`_jpegregion`, built at install where libjpeg-turbo's headers are), or None."""
+    try:
+        from . import _jpegregion  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _jpegregion
+
+
 def image_size(data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[int, int]:
     """(width, height) from the header alone, within `limits`: a JPEG's frame header, else what PIL reads
     before decoding. Raises as decoding would for what is not an image."""

@@ -12,8 +12,8 @@ from PIL import Image
 from torchvision.transforms import v2
 
 from ..config import DataConfig, parse_channels
-from .crops import Box, Crop, EvalCrop, TrainCrop, render, render_centre, size_of
-from .images import ImageLimits, decode_rgb, image_size
+from .crops import Box, Crop, EvalCrop, TrainCrop, render, render_centre, resize_region, size_of
+from .images import ImageLimits, decode_region, decode_rgb, image_size
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -94,7 +94,9 @@ class Augment:
 @dataclass(frozen=True)
 class Prepare:
     """What one sample becomes: its crop box drawn from the image's size (crops.TrainCrop / EvalCrop), the JPEG
-    decoded at the smallest size that box allows (`reduced`), the box cropped and resized in one uint8 step, then
+    decoded at the smallest size that box allows (`reduced`) — a training box's region alone, where ddptrain's
+    compiled decoder is installed (images.decode_region: the same pixels) — the box cropped and resized in one uint8
+    step, then
     `after` (augmentation policies, random erasing) on the uint8 tensor. Training draws come from torch's default
     generator, which the dataset seeds per (seed, epoch, sample).
 
@@ -109,6 +111,10 @@ class Prepare:
         full = image_size(data, limits)
         box = self.crop.box(*full)
         reduce = box.reduction(self.crop.size) if self.reduced else 1
+        if self.reduced and isinstance(self.crop, TrainCrop):  # a training box: decode that region alone
+            region = decode_region(data, reduce, *box.scaled(reduce))
+            if region is not None:
+                return self.augmented(resize_region(region, self.crop.size, self.mode, box.flip))
         return self.finish(decode_rgb(data, limits=limits, reduce=reduce), box, full, reduce)
 
     def plan(self, data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[Box, Tuple[int, int]]:
@@ -127,6 +133,10 @@ class Prepare:
             tensor = render_centre(image, self.crop, self.mode)
         else:
             tensor = render(image, box, full, self.crop.size, self.mode, reduced)
+        return self.augmented(tensor)
+
+    def augmented(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`after` (augmentation policies, random erasing) applied to the cropped uint8 tensor."""
         for step in self.after:
             tensor = step(tensor)
         return tensor

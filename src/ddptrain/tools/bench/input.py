@@ -21,14 +21,14 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ...data.crops import size_of
 from ...data.datasets import Batch, ImageDataset, collate
-from ...data.images import ImageLimits, decode_rgb, read_image_file
+from ...data.images import ImageLimits, decode_rgb, read_image_file, region_decoder
 from ...data.loaders import LoaderSettings, training_images
 from ...data.presize import Presize
 from ...data.transforms import IMAGENET_MEAN, IMAGENET_STD, Augment, Preprocess, normalize, train_transform
@@ -160,13 +160,13 @@ def presized_copies(files: List[str], folder: Path, max_side: int, quality: int)
     return copies
 
 
-STAGES = (  # (stage, file suffix, function) whose inclusive time a profile of the loader attributes to it
-    ("read", "data/index.py", "read"),
-    ("decode", "data/images.py", "decode_rgb"),
-    ("crop box", "data/crops.py", "box"),
-    ("crop + resize + flip", "data/crops.py", "render"),
-    ("augment", "data/transforms.py", "finish"),
-    ("collate", "data/datasets.py", "collate"),
+STAGES = (  # (stage, file suffix, functions) whose inclusive time a profile of the loader attributes to it
+    ("read", "data/index.py", ("read",)),
+    ("decode", "data/images.py", ("decode_rgb", "decode_region")),
+    ("crop box", "data/crops.py", ("box",)),
+    ("crop + resize + flip", "data/crops.py", ("resize_region",)),
+    ("augment", "data/transforms.py", ("augmented",)),
+    ("collate", "data/datasets.py", ("collate",)),
 )
 
 
@@ -190,11 +190,10 @@ def stage_split(files: List[str], size: int, augment: Augment, reduced: bool) ->
         for (file, _, name), row in pstats.Stats(profile).stats.items()  # type: ignore[attr-defined]
     }
 
-    def seconds(suffix: str, function: str) -> float:
-        return sum(t for (file, name), t in inclusive.items() if name == function and file.endswith(suffix))
+    def seconds(suffix: str, functions: Tuple[str, ...]) -> float:
+        return sum(t for (file, name), t in inclusive.items() if name in functions and file.endswith(suffix))
 
-    split = {stage: seconds(suffix, function) for stage, suffix, function in STAGES}
-    split["augment"] -= split["crop + resize + flip"]
+    split = {stage: seconds(suffix, functions) for stage, suffix, functions in STAGES}
     total = sum(t for (file, name), t in inclusive.items() if name == "__getitem__" and file.endswith("datasets.py"))
     split["other"] = max(0.0, total + split["collate"] - sum(split.values()))
     return {stage: round(1e6 * t / len(files), 1) for stage, t in split.items()}
@@ -304,6 +303,7 @@ def run_input_bench(
     return {
         **result,
         "images": len(files),
+        "region_decoding": region_decoder() is not None,
         "img_size": size,
         "device": str(device),
         "rounds": rounds,
