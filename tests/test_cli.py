@@ -157,3 +157,44 @@ def test_yaml_numbers_written_without_a_dot_are_numbers(tmp_path):
     (tmp_path / "c.yaml").write_text("lr: 1e-3\nweight_decay: 5e-2\nnnodes: 1\n")
     cfg = build_config({"data": "d"}, str(tmp_path / "c.yaml"))
     assert cfg.optim.lr == 0.001 and cfg.optim.weight_decay == 0.05 and cfg.launch.nnodes == "1"
+
+
+@pytest.mark.parametrize(
+    "typed, meant",
+    [
+        ("--batchsize", "--batch-size"),  # a misspelling
+        ("--opt", "--optimizer"),  # timm's names
+        ("--sched", "--schedule"),
+        ("--smoothing", "--label-smoothing"),
+        ("-b", "--batch-size"),
+        ("-j", "--workers"),
+        ("--ep", "--epochs"),  # an abbreviation is refused, not taken
+        ("--img", "--img-size"),
+    ],
+)
+def test_an_unknown_flag_gets_trains_usage_and_what_it_likely_means(no_torch, typed, meant):
+    proc, _ = run(["train", "--data", "nowhere", typed, "1"], no_torch)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("usage: ddptrain train ") and len(lines) == 2  # its own usage line, not every command's
+    assert f"unknown option: {typed} (did you mean {meant}?)" in lines[1]
+
+
+def test_a_benchmark_shows_only_its_own_options_and_says_what_each_measures(no_torch):
+    overview = run(["bench", "--help"], no_torch)[0].stdout
+    for name in ("overhead", "scaling", "precision", "input", "startup", "recipe", "store", "memory"):
+        assert f"    {name}" in overview
+    store = run(["bench", "store", "--help"], no_torch)[0].stdout
+    assert "--ranks" in store and "--count" not in store and "--model" not in store
+    typo = run(["bench", "input", "--cout", "3"], no_torch)[0]
+    assert typo.returncode == 2 and "usage: ddptrain bench input" in typo.stderr
+    assert "did you mean --count?" in typo.stderr
+
+
+def test_every_command_is_listed_and_every_default_is_in_the_help(no_torch):
+    listing = run(["--help"], no_torch)[0].stdout
+    for command in ("train", "eval", "predict", "export", "make-dataset", "shard", "fetch-weights", "doctor"):
+        assert f"    {command}" in listing
+    made = run(["make-dataset", "--help"], no_torch)[0].stdout
+    assert "images per class (default: 160)" in " ".join(made.split())
+    assert "(default: 0.05)" in " ".join(run(["train", "--help"], no_torch)[0].stdout.split())

@@ -1,4 +1,4 @@
-"""Command line: train, eval, predict, export, report, make-dataset, doctor, lint, bench, demo.
+"""Command line: train, eval, predict, export, make-dataset, shard, fetch-weights, doctor, bench, lint, report, demo.
 
 `train` and `eval` with --nproc/--nnodes start themselves again under torchrun; the started
 workers parse the same command line and do the work. Nothing here imports torch: `--help`, `lint`,
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
+from .cliparse import Parser, parse
 from .config import Config, LaunchConfig, add_config_flags, add_option_flags, build_config, options
 from .errors import ConfigError, DdptrainError
 from .logs import setup_logging
@@ -55,9 +56,13 @@ def _add_verbose(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ddptrain", description=__doc__.splitlines()[0])
+    parser = Parser(
+        prog="ddptrain",
+        description="Image-classification training on 1..N processes, one node or many (PyTorch DDP / FSDP).",
+        epilog="`ddptrain COMMAND --help` gives a command's options, each with its default.",
+    )
     parser.add_argument("--version", action="version", version=f"ddptrain {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     _add_training_commands(sub)
     _add_model_file_commands(sub)
     _add_tool_commands(sub)
@@ -65,7 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_training_commands(sub) -> None:
-    train = sub.add_parser("train", help="train a classifier on 1..N processes")
+    train = sub.add_parser(
+        "train",
+        help="train a classifier on 1..N processes",
+        usage="ddptrain train --data DATA [--out DIR] [--model NAME] [--epochs N] [--nproc N] [--config FILE] [...]",
+    )
     train.add_argument("--config", default=None, help="YAML file of options; flags override it")
     _add_verbose(train)
     add_config_flags(train)
@@ -126,11 +135,13 @@ def _add_tool_commands(sub) -> None:
 
 
 def _add_data_commands(sub) -> None:
-    mk = sub.add_parser("make-dataset", help="write the embedded demo dataset (deterministic JPEGs)")
-    mk.add_argument("--out", required=True)
-    mk.add_argument("--classes", type=int, default=5)
-    mk.add_argument("--per-class", type=int, default=160)
-    mk.add_argument("--seed", type=int, default=0)
+    mk = sub.add_parser(
+        "make-dataset", help="write the embedded demo dataset (deterministic JPEGs of coloured shapes on noise)"
+    )
+    mk.add_argument("--out", required=True, help="folder to write: one sub-folder of JPEGs per class")
+    mk.add_argument("--classes", type=int, default=5, help="number of classes (shapes), 2-5")
+    mk.add_argument("--per-class", type=int, default=160, help="images per class")
+    mk.add_argument("--seed", type=int, default=0, help="the same seed writes the same images")
 
     sh = sub.add_parser(
         "shard",
@@ -182,7 +193,9 @@ def _add_machine_commands(sub) -> None:
     doc.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
     doc.add_argument("--json", action="store_true", help="one JSON object for machines")
 
-    bench = sub.add_parser("bench", help="benchmarks: overhead, scaling, precision, input, startup, recipe, store")
+    bench = sub.add_parser(
+        "bench", help="benchmarks: overhead, scaling, precision, input, startup, recipe, store, memory"
+    )
     from .tools.bench import add_arguments as add_bench_arguments
 
     add_bench_arguments(bench)
@@ -421,7 +434,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     atexit.register(gc.freeze)
     clock = StartupClock()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    args = parse(build_parser(), argv)
     try:
         return _run(args, argv, clock)
     except Preempted as stopped:  # every rank stops; one message is enough

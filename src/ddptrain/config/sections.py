@@ -226,7 +226,7 @@ class DataConfig:
     workers: Optional[int] = opt(
         None,
         "DataLoader workers per process (default: CPUs per process, at most 8)",
-        elsewhere=("num_workers",),
+        elsewhere=("num_workers", "j"),
     )
 
     def validate(self) -> DataConfig:
@@ -392,6 +392,7 @@ class OptimConfig:
         32,
         "batch size per process (global batch = this x processes x grad-accum); auto: the largest that fits the GPU, "
         "found by trying before training and recorded in config.yaml",
+        elsewhere=("b", "batchsize"),
     )
     optimizer: str = opt(
         "sgd",
@@ -496,7 +497,10 @@ class RunConfig:
         elsewhere=("output", "output_dir"),
     )
     resume: Optional[str] = opt(
-        None, "'auto' (last.pt in the run dir when present) or a checkpoint path", node_local=True
+        None,
+        "'auto': the newest complete checkpoint in the run dir (last.pt, a mid-epoch step checkpoint or a sharded "
+        "last.dcp folder), starting fresh when there is none; or a checkpoint file or .dcp folder",
+        node_local=True,
     )
     stop_after_epochs: Optional[int] = opt(
         None, "train at most this many epochs in this invocation, then exit (resume later)"

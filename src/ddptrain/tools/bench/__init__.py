@@ -12,35 +12,53 @@ from .output import emit
 
 NAMES = ["overhead", "scaling", "precision", "input", "startup", "recipe", "store", "memory"]
 
+# What each benchmark measures and what it costs, for `ddptrain bench --help`.
+ABOUT = {
+    "overhead": "training images/s of one process: ddptrain's loop against a plain PyTorch loop on the same data "
+    "(trains --epochs, twice per round: minutes on a CPU)",
+    "scaling": "images/s and efficiency at 1..--nproc processes (trains --epochs per process count: minutes)",
+    "precision": "images/s and memory in fp32, bf16, fp16 (trains --epochs per precision; --synthetic: seconds)",
+    "input": "the training loader against decoding the same JPEGs alone, per core and through 1 and 2 workers, with "
+    "the time split into stages (--shards: files vs shard sets) (under a minute for 256 files)",
+    "startup": "time from the command to the first optimizer step, phase by phase (--rounds short runs; --files: "
+    "with folders of up to millions of files, which it writes first: long)",
+    "recipe": "accuracy of the default recipe against the demo's and a fixed-LR one on the same data "
+    "(trains 3 x --epochs: several minutes)",
+    "store": "load on the rendezvous store from simulated ranks' heartbeats, old and new (--seconds per pattern "
+    "and rank count)",
+    "memory": "per-process memory (weights, gradients, optimizer state, activations, peak) under ddp, fsdp, "
+    "fsdp + gradient checkpointing (a few --steps per variant, each in fresh processes)",
+}
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    _common_options(parser)
-    _input_options(parser)
-    _precision_options(parser)
-    _store_options(parser)
-    _startup_options(parser)
-    _memory_options(parser)
+
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="bench-results", help="folder for NAME.json and NAME.png")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
-def _memory_options(parser: argparse.ArgumentParser) -> None:
+def _device_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--variants",
-        default="ddp,fsdp,fsdp+gc",
-        help="memory: strategies to compare, from ddp, fsdp, fsdp+gc (FSDP with gradient checkpointing)",
+        "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: cuda when a GPU is visible"
     )
 
 
-def _common_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", choices=NAMES)
-    parser.add_argument("--data", default=None, help="image folder to use (default: generated)")
-    parser.add_argument("--out", default="bench-results", help="folder for NAME.json and NAME.png")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--nproc", type=int, default=2, help="processes (scaling: 1..N)")
+def _rounds_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="repetitions; the median (input: best) is kept")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--model", default=None, help="default resnet18 (startup, recipe: timm:test_resnet)")
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nproc", type=int, default=2, help="processes (scaling: 1..N)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="default resnet18 (startup, recipe: timm:test_resnet; memory: timm:vit_base_patch16_224)",
+    )
     parser.add_argument("--img-size", type=int, default=None, help="default 64 (input: 224, startup: 32)")
     parser.add_argument("--batch-size", type=int, default=None, help="per process (default 32; recipe: 16)")
+
+
+def _training_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", default=None, help="image folder to use (default: generated)")
     parser.add_argument("--epochs", type=int, default=None, help="default 3 (recipe: 10)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument(
@@ -51,8 +69,65 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _options_of(name: str) -> list:
+    training = [_device_option, _rounds_option, _model_options, _training_options]
+    return {
+        "overhead": training,
+        "scaling": training,
+        "precision": [*training, _precision_options, _steps_option],
+        "input": [_device_option, _rounds_option, _input_options],
+        "startup": [*training, _startup_options],
+        "recipe": training,
+        "store": [_store_options],
+        "memory": [_device_option, _model_options, _steps_option, _memory_options],
+    }[name]
+
+
+def _all_options() -> tuple:
+    return (
+        _output_options,
+        _device_option,
+        _rounds_option,
+        _model_options,
+        _training_options,
+        _input_options,
+        _precision_options,
+        _store_options,
+        _startup_options,
+        _memory_options,
+        _steps_option,
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One sub-command per benchmark, each with its own options (`bench NAME --help`); what another benchmark's
+    code reads but this one does not take keeps its default."""
+    everything = argparse.ArgumentParser(add_help=False, conflict_handler="resolve")
+    for add in _all_options():
+        add(everything)
+    defaults = vars(everything.parse_args([]))
+    sub = parser.add_subparsers(dest="name", required=True, metavar="NAME", title="benchmarks")
+    for name in NAMES:
+        bench = sub.add_parser(name, help=ABOUT[name], description=ABOUT[name])
+        for add in [_output_options, *_options_of(name)]:
+            add(bench)
+        own = {action.dest for action in bench._actions}
+        bench.set_defaults(**{dest: value for dest, value in defaults.items() if dest not in own})
+
+
+def _memory_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--variants",
+        default="ddp,fsdp,fsdp+gc",
+        help="memory: strategies to compare, from ddp, fsdp, fsdp+gc (FSDP with gradient checkpointing)",
+    )
+
+
 def _input_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", default=None, help="a folder of JPEGs to use (default: generated photos)")
+    parser.add_argument("--img-size", type=int, default=None, help="crop size (default 224)")
     parser.add_argument("--count", type=int, default=256, help="input: number of JPEGs")
+    parser.add_argument("--workers", type=int, default=1, help="input --shards: loader workers")
     parser.add_argument(
         "--max-side",
         type=int,
@@ -88,6 +163,9 @@ def _precision_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="precision: random tensors on the device instead of JPEGs (model and step alone)",
     )
+
+
+def _steps_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--steps",
         type=int,
