@@ -23,6 +23,7 @@ demo: venv
 PYTEST_WORKERS ?= 2
 
 test: venv
+	bash scripts/install-chromium.sh
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The unit tests only (no multi-process runs): well under a minute.

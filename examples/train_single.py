@@ -16,7 +16,9 @@ from torchvision import datasets, models, transforms
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--data", required=True)
+    parser.add_argument(
+        "--data", required=True, help="a folder holding train/ and val/, one sub-folder per class in each"
+    )
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=0.01)

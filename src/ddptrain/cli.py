@@ -207,7 +207,10 @@ def _add_reading_commands(sub) -> None:
     lint.add_argument("--json", action="store_true", help="one JSON object instead of lines (with each severity)")
     lint.add_argument("--strict", action="store_true", help="exit 1 on warnings too (by default only on errors)")
 
-    rep = sub.add_parser("report", help="figures (PNG) and report.md from one or more run directories")
+    rep = sub.add_parser(
+        "report",
+        help="report.html (open it in a browser), figures (PNG) and report.md from one or more run directories",
+    )
     rep.add_argument("runs", nargs="+", metavar="RUN_DIR", help="--out folders of training runs; several are overlaid")
     rep.add_argument(
         "--out", default=None, help="output folder (default: RUN_DIR/report for one run, ./report for several)"
@@ -248,7 +251,7 @@ def _report_folder(run_dir: Path) -> Path:
     """`ddptrain report RUN_DIR`'s figures, for the --log-to trackers that take files (tools/ is above train/)."""
     from .tools.report import write_report
 
-    return write_report([run_dir]).parent
+    return write_report([run_dir], thumbnails=False).parent  # at the end of training: no second pass over images
 
 
 def _launch(spec: LaunchConfig, argv: List[str], verbose: bool, run=None) -> int:

@@ -68,3 +68,38 @@ def test_a_cached_file_is_used_without_the_network(tmp_path, monkeypatch):
     (tmp_path / "hub" / "checkpoints").mkdir(parents=True)
     (tmp_path / "hub" / "checkpoints" / "m-00000000.pth").write_bytes(b"cached")
     assert fetch_file(wanted) == (tmp_path / "hub" / "checkpoints" / "m-00000000.pth", False)
+
+
+def _fetch(names, env):
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddptrain", "fetch-weights", *names],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    return proc, time.perf_counter() - started
+
+
+def test_fetch_weights_names_a_model_that_does_not_exist_as_such(tmp_path):
+    env = cli_env({"TORCH_HOME": str(tmp_path / "torch"), "HF_HOME": str(tmp_path / "hf")})
+    proc, _ = _fetch(["resnet1"], env)
+    assert proc.returncode != 0 and "--pretrained" not in proc.stderr
+    assert "torchvision has no model named 'resnet1'; did you mean" in proc.stderr
+    proc, _ = _fetch(["timm:resnet10"], env)
+    assert "timm has no model named 'resnet10'; did you mean" in proc.stderr
+
+
+def test_fetch_weights_without_network_says_so_at_once_in_one_line(tmp_path):
+    """A Hub host that does not resolve (what a machine without network sees) ends the command at once with
+    ddptrain's one line, instead of a minute of the Hub client's retry lines."""
+    env = cli_env({"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "https://hub.invalid"})
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "HF_HUB_OFFLINE"):
+        env.pop(name, None)
+    proc, _ = _fetch(["timm:resnet10t"], env)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert errors[-1].startswith("ddptrain fetch-weights: error: the pretrained weights of timm:resnet10t")
+    # said by the name lookup before any request: none of the Hub client's five retries (23 s here) was made
+    assert "hub.invalid does not resolve" in errors[-1] and "Retry" not in proc.stderr

@@ -87,17 +87,17 @@ def test_one_run_gives_every_figure_and_a_report(tmp_path):
 def test_curves_carry_the_metrics_of_each_run(tmp_path):
     runs = [load_run(fake_run(tmp_path / "a", 1, False)), load_run(fake_run(tmp_path / "b", 2, True))]
     label_runs(runs)
-    assert [r.label for r in runs] == ["1 rank, sync-bn off", "2 ranks, sync-bn on"]
+    assert [r.label for r in runs] == ["1r sb-", "2r sb+"]
     fig = plot_curves(runs)
     loss_ax, acc_ax, lr_ax = fig.axes
     lines = {line.get_label(): line for line in loss_ax.get_lines()}
     assert set(lines) == {
-        "1 rank, sync-bn off: train",
-        "1 rank, sync-bn off: val",
-        "2 ranks, sync-bn on: train",
-        "2 ranks, sync-bn on: val",
+        "1r sb-: train",
+        "1r sb-: val",
+        "2r sb+: train",
+        "2r sb+: val",
     }
-    train_b = lines["2 ranks, sync-bn on: train"]
+    train_b = lines["2r sb+: train"]
     assert list(train_b.get_xdata()) == [1, 2, 3]
     assert list(train_b.get_ydata()) == pytest.approx([1.6, 0.85, 0.6])
     top1 = [line for line in acc_ax.get_lines() if line.get_label().endswith("top-1")]
@@ -114,7 +114,8 @@ def test_two_runs_overlay_and_compare_epoch_time(tmp_path):
         assert_plotted_png(tmp_path / "cmp" / name)
     text = report.read_text()
     assert "## How the runs differ" in text and "| sync_bn | False | True |" in text and "| ranks | 1 | 2 |" in text
-    assert "| 1 rank, sync-bn off | 1 | 3 |" in text and "| 2 ranks, sync-bn on | 2 | 3 |" in text
+    assert "| 1r sb- | 1 | 3 |" in text and "| 2r sb+ | 2 | 3 |" in text
+    assert "| 2r sb+ | `" in text and "| 2 ranks, sync-bn on |" in text  # the runs table says what a label stands for
 
 
 def test_a_run_without_best_eval_says_how_to_make_one(tmp_path):

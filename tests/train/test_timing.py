@@ -36,6 +36,13 @@ def test_each_problem_is_named_with_what_to_do():
     assert "rank 0 peaked at 75000 of 80000 MiB" in found["memory"] and "--batch-size" in found["memory"]
 
 
+def test_a_straggler_is_sent_to_the_tool_that_can_see_its_device():
+    on_cpu = advice([_rank(0), _rank(1, forward_s=1.0, load_s=20.0)], 2)["straggler"]
+    assert "nvidia-smi" not in on_cpu and "CPU load" in on_cpu
+    on_gpu = advice([_rank(0, total=80_000), _rank(1, forward_s=1.0, load_s=20.0, total=80_000)], 2)["straggler"]
+    assert "nvidia-smi" in on_gpu
+
+
 def test_tiny_differences_are_not_stragglers():
     assert "straggler" not in advice([_rank(0, forward_s=0.01), _rank(1, forward_s=0.05)], 2)  # 4 ms/step
 

@@ -72,7 +72,7 @@ def test_preprocessing_comes_from_the_command_line_then_the_checkpoint_then_the_
     cfg = build_config({"data": "d", "model": "timm:test_resnet", "img_size": 32})
     fresh, source = resolve_preprocessing(cfg, None)
     assert (fresh.data.img_size, fresh.data.mean, fresh.data.crop_fraction) == (32, (0.5, 0.5, 0.5), 0.95)
-    assert source == "timm:test_resnet's pretrained config; img_size from the command line"
+    assert source == "timm:test_resnet's pretrained config; img_size as given (flags or --config)"
     before = {"model": "timm:test_resnet", "img_size": 32}  # a checkpoint from before these options: ImageNet's
     resumed, source = resolve_preprocessing(cfg, Config.from_flat(before, "the checkpoint", strict=False))
     assert (resumed.data.mean, resumed.data.crop_fraction) == ((0.485, 0.456, 0.406), 0.875)

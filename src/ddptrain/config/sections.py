@@ -510,6 +510,12 @@ class RunConfig:
         "steps between loss reductions, progress updates and TensorBoard points; also how "
         "often the ranks check for a stop signal (SIGTERM/SIGUSR1)",
     )
+    progress_every: float = opt(
+        30.0,
+        "seconds between progress lines within an epoch (step, share of the epoch, loss, images/s, data wait, "
+        "time to the epoch's end) on rank 0: on stdout and in train.log when stdout is not a terminal, in train.log "
+        "beside the progress bar; 0: none",
+    )
     save_every_steps: int = opt(0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch ends)")
     keep_last: int = opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted")
     eval_every: int = opt(1, "evaluate every this many epochs, and after the last one", elsewhere=("eval_interval",))
@@ -535,6 +541,7 @@ class RunConfig:
         require(
             [
                 (self.log_every >= 1, "--log-every must be at least 1"),
+                (self.progress_every >= 0, "--progress-every must be 0 (no lines) or more seconds"),
                 (self.eval_every >= 1, "--eval-every must be at least 1"),
                 (self.save_every_steps >= 0, "--save-every-steps must be 0 (off) or more"),
                 (self.keep_last >= 1, "--keep-last must be at least 1"),

@@ -75,50 +75,88 @@ class WeightsFile:
     def download(self) -> Path:
         if self.url:
             return _download_url(self.url, self.cache / url_file_name(self.url))
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import constants, hf_hub_download
         from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
 
-        for name in self.filenames:
-            try:
-                return Path(hf_hub_download(self.repo or "", name, revision=self.revision))
-            except EntryNotFoundError as error:
-                if isinstance(error, LocalEntryNotFoundError):  # the Hub could not be reached at all
-                    raise
-                continue  # the repository has no such file: try the next name
+        _resolvable(constants.ENDPOINT)
+        hub_log = logging.getLogger("huggingface_hub")
+        level = hub_log.level
+        hub_log.setLevel(logging.ERROR)  # its retry lines; the one useful line is ddptrain's error
+        try:
+            for name in self.filenames:
+                try:
+                    return Path(hf_hub_download(self.repo or "", name, revision=self.revision))
+                except EntryNotFoundError as error:
+                    if isinstance(error, LocalEntryNotFoundError):  # the Hub could not be reached at all
+                        raise
+                    continue  # the repository has no such file: try the next name
+        finally:
+            hub_log.setLevel(level)
         raise OSError(f"{self.repo} has none of {', '.join(self.filenames)}")
+
+
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _resolvable(url: str) -> None:
+    """Fail at once, not after a minute of retries, when the host's name does not resolve and no proxy would
+    resolve it instead: a machine without network."""
+    host = urlparse(url).hostname
+    if not host or any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return
+    try:
+        socket.getaddrinfo(host, 443)
+    except socket.gaierror as error:
+        raise OSError(f"{host} does not resolve ({error.strerror}): no network here?") from None
 
 
 def url_file_name(url: str) -> str:
     return os.path.basename(urlparse(url).path)
 
 
-def locate(name: str) -> WeightsFile:
-    """The pretrained weights of model `name` (torchvision's DEFAULT weights; timm's default pretrained tag)."""
+def locate(name: str, asked_by: str = "--pretrained") -> WeightsFile:
+    """The pretrained weights of model `name` (torchvision's DEFAULT weights; timm's default pretrained tag).
+    `asked_by` starts the error's message (empty: the command says it)."""
+    said = f"{asked_by}: " if asked_by else ""
     if name.startswith(TIMM_PREFIX):
         import timm
 
-        cfg = timm.get_pretrained_cfg(name[len(TIMM_PREFIX) :])
+        model = name[len(TIMM_PREFIX) :]
+        if not timm.is_model(model.split(".")[0]):
+            raise WeightsError(f"{said}timm has no model named {model!r}{_close(model, timm.list_models())}")
+        cfg = timm.get_pretrained_cfg(model)
         if cfg is not None and cfg.hf_hub_id:
             repo, _, revision = cfg.hf_hub_id.partition("@")
             names = (cfg.hf_hub_filename,) if cfg.hf_hub_filename else HF_FILES
             return WeightsFile(name, cfg.hf_hub_id, repo=repo, revision=revision or None, filenames=names)
         if cfg is not None and isinstance(cfg.url, str) and cfg.url:
             return WeightsFile(name, cfg.url, url=cfg.url)
-        raise WeightsError(f"--pretrained: timm publishes no pretrained weights for {name}", every_rank=True)
+        raise WeightsError(f"{said}timm publishes no pretrained weights for {name}", every_rank=True)
     import torchvision
 
+    known = torchvision.models.list_models()
+    if name not in known:
+        raise WeightsError(
+            f"{said}torchvision has no model named {name!r}{_close(name, known)} (timm's are named timm:NAME)",
+            every_rank=True,
+        )
     try:
         weights = torchvision.models.get_model_weights(name).DEFAULT
     except (ValueError, KeyError, AttributeError):
-        raise WeightsError(
-            f"--pretrained: torchvision publishes no pretrained weights for {name}", every_rank=True
-        ) from None
+        raise WeightsError(f"{said}torchvision publishes no pretrained weights for {name}", every_rank=True) from None
     return WeightsFile(name, str(weights), url=weights.url)
+
+
+def _close(name: str, known) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def fetch(name: str) -> Tuple[Path, bool]:
     """The cached weights file of model `name`, downloaded first when missing; (path, whether it was downloaded)."""
-    return fetch_file(locate(name))
+    return fetch_file(locate(name, asked_by=""))
 
 
 def fetch_file(wanted: WeightsFile) -> Tuple[Path, bool]:

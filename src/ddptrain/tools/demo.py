@@ -63,7 +63,7 @@ def run_demo(data: str, out: str, epochs: Optional[int], nproc: Optional[int], d
         return code
     best = Path(out) / "checkpoints" / "best.pt"
     report = _evaluate(best, data, kind)
-    predictions = _predict_examples(best, data, kind)
+    predictions = _predict_examples(best, data, Path(out), kind)
     from .report import write_report
 
     figures = write_report([out])
@@ -78,10 +78,13 @@ def _evaluate(best: Path, data: str, kind: str) -> dict:
     return run_eval(EvalOptions(checkpoint=str(best), data=data, device=kind), DistEnv(), print_json=False)
 
 
-def _predict_examples(best: Path, data: str, kind: str) -> List[dict]:
+def _predict_examples(best: Path, data: str, run_dir: Path, kind: str) -> List[dict]:
+    """Top-2 for the last validation image of each class: images the model never trained on."""
+    from ..data import splitfile
     from .inference import run_predict
 
-    examples = [str(sorted(p.glob("*.jpg"))[-1]) for p in sorted(Path(data).iterdir()) if p.is_dir()]
+    last = {name: relative for _, relative, name in splitfile.read(run_dir / "splits" / "val.txt")}
+    examples = [str(Path(data) / relative) for _, relative in sorted(last.items())]
     buffer = io.StringIO()
     run_predict(str(best), examples, topk=2, device=kind, out=buffer)
     return [json.loads(line) for line in buffer.getvalue().splitlines()]
@@ -94,7 +97,7 @@ def _print_summary(out: str, report: dict, predictions: List[dict], figures: Pat
         f"run dir         {out}",
         f"val top-1       {report['top1']:.4f} on {report['samples']} images (top-5 {report['top5']:.4f})",
         f"total time      {elapsed_s:.0f} s",
-        "predictions:",
+        "predictions (validation images):",
     ]
     for item in predictions:
         best = item["topk"][0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -97,6 +98,14 @@ def _write_safetensors(model: nn.Module, card: ModelCard, path: Path) -> None:
     from safetensors.torch import save_model
 
     save_model(model, str(path), metadata={META_KEY: json.dumps(card.to_dict())})
+    _as_created(path)  # safetensors writes 0600 whatever the umask; the run's other files follow it
+
+
+def _as_created(path: Path) -> None:
+    """The permissions a file made by open() would have under this process's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def _write_torchscript(model: nn.Module, card: ModelCard, path: Path) -> None:

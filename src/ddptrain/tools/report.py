@@ -20,7 +20,7 @@ import yaml
 from ..config import format_channels, migrate, parse_channels
 from ..config.sections import EVAL_METRICS
 from ..errors import ConfigError, DdptrainError
-from ..util import DamagedLine, markdown_table, read_epoch_records
+from ..util import DamagedLine, first_line, markdown_table, read_epoch_records
 
 log = logging.getLogger("ddptrain")
 
@@ -31,6 +31,7 @@ LEGEND, TABLE, HIDDEN = "legend", "table", "hidden"
 ROLES = {
     **dict.fromkeys(
         ("data", "max_image_pixels", "max_image_mb", "fetch_timeout", "workers", "stop_after_epochs", "log_every")
+        + ("progress_every",)
         + ("save_every_steps", "keep_last", "eval_every", "log_to", "rdzv_endpoint", "rdzv_conf", "rdzv_timeout")
         + ("iface", "max_restarts", "dist_timeout"),
         TABLE,
@@ -47,6 +48,8 @@ def report_role(flat_key: str) -> str:
 
 
 MAX_ANNOTATED_CLASSES = 15  # beyond this the confusion matrix cells carry no numbers
+MAX_CLASS_BARS = 30  # per-class accuracy bars: beyond this, the worst and the best 15, and a note
+MAX_LABEL = 28  # a longer legend label becomes a letter, explained in the runs table
 MAX_LABELLED_BARS = 15  # beyond this the epoch-time bars carry no numbers
 COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
 
@@ -61,11 +64,16 @@ class Run:
     config: Dict
     epochs: List[Dict]
     best_eval: Optional[Dict]
-    label: str = ""
+    label: str = ""  # in legends and table headers: short
+    description: str = ""  # what the label stands for: every option that differs, in full
 
     @property
     def world_size(self) -> Optional[int]:
         return self.epochs[-1].get("world_size") if self.epochs else None
+
+    @property
+    def classes(self) -> Optional[int]:
+        return len(self.best_eval["class_names"]) if self.best_eval and "class_names" in self.best_eval else None
 
     def steady_epochs(self) -> List[Dict]:
         """The epochs after the first, whose time and throughput carry no start-up cost (all, if only one)."""
@@ -119,7 +127,7 @@ def _read_config(path: Path) -> Dict:
 def label_runs(runs: List[Run]) -> None:
     """Each run's legend: the options in which it differs from the others (and its number of ranks)."""
     if len(runs) == 1:
-        runs[0].label = runs[0].path.name
+        runs[0].label = runs[0].description = runs[0].path.name
         return
     # Legends are short: they leave out paths, fault-tolerance and logging settings and the plumbing
     # (the number of processes is shown as "ranks", measured, instead of --nproc/--nnodes).
@@ -128,12 +136,32 @@ def label_runs(runs: List[Run]) -> None:
     ranks_differ = len({run.world_size for run in runs}) > 1
     for run in runs:
         parts = [f"{run.world_size} rank{'s' if run.world_size != 1 else ''}"] if ranks_differ else []
-        parts += [_describe_option(k, run.config.get(k)) for k in differing]
-        run.label = ", ".join(parts) or run.path.name
+        run.description = ", ".join(parts + [_describe_option(k, run.config.get(k)) for k in differing])
+        short = [f"{run.world_size}r"] if ranks_differ else []
+        run.label = " ".join(short + [_abbreviate(k, run.config.get(k)) for k in differing]) or run.path.name
     labels = [run.label for run in runs]
+    if max(map(len, labels)) > MAX_LABEL or len(set(labels)) < len(labels):
+        for i, run in enumerate(runs):  # too long for a legend, or not telling runs apart: letters, and a table
+            run.label = _letter(i)
     for run in runs:
-        if labels.count(run.label) > 1:
-            run.label = f"{run.label} ({run.path.name})"
+        run.description = run.description or run.path.name
+
+
+SHORT = {"optimizer": "opt", "schedule": "sched", "epochs": "ep", "momentum": "mom", "strategy": "", "amp": "amp"}
+
+
+def _letter(index: int) -> str:
+    return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
+
+
+def _abbreviate(key: str, value) -> str:
+    """batch_size 32 -> bs32, weight_decay 0.0001 -> wd0.0001, model timm:test_resnet -> test_resnet."""
+    words = key.split("_")
+    name = SHORT.get(key) or (key if len(key) <= 5 else key[:3]) if len(words) == 1 else "".join(w[0] for w in words)
+    if isinstance(value, bool):
+        return f"{name}{'+' if value else '-'}"
+    text = str(value).split(":")[-1].split("/")[-1] if isinstance(value, str) else str(value)
+    return f"{name}{text}" if key != "model" else text
 
 
 def _describe_option(key: str, value) -> str:
@@ -185,17 +213,23 @@ def _plot(ax, run: Run, key: str, color: str, label: str, **kw) -> None:
 def plot_curves(runs: List[Run]):
     """Loss, accuracy and learning rate per epoch, one colour per run."""
     plt = _pyplot()
-    fig, (loss_ax, acc_ax, lr_ax) = plt.subplots(1, 3, figsize=(15, 4.3))
+    fig, (loss_ax, acc_ax, lr_ax) = plt.subplots(1, 3, figsize=(15, 4.3), layout="constrained")
     several = len(runs) > 1
+    top5 = any(run.classes is None or run.classes > 5 for run in runs)  # with 5 classes or fewer it is always 1
     for i, run in enumerate(runs):
         color, name = COLORS[i % len(COLORS)], (run.label + ": " if several else "")
         _plot(loss_ax, run, "train_loss", color, f"{name}train")
         _plot(loss_ax, run, "val_loss", color, f"{name}val", linestyle="--")
         _plot(acc_ax, run, "val_top1", color, f"{name}top-1")
-        _plot(acc_ax, run, "val_top5", color, f"{name}top-5", linestyle=":")
+        if top5:
+            _plot(acc_ax, run, "val_top5", color, f"{name}top-5", linestyle=":")
         _plot(lr_ax, run, "lr", color, run.label)
-    _style(loss_ax, "loss (solid: train, dashed: validation)", "cross-entropy")
-    _style(acc_ax, "validation accuracy (solid: top-1, dotted: top-5)", "accuracy")
+    losses = [v for run in runs for key in ("train_loss", "val_loss") for v in run.series(key)[1] if v and v > 0]
+    spread = bool(losses) and max(losses) / min(losses) > 100  # one diverged epoch would flatten the rest
+    _style(loss_ax, "loss (solid: train, dashed: validation)" + (", log scale" if spread else ""), "cross-entropy")
+    if spread:
+        loss_ax.set_yscale("log")
+    _style(acc_ax, "validation accuracy" + (" (solid: top-1, dotted: top-5)" if top5 else ", top-1"), "accuracy")
     acc_ax.set_ylim(0, 1.02)
     _style(lr_ax, "learning rate at the end of each epoch", "lr")
     lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
@@ -203,14 +237,13 @@ def plot_curves(runs: List[Run]):
         ax.legend(fontsize=8)
     if several:
         lr_ax.legend(fontsize=8)
-    fig.tight_layout()
     return fig
 
 
 def plot_throughput(runs: List[Run]):
     """Images per second (all ranks together) and the share of step time spent waiting for data."""
     plt = _pyplot()
-    fig, (speed_ax, wait_ax) = plt.subplots(1, 2, figsize=(11, 4.0))
+    fig, (speed_ax, wait_ax) = plt.subplots(1, 2, figsize=(11, 4.0), layout="constrained")
     for i, run in enumerate(runs):
         color = COLORS[i % len(COLORS)]
         _plot(speed_ax, run, "images_per_sec", color, run.label)
@@ -238,7 +271,6 @@ def plot_throughput(runs: List[Run]):
     )
     for ax in (speed_ax, wait_ax):
         ax.legend(fontsize=8)
-    fig.tight_layout()
     return fig
 
 
@@ -260,22 +292,17 @@ def plot_epoch_time(runs: List[Run]):
         spans = [[v - min(t) for v, t in zip(values, times)], [max(t) - v for v, t in zip(values, times)]]
         title = "mean time per epoch, first epoch excluded\n(whiskers: fastest and slowest epoch)"
         top = max(map(max, times))
-    fig, ax = plt.subplots(figsize=(min(12.0, max(5.0, 0.9 * len(labels) + 3)), 4.0))
+    fig, ax = plt.subplots(figsize=(min(12.0, max(5.0, 0.9 * len(labels) + 3)), 4.0), layout="constrained")
     colors = [COLORS[i % len(COLORS)] for i in range(len(labels))] if len(runs) > 1 else COLORS[0]
-    ax.bar(labels, values, color=colors, yerr=spans, capsize=4 if spans else 0)
-    if len(labels) <= MAX_LABELLED_BARS:  # at the foot of each bar, clear of the whiskers
-        for x, value in enumerate(values):
-            ax.text(
-                x, 0.03 * top, f"{value:.1f}s", ha="center", va="bottom", color="white", fontsize=9, fontweight="bold"
-            )
-    ax.set_ylim(0, max(top, 1e-9) * 1.1)
-    _style(ax, title, "seconds", xlabel="epoch" if len(runs) == 1 else "", categories=True)
-    if len(runs) > 1:
-        ax.tick_params(axis="x", labelsize=8, rotation=10)
-    elif len(labels) > MAX_LABELLED_BARS:  # every few epochs, like a numeric axis
-        every = -(-len(labels) // MAX_LABELLED_BARS)
-        ax.set_xticks(range(0, len(labels), every), labels[::every])
-    fig.tight_layout()
+    ax.bar(range(len(labels)), values, color=colors, yerr=spans, capsize=4 if spans else 0)
+    if len(labels) <= MAX_LABELLED_BARS:  # above each bar (and its whisker), in the text colour
+        heights = [v + (spans[1][i] if spans else 0.0) for i, v in enumerate(values)]
+        for x, (value, height) in enumerate(zip(values, heights)):
+            ax.text(x, height + 0.02 * top, f"{value:.1f}s", ha="center", va="bottom", fontsize=9)
+    ax.set_ylim(0, max(top, 1e-9) * 1.18)
+    _style(ax, title, "seconds", xlabel="epoch" if len(runs) == 1 else "run", categories=True)
+    every = 1 if len(runs) > 1 else -(-len(labels) // MAX_LABELLED_BARS)  # runs: each; epochs: every few
+    ax.set_xticks(range(0, len(labels), every), labels[::every], fontsize=8 if len(runs) > 1 else None)
     return fig
 
 
@@ -289,7 +316,9 @@ def plot_confusion(run: Run):
     n = len(names)
     rows = [[cell / max(sum(row), 1) for cell in row] for row in matrix]
     side = min(14.0, 3.0 + 0.45 * n)
-    fig, (cm_ax, acc_ax) = plt.subplots(1, 2, figsize=(2 * side + 1, side), gridspec_kw={"width_ratios": [1.1, 1]})
+    fig, (cm_ax, acc_ax) = plt.subplots(
+        1, 2, figsize=(2 * side + 1, side), gridspec_kw={"width_ratios": [1.1, 1]}, layout="constrained"
+    )
     image = cm_ax.imshow(rows, cmap="Blues", vmin=0.0, vmax=1.0)
     fig.colorbar(image, ax=cm_ax, fraction=0.046, pad=0.04, label="share of the true class")
     ticks = range(n) if n <= 60 else []
@@ -312,20 +341,24 @@ def plot_confusion(run: Run):
     cm_ax.set_title(f"confusion matrix, {best['samples']} validation images", fontsize=11)
     accs = [row[i] / max(sum(row), 1) for i, row in enumerate(matrix)]
     order = sorted(range(n), key=lambda i: accs[i])  # worst class at the top
-    bars = acc_ax.barh([names[i] for i in order], [accs[i] for i in order], color=COLORS[0])
-    if n <= MAX_ANNOTATED_CLASSES:
-        counts = [f"{accs[i]:.3f}  ({matrix[i][i]}/{sum(matrix[i])})" for i in order]
-        acc_ax.bar_label(bars, labels=counts, label_type="center", color="white", fontsize=8, fontweight="bold")
+    half = MAX_CLASS_BARS // 2
+    shown = order if n <= MAX_CLASS_BARS else order[:half] + order[-half:]
+    bars = acc_ax.barh(range(len(shown)), [accs[i] for i in shown], color=COLORS[0])
+    acc_ax.set_yticks(range(len(shown)), [names[i] for i in shown], fontsize=8)
+    counts = [f"{accs[i]:.3f} ({matrix[i][i]}/{sum(matrix[i])})" for i in shown]
+    acc_ax.bar_label(bars, labels=counts, label_type="edge", padding=3, fontsize=8)  # beside the bar, never on it
     acc_ax.invert_yaxis()
-    acc_ax.set_xlim(0, 1.0)
+    acc_ax.set_xlim(0, 1.3)  # room for the labels of full bars
+    acc_ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
     acc_ax.axvline(best["top1"], color=COLORS[3], linestyle="--", linewidth=1)
-    acc_ax.tick_params(axis="y", labelsize=8 if n <= 60 else 0)
-    acc_ax.set_title(f"per-class accuracy, worst first (dashed: overall {best['top1']:.3f})", fontsize=11)
+    which = "worst first" if n <= MAX_CLASS_BARS else f"the {half} worst and the {half} best of {n}"
+    acc_ax.set_title(f"per-class accuracy, {which} (dashed: overall {best['top1']:.3f})", fontsize=11)
     acc_ax.set_xlabel("top-1 accuracy")
     acc_ax.grid(True, axis="x", alpha=0.3)
+    if n > MAX_CLASS_BARS:
+        acc_ax.axhline(half - 0.5, color="#999999", linewidth=0.8, linestyle=":")
     when = f" (epoch {best['epoch'] + 1})" if "epoch" in best else ""
     fig.suptitle(f"{run.label}: best checkpoint{when}, top-1 {best['top1']:.3f}", fontsize=12)
-    fig.tight_layout()
     return fig
 
 
@@ -363,8 +396,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
 
 
-def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = None) -> Path:
-    """Write the figures and report.md; return the report.md path."""
+def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = None, thumbnails: bool = True) -> Path:
+    """Write the figures, report.md and report.html; return the report.md path. `thumbnails`: score each run's
+    validation images with its best checkpoint for the page's worst-classified images (needs torch)."""
     runs = [load_run(path) for path in run_dirs]
     label_runs(runs)
     out_dir = Path(out) if out else (runs[0].path / "report" if len(runs) == 1 else Path("report"))
@@ -387,10 +421,31 @@ def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = Non
     for name, (_, fig) in figures.items():
         fig.savefig(out_dir / name, dpi=100)
         plt.close(fig)
+    titles = {name: title for name, (title, _) in figures.items()}
     report = out_dir / "report.md"
-    report.write_text(_markdown(runs, {name: title for name, (title, _) in figures.items()}, missing))
-    log.info("wrote %s and %d figures in %s", report.name, len(figures), out_dir)
+    report.write_text(_markdown(runs, titles, missing))
+    worst = {run.label: _worst_of(run, thumbnails) for run in runs}
+    from .reporthtml import page
+
+    summary = [summary_row(run) for run in runs]
+    legend = [{"run": run.label, "folder": str(run.path), "options that differ": run.description} for run in runs]
+    text = page(runs, titles, out_dir, summary, legend, config_differences(runs), worst)
+    (out_dir / "report.html").write_text(text, encoding="utf-8")
+    log.info("wrote %s, report.html and %d figures in %s", report.name, len(figures), out_dir)
     return report
+
+
+def _worst_of(run: Run, thumbnails: bool) -> tuple:
+    if not thumbnails:
+        return [], ""
+    from .worst import worst_images
+
+    try:
+        return worst_images(run.path, run.config.get("data"))
+    except ImportError as error:  # torch is not importable here
+        return [], f"no thumbnails: scoring images needs torch ({error})"
+    except (DdptrainError, OSError, ValueError) as error:
+        return [], f"no thumbnails: {first_line(error)}"
 
 
 def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> str:
@@ -419,6 +474,8 @@ def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> s
         "",
     ]
     if len(runs) > 1:
+        legend = [{"run": run.label, "folder": f"`{run.path}`", "options that differ": run.description} for run in runs]
+        lines += ["## Runs", "", markdown_table(["run", "folder", "options that differ"], legend), ""]
         differences = config_differences(runs)
         if differences:
             lines += [

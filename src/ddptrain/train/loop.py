@@ -72,6 +72,7 @@ class Stepped:
     global_step: int
     first: bool
     failures: Tuple[str, ...] = ()
+    data_wait_frac: float = 0.0  # this rank's share of the epoch so far spent waiting for batches
 
 
 @dataclass
@@ -140,7 +141,7 @@ def train_epoch(
             samples_done = plan.start.samples_done + (step + 1) * per_step
             schedule.apply(optimizer, plan.epoch, samples_done, per_epoch)
             optimizer_step(model, optimizer, precision, settings.clip_grad)
-        yield Stepped(global_step, step == 0, failures)
+        yield Stepped(global_step, step == 0, failures, monitor.data_wait_frac())
         last = step + 1 == n_steps
         save = plan.saves_after(global_step) and not last
         if save or last or (step + 1) % settings.log_every == 0:

@@ -149,6 +149,10 @@ class StepMonitor:
         self.clock.add_images(len(batch))
         return batch
 
+    def data_wait_frac(self) -> float:
+        """The share of this epoch's steady state (after its first step) spent waiting for batches, so far."""
+        return self.timer.data_wait_s / max(time.perf_counter() - self.timer.start, 1e-9)
+
     def before_reduction(self) -> bool:
         """At a reduction point: sample GPU utilisation; return whether this rank was asked to stop."""
         self.timer.sample_utilization()

@@ -61,7 +61,7 @@ def resolve_preprocessing(cfg: Config, saved: Optional[Config]) -> Tuple[Config,
     flat = cfg.to_flat()
     given = sorted(key for key in base if flat[key] is not None)
     if given:
-        source += f"; {', '.join(given)} from the command line"
+        source += f"; {', '.join(given)} as given (flags or --config)"
     return cfg.replace(**{key: flat[key] if key in given else value for key, value in base.items()}), source
 
 

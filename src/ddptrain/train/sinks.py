@@ -11,12 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Protocol
-
-from tqdm import tqdm
 
 from ..config import Config, save_yaml
 from ..data.split import Split, write_split_files
@@ -27,6 +24,7 @@ from ..util import DamagedLine, read_epoch_records, redact, write_json_atomic, w
 from . import timing
 from .loop import EpochStats
 from .metrics import EvalResult
+from .progress import EpochPlace, EpochProgress, NoProgress, Progress
 from .trackers import FINISHED, Trackers, run_status
 
 log = logging.getLogger("ddptrain")
@@ -133,40 +131,6 @@ class TensorBoard:
         self.writer.close()
 
 
-class _Bar(tqdm):
-    monitor_interval = 0  # no monitor thread (see TensorBoard: no thread may start while loaders fork)
-
-
-def progress_bar(total: int, epoch: int, epochs: int, enabled: bool) -> tqdm:
-    """A bar on an interactive terminal only: in log files the per-epoch line says it all."""
-    enabled = enabled and sys.stderr.isatty()
-    return _Bar(
-        total=total,
-        desc=f"epoch {epoch + 1}/{epochs}",
-        unit="step",
-        dynamic_ncols=True,
-        disable=not enabled,
-        leave=False,
-        file=sys.stderr,
-    )
-
-
-class _StepProgress:
-    """Progress bar and TensorBoard points during an epoch."""
-
-    def __init__(self, bar: tqdm, tb: TensorBoard, step_offset: int):
-        self.bar, self.tb, self.step_offset, self.shown = bar, tb, step_offset, 0
-
-    def __call__(self, steps_done: int, loss: float, lr: float, images_per_sec: float) -> None:
-        self.bar.update(steps_done - self.shown)
-        self.shown = steps_done
-        self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.3g}", img_s=f"{images_per_sec:.0f}")
-        self.tb.scalars({"train/loss": loss, "lr": lr}, self.step_offset + steps_done)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 # Writes `ddptrain report`'s figures and report.md for a run directory and returns their folder: handed down by the
 # command line (tools/ is a layer above), for the trackers that take files (MLflow, W&B).
 ReportWriter = Callable[[Path], Path]
@@ -175,8 +139,8 @@ ReportWriter = Callable[[Path], Path]
 class RunSinks:
     """Rank 0's outputs."""
 
-    def __init__(self, run_dir: Path, epochs: int, report: Optional[ReportWriter] = None):
-        self.run_dir, self.epochs, self.report = run_dir, epochs, report
+    def __init__(self, run_dir: Path, epochs: int, report: Optional[ReportWriter] = None, progress_every: float = 30.0):
+        self.run_dir, self.epochs, self.report, self.progress_every = run_dir, epochs, report, progress_every
         run_dir.mkdir(parents=True, exist_ok=True)
         self.log_handler = add_log_file(run_dir / "train.log")
         self.metrics = MetricsLog(run_dir / METRICS)
@@ -200,8 +164,8 @@ class RunSinks:
         if cfg is not None:
             self.trackers = Trackers.start(cfg.run.trackers(), self.run_dir, cfg.to_flat(), resumed, history)
 
-    def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _StepProgress:
-        return _StepProgress(progress_bar(steps, epoch, self.epochs, True), self.tb, global_step)
+    def epoch_progress(self, place: EpochPlace) -> EpochProgress:
+        return EpochProgress(place, self.tb, self.progress_every, self.log_handler)
 
     def epoch_end(
         self,
@@ -296,14 +260,6 @@ class RunSinks:
             return []
 
 
-class _NoProgress:
-    def __call__(self, steps_done: int, loss: float, lr: float, images_per_sec: float) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 class NullSinks:
     """What ranks other than 0 write: nothing."""
 
@@ -315,8 +271,8 @@ class NullSinks:
     ) -> None:
         pass
 
-    def epoch_progress(self, steps: int, epoch: int, global_step: int) -> _NoProgress:
-        return _NoProgress()
+    def epoch_progress(self, place: EpochPlace) -> NoProgress:
+        return NoProgress()
 
     def epoch_end(
         self,
@@ -338,12 +294,6 @@ class NullSinks:
         pass
 
 
-class Progress(Protocol):
-    def __call__(self, steps_done: int, loss: float, lr: float, images_per_sec: float) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class Sinks(Protocol):
     """What a rank's trainer tells its outputs."""
 
@@ -353,7 +303,7 @@ class Sinks(Protocol):
         self, last_complete_epoch: int, resumed_step: int, cfg: Optional[Config] = None, resumed: bool = False
     ) -> None: ...
 
-    def epoch_progress(self, steps: int, epoch: int, global_step: int) -> Progress: ...
+    def epoch_progress(self, place: EpochPlace) -> Progress: ...
 
     def epoch_end(
         self,
@@ -371,5 +321,7 @@ class Sinks(Protocol):
     def close(self, failure: Optional[BaseException] = None) -> None: ...
 
 
-def open_sinks(run_dir: Path, epochs: int, is_main: bool, report: Optional[ReportWriter] = None) -> Sinks:
-    return RunSinks(run_dir, epochs, report) if is_main else NullSinks()
+def open_sinks(
+    run_dir: Path, epochs: int, is_main: bool, report: Optional[ReportWriter] = None, progress_every: float = 30.0
+) -> Sinks:
+    return RunSinks(run_dir, epochs, report, progress_every) if is_main else NullSinks()

@@ -237,8 +237,14 @@ def _straggler(ranks: List[RankTiming]) -> tuple:
         return r.rank, (
             f"straggler: rank {r.rank} spends {work[slowest] * 1000:.0f} ms per step on its own input pipeline "
             f"and forward pass, {work[slowest] / max(others, 1e-9):.1f}x the other ranks' {others * 1000:.0f} ms; "
-            "every rank waits for it in each gradient all-reduce. Check that device (clocks, temperature, "
-            "other processes: nvidia-smi) or that node's storage and CPU load"
+            "every rank waits for it in each gradient all-reduce. "
+            + (
+                "Check that device (clocks, temperature, other processes: nvidia-smi) or that node's storage and "
+                "CPU load"
+                if r.mem_total_mb is not None
+                else "Check that node's CPU load (other processes: top), its storage, and whether its processes "
+                "share cores (--workers, OMP_NUM_THREADS)"
+            )
         )
     return None, None
 

@@ -68,6 +68,7 @@ from .optim import (
     peak_lr,
 )
 from .precision import resolve_precision
+from .progress import EpochPlace
 from .sharded import live_tensors
 from .sinks import ReportWriter, epoch_record, open_sinks
 from .state import (
@@ -106,7 +107,7 @@ class Trainer:
         self.run_dir = Path(cfg.run.out)
         # Rank 0 owns the run directory for the whole run: the lock first, before anything is written there.
         self.run_lock = self._claim_run_dir() if rt.is_main else None
-        self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main, report)
+        self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main, report, cfg.run.progress_every)
         self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main, cfg.model.strategy == "fsdp")
         # read before anything is built: a resume keeps its preprocessing and its global batch
         beginning = self.checkpointer.resume_from(cfg.run.resume)
@@ -540,7 +541,16 @@ class Trainer:
             self.rt,
             plan,
         )
-        progress = self.sinks.epoch_progress(self.steps_per_epoch, epoch, self.global_step)
+        progress = self.sinks.epoch_progress(
+            EpochPlace(
+                epoch,
+                self.cfg.optim.epochs,
+                self.steps_per_epoch,
+                start.samples_done // max(self.global_batch, 1),
+                self.global_step,
+                self.global_batch,
+            )
+        )
         stats: Optional[EpochStats] = None
         for event in steps:
             if isinstance(event, Stepped):
@@ -549,6 +559,7 @@ class Trainer:
                     self.ema.update(unwrap(self.ddp), step=event.global_step)
                 if event.first and epoch == self.start.epoch:
                     self._first_step_done()
+                progress.step(event.global_step, event.data_wait_frac)
             elif isinstance(event, Reduced):
                 progress(event.steps_done, event.loss, event.lr, event.images_per_sec)
                 if event.save:
