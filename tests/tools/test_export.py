@@ -72,6 +72,12 @@ def test_exported_model_predicts_like_the_checkpoint(ckpt, images, fmt):
     assert_same_predictions(predictions(exported, images), want)
 
 
+def test_an_exported_file_has_the_permissions_of_the_runs_other_files(ckpt):
+    """safetensors writes 0600 whatever the umask; the export follows the umask like config.yaml beside it."""
+    exported = export(ckpt, "safetensors")
+    assert exported.stat().st_mode & 0o777 == sidecar_path(exported).stat().st_mode & 0o777
+
+
 def test_exported_files_carry_their_class_names_inside(ckpt, tmp_path):
     """Moved without its .json, an exported file still knows its classes and model."""
     for fmt in ("torchscript", "safetensors"):
