@@ -93,17 +93,17 @@ def trained(dataset, tmp_path_factory) -> Path:
             0.05,
         ]
     )
-    (run_dir.parent / "stdout.txt").write_text(proc.stdout)
+    (run_dir.parent / "console.txt").write_text(proc.stderr)  # log lines go to stderr, as the epoch lines do
     return run_dir
 
 
-def test_progress_lines_reach_stdout_and_train_log_without_a_terminal(trained):
-    """stdout is a pipe here, as under SLURM or nohup: no bar, but timed lines a reader can tell from a hang."""
+def test_progress_lines_reach_the_console_and_train_log_without_a_terminal(trained):
+    """The console is a pipe here, as under SLURM or nohup: no bar, but timed lines a reader can tell from a hang."""
     pattern = re.compile(
         r"epoch (\d)/6 \d+%: step \d+/\d+ \(global \d+\)(  loss [\d.]+  lr \S+)?  [\d.]+ img/s  data_wait \d+%  "
         r"epoch ends in ~\d+s"
     )
-    for where in ((trained.parent / "stdout.txt").read_text(), (trained / "train.log").read_text()):
+    for where in ((trained.parent / "console.txt").read_text(), (trained / "train.log").read_text()):
         epochs = {int(m.group(1)) for m in pattern.finditer(where)}
         assert epochs and epochs <= set(range(1, EPOCHS + 1)), where[-2000:]  # counted from 1, as the epoch lines
         assert any(m.group(2) for m in pattern.finditer(where))  # the loss once one was reduced

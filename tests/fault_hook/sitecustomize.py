@@ -52,13 +52,15 @@ if (
         from ddptrain.data import datasets as _datasets
         from ddptrain.data import transforms as _transforms
 
-        _real_decode = _datasets.decode_rgb
+        def _slowed(real):
+            def slow(*args, **kwargs):
+                time.sleep(float(_arg))  # slow storage: each image read from a file or a shard, then decoded
+                return real(*args, **kwargs)
 
-        def _slow_decode(*args, **kwargs):
-            time.sleep(float(_arg))  # slow storage: each image read from a file or a shard, then decoded
-            return _real_decode(*args, **kwargs)
+            return slow
 
-        _datasets.decode_rgb = _transforms.decode_rgb = _slow_decode  # any transform's decode, and ddptrain's
+        _datasets.decode_rgb = _transforms.decode_rgb = _slowed(_datasets.decode_rgb)  # any transform's decode
+        _transforms.decode_region = _slowed(_transforms.decode_region)  # and a training crop's region alone
     else:
         import torch as _torch
 

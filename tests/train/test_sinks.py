@@ -18,20 +18,27 @@ def test_no_thread_starts_once_training_runs(tmp_path):
     import threading
 
     from ddptrain.logs import LOGGER
-    from ddptrain.train.sinks import RunSinks, progress_bar
+    from ddptrain.train.progress import EpochPlace, progress_bar
+    from ddptrain.train.sinks import RunSinks
 
     handlers = list(logging.getLogger(LOGGER).handlers)
-    sinks = RunSinks(tmp_path / "run", epochs=2)
+    level = logging.getLogger(LOGGER).level
+    logging.getLogger(LOGGER).setLevel(logging.INFO)  # as setup_logging leaves it on rank 0
+    sinks = RunSinks(tmp_path / "run", epochs=2, progress_every=1e-6)  # a timed line after every step
     try:
         sinks.start(last_complete_epoch=-1, resumed_step=0)
         before = {t.ident for t in threading.enumerate()}
-        progress = sinks.epoch_progress(steps=4, epoch=0, global_step=0)
+        progress = sinks.epoch_progress(EpochPlace(0, 2, 4, 0, 0, 8))
         for step in (1, 2, 3, 4):
+            progress.step(step, data_wait_frac=0.1)
             progress(step, loss=1.0, lr=0.1, images_per_sec=10.0)
         progress.close()
         progress_bar(4, 0, 2, enabled=True).close()
         assert {t.ident for t in threading.enumerate()} == before
     finally:
         sinks.close()
+        logging.getLogger(LOGGER).setLevel(level)
     assert list((tmp_path / "run" / "tb").glob("events.out.tfevents.*"))  # the points were written
     assert logging.getLogger(LOGGER).handlers == handlers  # train.log's handler leaves with the sinks
+    lines = [line for line in (tmp_path / "run" / "train.log").read_text().splitlines() if ": step " in line]
+    assert len(lines) == 4 and "epoch 1/2 100%: step 4/4 (global 4)  loss 1.0000  lr 0.1" in lines[-1]

@@ -513,8 +513,8 @@ class RunConfig:
     progress_every: float = opt(
         30.0,
         "seconds between progress lines within an epoch (step, share of the epoch, loss, images/s, data wait, "
-        "time to the epoch's end) on rank 0: on stdout and in train.log when stdout is not a terminal, in train.log "
-        "beside the progress bar; 0: none",
+        "time to the epoch's end) on rank 0: on the console and in train.log when the console is not a terminal, in "
+        "train.log beside the progress bar; 0: none",
     )
     save_every_steps: int = opt(0, "also checkpoint every this many optimizer steps, mid-epoch (0: only at epoch ends)")
     keep_last: int = opt(3, "mid-epoch checkpoints (step-N.pt) to keep; older ones are deleted")

@@ -1,6 +1,6 @@
 """Progress within an epoch, on rank 0: a bar on an interactive terminal, and a log line at least every
-`--progress-every` seconds — on stdout and in train.log where there is no terminal (SLURM, nohup, CI), in
-train.log alone beside a bar — so a slow epoch can be told from a hung one wherever the output goes."""
+`--progress-every` seconds — on the console (stderr) and in train.log where there is no terminal (SLURM, nohup,
+CI), in train.log alone beside a bar — so a slow epoch can be told from a hung one wherever the output goes."""
 
 from __future__ import annotations
 
