@@ -133,19 +133,19 @@ def _time_all(
         **{name: partial(_ddptrain_batch, dataset, device=device) for name, dataset in datasets.items()},
     }
     seconds = dict.fromkeys(run, 0.0)
-    seconds["normalize"] = 0.0
+    normalizing = dict.fromkeys(datasets, 0.0)  # each loader's normalisation, taken out of its own time
     names = list(run)
     for batch, first in enumerate(range(0, len(files), BATCH)):
         count = min(BATCH, len(files) - first)
         shift = batch % len(names)  # each pipeline goes first in turn: no order effect (caches, drift)
         for name in names[shift:] + names[:shift]:
             start = time.perf_counter()
-            normalizing = run[name](first, count)
+            normalized = run[name](first, count)
             _sync(device)
             seconds[name] += time.perf_counter() - start
-            if name == "ddptrain":
-                seconds["normalize"] += normalizing
-    return seconds
+            if name in normalizing:
+                normalizing[name] += normalized
+    return {**seconds, **{f"{name} normalize": spent for name, spent in normalizing.items()}}
 
 
 def presized_copies(files: List[str], folder: Path, max_side: int, quality: int) -> List[str]:
@@ -231,10 +231,10 @@ def _files(root: Path, count: int) -> List[str]:
 
 def _against_decoding(seconds: Dict[str, float], images: int, stages: Dict, per_workers: List[Dict]) -> Dict:
     """Images/s of each pipeline, and the loader's as a fraction of decoding alone (its normalisation, the device's
-    work, taken out: measured for the first ddptrain pipeline, the same batches for the others)."""
-    rate = {name: images / spent for name, spent in seconds.items()}
+    work, taken out: each pipeline's own, measured in the same run)."""
+    rate = {name: images / spent for name, spent in seconds.items() if not name.endswith(" normalize")}
     loaders = [name for name in ("ddptrain", "ddptrain_full", "ddptrain_presized") if name in seconds]
-    loader = {name: images / (seconds[name] - seconds["normalize"]) for name in loaders}
+    loader = {name: images / (seconds[name] - seconds[f"{name} normalize"]) for name in loaders}
     result = {
         "seed_images_per_sec_per_core": rate["seed"],
         "ddptrain_images_per_sec_per_core": rate["ddptrain"],
@@ -242,7 +242,7 @@ def _against_decoding(seconds: Dict[str, float], images: int, stages: Dict, per_
         "decode_only_images_per_sec_per_core": rate["decode_only"],
         "ddptrain_full_decode_images_per_sec_per_core": rate["ddptrain_full"],
         "loader_images_per_sec_per_core": loader["ddptrain"],
-        "normalize_us_per_image": 1e6 * seconds["normalize"] / images,
+        "normalize_us_per_image": 1e6 * seconds["ddptrain normalize"] / images,
         "fraction_of_decode_only": loader["ddptrain"] / rate["decode_only"],
         "full_decode_fraction_of_decode_only": loader["ddptrain_full"] / rate["decode_only"],
         "stages_us_per_image": stages,
