@@ -10,7 +10,9 @@ import json
 
 import numpy as np
 import pytest
+from PIL import Image
 
+from ddptrain.data import images
 from ddptrain.data.datasets import ImageDataset
 from ddptrain.data.images import ImageLimits
 from ddptrain.data.presize import Presize, recorded_side
@@ -103,3 +105,24 @@ def test_a_cut_short_jpeg_is_skipped_even_where_its_crop_lies_before_the_cut(tmp
     for epoch in range(12):
         item = dataset[(0, epoch)]
         assert item.image is None and len(item.failures) == 1, epoch
+
+
+@pytest.mark.skipif(images.region_decoder() is None, reason="installed without the compiled region decoder")
+def test_what_it_cannot_decode_exactly_goes_to_the_whole_decode():
+    data = _jpeg(300, 225)
+    buffer = io.BytesIO()
+    Image.new("CMYK", (64, 48), (10, 20, 30, 40)).save(buffer, format="JPEG")
+    png = io.BytesIO()
+    Image.new("RGB", (64, 48)).save(png, format="PNG")
+    for refused in (
+        data[: len(data) // 2],  # cut short: its region may lie before the cut, the verdict must not depend on it
+        data[:-2],  # no end-of-image marker
+        data + b"trailing bytes",
+        buffer.getvalue(),  # CMYK
+        png.getvalue(),
+        b"\xff\xd8 not a jpeg \xff\xd9",
+    ):
+        assert images.decode_region(refused, 1, 0, 0, 10, 10) is None
+    assert images.decode_region(data, 1, 0, 0, 300, 10) is None  # below the image
+    assert images.decode_region(data, 2, 0, 0, 10, 151) is None  # right of the image at half size
+    assert images.decode_region(data, 1, 5, 5, 5, 9) is None  # empty

@@ -1,0 +1,33 @@
+"""The report reads what a run's files name: a split file edited to point outside the data folder, a link out of
+it, or an image damaged since training is not followed or left out — never read, never a crash."""
+
+import pytest
+
+from ddptrain.tools.report import load_run
+
+from ..tools.test_report_html import trained_run  # noqa: F401 - the fixture: a real run with best.pt and a split
+
+
+@pytest.mark.slow
+def test_a_tampered_split_or_a_damaged_image_never_reaches_outside_the_data_folder(trained_run, tmp_path):  # noqa: F811
+    """The page reads the images its run's split names: a line naming ../ or a link out of the data folder is not
+    followed, and an image that became unreadable is left out; the rest are still shown."""
+    import shutil as files
+
+    run, data = tmp_path / "run", tmp_path / "data"
+    files.copytree(trained_run, run, symlinks=True)
+    files.copytree(load_run(run).config["data"], data)  # the module's run keeps its own data intact
+    secret = tmp_path / "secret.jpg"
+    files.copy(next(data.rglob("*.jpg")), secret)
+    (data / "disc" / "link-out.jpg").symlink_to(secret)
+    split = run / "splits" / "val.txt"
+    lines = split.read_text().splitlines()
+    victim = lines[1].split("\t")[0]
+    (data / victim).write_bytes(b"\xff\xd8 no longer an image")
+    split.write_text("\n".join([*lines, "../secret.jpg\tdisc", "disc/link-out.jpg\tdisc"]) + "\n")
+    from ddptrain.tools.worst import worst_images
+
+    scored, note = worst_images(run, str(data), count=100)
+    shown = {item.path for item in scored}
+    assert shown and victim not in shown and not shown & {"../secret.jpg", "disc/link-out.jpg"}
+    assert note.startswith("scored ")
