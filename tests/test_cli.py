@@ -197,4 +197,4 @@ def test_every_command_is_listed_and_every_default_is_in_the_help(no_torch):
         assert f"    {command}" in listing
     made = run(["make-dataset", "--help"], no_torch)[0].stdout
     assert "images per class (default: 160)" in " ".join(made.split())
-    assert "(default: 0.05)" in " ".join(run(["train", "--help"], no_torch)[0].stdout.split())
+    assert "(default: 0.001)" in " ".join(run(["train", "--help"], no_torch)[0].stdout.split())

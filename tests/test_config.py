@@ -160,6 +160,6 @@ def test_every_unusable_value_is_named_at_once(tmp_path):
     with pytest.raises(
         ConfigError,
         match="3 values cannot be used: amp must be one of auto, bf16, fp16, off, not "
-        "False; lr must have a value .default: 0.05.; val_split must be a number",
+        "False; lr must have a value .default: 0.001.; val_split must be a number",
     ):
         build_config({"data": "d"}, str(tmp_path / "c.yaml"))

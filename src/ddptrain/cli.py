@@ -139,7 +139,12 @@ def _add_data_commands(sub) -> None:
         "make-dataset", help="write the embedded demo dataset (deterministic JPEGs of coloured shapes on noise)"
     )
     mk.add_argument("--out", required=True, help="folder to write: one sub-folder of JPEGs per class")
-    mk.add_argument("--classes", type=int, default=5, help="number of classes (shapes), 2-5")
+    mk.add_argument(
+        "--classes",
+        type=int,
+        default=5,
+        help="number of classes, 2-8: the first N of disc, ring, star, cross, triangle, square, hexagon, crescent",
+    )
     mk.add_argument("--per-class", type=int, default=160, help="images per class")
     mk.add_argument("--seed", type=int, default=0, help="the same seed writes the same images")
 

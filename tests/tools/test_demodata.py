@@ -25,3 +25,13 @@ def test_photo_like_sizes(tmp_path):
     sizes = [Image.open(p).size for p in root.rglob("*.jpg")]
     assert all(240 <= w <= 500 and 240 <= h <= 500 for w, h in sizes)
     assert len(set(sizes)) > 6  # varied sizes and aspect ratios
+
+
+def test_make_dataset_help_names_every_class_it_can_write_in_order():
+    from ddptrain.cli import build_parser
+    from ddptrain.tools.demodata import CLASS_ORDER
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    classes = next(a for a in sub.choices["make-dataset"]._actions if a.dest == "classes")
+    assert f"2-{len(CLASS_ORDER)}" in classes.help
+    assert classes.help.endswith(", ".join(CLASS_ORDER))
