@@ -209,8 +209,30 @@ def _add_machine_commands(sub) -> None:
 def _add_reading_commands(sub) -> None:
     lint = sub.add_parser("lint", help="check your own DDP training script for common mistakes (static)")
     lint.add_argument("paths", nargs="+", metavar="FILE", help="Python files or folders")
-    lint.add_argument("--json", action="store_true", help="one JSON object instead of lines (with each severity)")
+    lint.add_argument("--json", action="store_true", help="one JSON object instead of lines (as --format json)")
+    lint.add_argument(
+        "--format",
+        choices=["text", "json", "github", "sarif"],
+        default="text",
+        help="text: file:line RULE severity message -> fix; json: one object; github: GitHub Actions annotations; "
+        "sarif: SARIF 2.1.0 for code-scanning pages",
+    )
     lint.add_argument("--strict", action="store_true", help="exit 1 on warnings too (by default only on errors)")
+    lint.add_argument(
+        "--select",
+        default="",
+        help="comma-separated rules, rule prefixes or categories to report (ddp, security, ALL; default: ddp — "
+        "every rule but DDP008's weights_only=False, which is in security)",
+    )
+    lint.add_argument("--ignore", default="", help="comma-separated rules, prefixes or categories left out")
+    lint.add_argument(
+        "--fix",
+        action="store_true",
+        help="apply the safe mechanical fixes (DDP002 set_epoch, DDP007 model.module, DDP009 unscale_, DDP011 "
+        "setdefault, DDP013 local device, DDP018 DistributedSampler) in place; each kept only if the file still "
+        "parses and lints clean of it",
+    )
+    lint.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
 
     rep = sub.add_parser(
         "report",
@@ -389,7 +411,16 @@ def cmd_bench(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
 def cmd_lint(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
     from .tools.lint import run_lint
 
-    return run_lint(args.paths, args.json, strict=args.strict)
+    return run_lint(
+        args.paths,
+        args.json,
+        strict=args.strict,
+        chosen=[t for t in args.select.split(",") if t.strip()],
+        left_out=[t for t in args.ignore.split(",") if t.strip()],
+        style=args.format,
+        fix=args.fix,
+        diff=args.diff,
+    )
 
 
 def cmd_report(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:

@@ -146,22 +146,20 @@ def test_weights_that_turn_nan_are_never_checkpointed(tiny_shapes, tmp_path):
 
 
 def test_on_resume_the_command_lines_optimizer_settings_win(tiny_shapes, one_epoch, tmp_path):
-    run_dir = _copy(one_epoch, tmp_path)  # sgd, momentum 0.9, weight decay 1e-4: the defaults
+    run_dir = _copy(one_epoch, tmp_path)  # adamw, weight decay 0.05: the defaults
     flags = ["--data", tiny_shapes, "--out", run_dir, *TINY, "--nproc", 2, "--resume", "auto"]
-    changed = run_cli(["train", *flags, "--epochs", 2, "--momentum", 0.8, "--weight-decay", 5e-4])
-    assert (
-        "optimizer settings replace the checkpoint's: weight_decay 0.0001 -> 0.0005, momentum 0.9 -> 0.8"
-        in changed.stderr
-    )
+    changed = run_cli(["train", *flags, "--epochs", 2, "--weight-decay", 5e-4])
+    assert "optimizer settings replace the checkpoint's: weight_decay 0.05 -> 0.0005" in changed.stderr
     groups = load_checkpoint(run_dir / "checkpoints" / "last.pt")["optimizer"]["param_groups"]
-    assert [(g["weight_decay"], g["momentum"]) for g in groups] == [(5e-4, 0.8), (0.0, 0.8)]  # not the old 1e-4, 0.9
-    switched = run_cli(["train", *flags, "--epochs", 3, "--optimizer", "adamw", "--lr", 1e-3])
+    assert [g["weight_decay"] for g in groups] == [5e-4, 0.0]  # not the old 0.05
+    switched = run_cli(["train", *flags, "--epochs", 3, "--optimizer", "sgd", "--lr", 0.01, "--momentum", 0.8])
     assert (
-        "--optimizer adamw replaces the checkpoint's sgd; its state (momentum, moments) starts fresh" in switched.stderr
+        "--optimizer sgd replaces the checkpoint's adamw; its state (momentum, moments) starts fresh" in switched.stderr
     )
-    assert switched.stderr.count("--optimizer adamw replaces") == 1
-    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")["optimizer"]["state"]
-    assert all("exp_avg" in entry for entry in state.values())  # AdamW's own state, not SGD's momentum buffers
+    assert switched.stderr.count("--optimizer sgd replaces") == 1
+    saved = load_checkpoint(run_dir / "checkpoints" / "last.pt")["optimizer"]
+    assert all("momentum_buffer" in entry for entry in saved["state"].values())  # SGD's own state, not AdamW's
+    assert [g["momentum"] for g in saved["param_groups"]] == [0.8, 0.8]
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1, 2]
 
 

@@ -34,7 +34,7 @@ def test_mlflow_and_csv_get_every_epoch_and_a_resume_continues_the_same_run(tiny
     }
     assert run.data.params == listed
     assert (run.data.params["lr"], run.data.params["batch_size"], run.data.params["model"]) == (
-        "0.05",
+        "0.001",
         "2",
         "timm:test_resnet",
     )

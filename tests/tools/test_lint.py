@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ddptrain.tools.lint import RULES, lint_source, run_lint
+from ddptrain.tools.lint import RULES, lint_program, lint_source, run_lint
+from ddptrain.tools.lint.discover import gather
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,26 +50,189 @@ def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda path: path.stem)
 def test_each_sample_gets_exactly_its_marked_findings(sample):
-    found = {(f.rule, f.line) for f in lint_source(str(sample), sample.read_text())}
+    found = {(f.rule, f.line) for f in lint_source(str(sample), sample.read_text(), RULES)}
     assert found == _marked(sample)
     if sample.stem.endswith("_mistake"):
         assert sample.stem[:6].upper() in {rule for rule, _ in found}  # the rule the sample is about fires
 
 
-def test_a_program_in_two_files_is_read_as_one(capsys):
-    """set_epoch and the rank-0 save live in the helper module; linting the folder follows them."""
-    assert run_lint([str(ROOT / "tests" / "lint_samples" / "program")], as_json=True, strict=True) == 0
+def test_a_program_in_two_files_is_read_as_one(tmp_path, capsys):
+    """set_epoch and the rank-0 save live in the helper module; linting the folder, or the script alone, follows
+    its import; a copy of the script without the module beside it cannot see them."""
+    program = ROOT / "tests" / "lint_samples" / "program"
+    assert run_lint([str(program)], as_json=True, strict=True) == 0
     assert json.loads(capsys.readouterr().out)["findings"] == []
-    assert run_lint([str(ROOT / "tests" / "lint_samples" / "program" / "train.py")], as_json=True) == 0
+    assert run_lint([str(program / "train.py")], as_json=True, strict=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["findings"] == [] and [Path(p).name for p in report["programs"][0]] == ["train.py", "engine.py"]
+    (tmp_path / "train.py").write_text((program / "train.py").read_text())
+    assert run_lint([str(tmp_path / "train.py")], as_json=True) == 0
     alone = {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
     assert alone == {"DDP002"}  # without engine.py the loop's set_epoch cannot be seen: a warning, exit 0
 
 
+def _write(folder: Path, files: dict) -> Path:
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(HEADER + textwrap.dedent(text))
+    return folder
+
+
+def test_a_folder_of_independent_scripts_is_linted_script_by_script(tmp_path, capsys):
+    """Tutorial series keep scripts side by side: one script's save_checkpoint, called on every rank, must not
+    make another script's rank-0-only save_checkpoint look unguarded, and a single-process script beside DDP ones
+    is not a DDP program. A module both import is read in each program and its finding reported once."""
+    _write(
+        tmp_path,
+        {
+            "common.py": """
+                def init():
+                    dist.init_process_group("gloo")
+                    os.environ["MASTER_PORT"] = "29500"
+                """,
+            "guarded.py": """
+                from common import init
+
+                def save_checkpoint(model, path):
+                    torch.save(model.module.state_dict(), path)
+
+                if __name__ == "__main__":
+                    init()
+                    if dist.get_rank() == 0:
+                        save_checkpoint(model, "last.pt")
+                """,
+            "everyone.py": """
+                import common
+
+                def save_checkpoint(model, path):
+                    torch.save(model.module.state_dict(), path)
+
+                common.init()
+                save_checkpoint(model, "last.pt")
+                """,
+            "single.py": """
+                model = nn.Linear(2, 2)
+                torch.save(model.state_dict(), "single.pt")
+                loader = DataLoader(ds, shuffle=True)
+                """,
+        },
+    )
+    assert run_lint([str(tmp_path)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    found = {(Path(f["file"]).name, f["rule"]) for f in report["findings"]}
+    assert found == {("everyone.py", "DDP015"), ("common.py", "DDP011")}
+    assert len(report["findings"]) == 2  # common.py's port: once, though two programs read it
+    assert sorted(Path(p[0]).name for p in report["programs"]) == ["everyone.py", "guarded.py", "single.py"]
+    # read as one program (the former behaviour), the namesakes mix: guarded.py's save looks unguarded
+    merged = lint_program(gather([str(tmp_path)]).given)
+    assert ("guarded.py", "DDP015") in {(Path(f.file).name, f.rule) for f in merged}
+
+
+def test_what_an_imported_module_never_runs_is_not_reported(tmp_path, capsys):
+    """A library module's code counts where the program can run it: its import-time code and the functions and
+    methods the program mentions — not a runner class nobody builds, an unused helper, or its `__main__` block."""
+    _write(
+        tmp_path,
+        {
+            "lib.py": """
+                class SingleGpuRunner:
+                    def train(self):
+                        torch.save(self.model.state_dict(), "single.pt")
+
+                def unused_save(model):
+                    torch.save(model.state_dict(), "unused.pt")
+
+                def used_save(model):
+                    torch.save(model.state_dict(), "every-rank.pt")
+
+                if __name__ == "__main__":
+                    loader = DataLoader(ds, shuffle=True)
+                """,
+            "train.py": """
+                import lib
+
+                def train():
+                    dist.init_process_group("gloo")
+                    lib.used_save(model)
+
+                if __name__ == "__main__":
+                    train()
+                """,
+        },
+    )
+    assert run_lint([str(tmp_path / "train.py")], as_json=True) == 0
+    found = {(Path(f["file"]).name, f["line"], f["rule"]) for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert found == {("lib.py", 17, "DDP015")}  # used_save's torch.save only
+
+
+def test_entry_points_are_found_by_main_guard_shell_script_or_python_m(tmp_path, capsys):
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/engine.py": "from . import helpers\ndef run():\n    helpers.go()\n",
+            "pkg/helpers.py": "def go():\n    pass\n",
+            "pkg/launched.py": "from pkg.engine import run\nrun()\n",
+            "tools/train.py": "from pkg import engine\nif __name__ == '__main__':\n    engine.run()\n",
+            "tools/shared.py": "VALUE = 1\n",
+            "tools/also.py": "import shared\n",
+        },
+    )
+    (tmp_path / "run.sh").write_text("torchrun --nproc-per-node 2 tools/shared.py\npython -m pkg.launched --x 1\n")
+    assert run_lint([str(tmp_path)], as_json=True) == 0
+    programs = {
+        Path(p[0]).name: sorted(Path(f).name for f in p[1:]) for p in json.loads(capsys.readouterr().out)["programs"]
+    }
+    assert programs == {
+        "train.py": ["__init__.py", "engine.py", "helpers.py"],  # the package's __init__, then what it imports
+        "launched.py": ["__init__.py", "engine.py", "helpers.py"],  # `python -m pkg.launched` in run.sh
+        "shared.py": [],  # imported by also.py, but run.sh launches it
+        "also.py": ["shared.py"],  # nobody imports it
+    }
+
+
+def test_select_and_ignore_take_rules_prefixes_and_categories(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(HEADER + 'state = torch.load("m.pt", weights_only=False)\nos.environ["MASTER_PORT"] = "1"\n')
+
+    def rules(**selection) -> set:
+        code = run_lint([str(script)], as_json=True, **selection)
+        return code, {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+
+    assert rules() == (0, {"DDP011"})  # weights_only=False is a security finding, off by default
+    assert rules(chosen=["security"]) == (0, {"DDP008"})
+    assert rules(chosen=["ALL"], left_out=["DDP01"]) == (0, {"DDP008"})
+    assert rules(chosen=["ddp", "DDP008"]) == (0, {"DDP008", "DDP011"})
+    assert run_lint([str(script)], chosen=["DDP9"]) == 2
+    assert "'DDP9' names no rule" in capsys.readouterr().err
+
+
+def test_github_annotations_and_sarif(tmp_path, capsys):
+    script = tmp_path / "a,b.py"
+    script.write_text(HEADER + 'dist.init_process_group("nccl")\nos.environ["MASTER_PORT"] = "1"\n')
+    assert run_lint([str(script)], style="github") == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"::error file={str(script).replace(',', '%2C')},line=8,title=DDP005::NCCL process")
+    assert lines[1].startswith("::warning ") and ",line=9,title=DDP011::" in lines[1]
+    assert run_lint([str(script)], style="sarif") == 1
+    log = json.loads(capsys.readouterr().out)
+    run = log["runs"][0]
+    assert log["version"] == "2.1.0" and run["tool"]["driver"]["name"] == "ddptrain lint"
+    ids = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    assert "DDP008" not in ids and "DDP018" in ids
+    results = [(r["ruleId"], ids[r["ruleIndex"]], r["level"]) for r in run["results"]]
+    assert results == [("DDP005", "DDP005", "error"), ("DDP011", "DDP011", "warning")]
+    location = run["results"][0]["locations"][0]["physicalLocation"]
+    assert location == {"artifactLocation": {"uri": str(script)}, "region": {"startLine": 8}}
+
+
 def test_an_ignore_comment_silences_one_rule_on_one_line():
     source = 'os.environ["MASTER_PORT"] = "12355"  # ddptrain: ignore[DDP011]\nmodel = nn.DataParallel(net)\n'
+    source += 'dist.init_process_group("gloo")\n'  # DataParallel beside a multi-process path
     assert _rules(source) == {"DDP001"}
-    assert _rules("model = nn.DataParallel(net)  # ddptrain: ignore[DDP011]\n") == {"DDP001"}
-    assert _rules("model = nn.DataParallel(net)  # ddptrain: ignore\n") == set()
+    init = 'dist.init_process_group("gloo")\n'
+    assert _rules("model = nn.DataParallel(net)  # ddptrain: ignore[DDP011]\n" + init) == {"DDP001"}
+    assert _rules("model = nn.DataParallel(net)  # ddptrain: ignore\n" + init) == set()
 
 
 def test_warnings_exit_0_unless_strict_and_errors_exit_1(tmp_path, capsys):
@@ -95,10 +259,10 @@ def test_tutorial_shaped_script_gets_exactly_its_marked_findings(capsys):
 
 def test_findings_read_file_line_rule_severity_message_and_fix(tmp_path, capsys):
     script = tmp_path / "train.py"
-    script.write_text(HEADER + 'state = torch.load("m.pt", weights_only=False)\n')
+    script.write_text(HEADER + 'os.environ["MASTER_PORT"] = "12355"\n')
     assert run_lint([str(script)], as_json=False) == 0  # a warning
     line = capsys.readouterr().out.strip()
-    assert line.startswith(f"{script}:8 DDP008 warning torch.load(..., weights_only=False)") and "-> load" in line
+    assert line.startswith(f"{script}:8 DDP011 warning hard-coded rendezvous port") and "-> let the launcher" in line
 
 
 def test_project_code_and_the_bare_ddp_benchmark_are_clean(capsys):

@@ -107,7 +107,8 @@ def test_a_long_difference_becomes_a_letter_explained_in_the_table(tmp_path):
     paths = [fake_run(tmp_path / "a", 2, False), fake_run(tmp_path / "b", 2, True)]
     for path, lr in zip(paths, (0.1, 0.025)):
         config = path / "config.yaml"
-        text = config.read_text().replace("lr: 0.05", f"lr: {lr}").replace("weight_decay: 0.0001", "weight_decay: 0.3")
+        text = re.sub(r"(?m)^(\s*)lr: .*$", rf"\g<1>lr: {lr}", config.read_text())
+        text = re.sub(r"(?m)^(\s*)weight_decay: .*$", r"\g<1>weight_decay: 0.3", text)
         config.write_text(text.replace("model: resnet18", f"model: timm:a_long_model_name_{lr}"))
     loaded = [load_run(path) for path in paths]
     label_runs(loaded)

@@ -6,3 +6,4 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 model = nn.DataParallel(net)  # expect: DDP001
+dist.init_process_group("gloo")  # the multi-process path exists

@@ -9,3 +9,4 @@ if args.distributed:
     model = DDP(net, device_ids=[args.gpu])
 else:
     model = nn.DataParallel(net)
+dist.init_process_group("gloo")  # the multi-process path exists

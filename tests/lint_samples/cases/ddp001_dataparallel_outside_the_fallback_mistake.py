@@ -7,3 +7,4 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 if use_parallel:
     model = nn.DataParallel(net)  # expect: DDP001
+dist.init_process_group("gloo")  # the multi-process path exists

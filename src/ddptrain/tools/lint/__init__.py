@@ -1,86 +1,239 @@
 """`ddptrain lint`: a static (AST) check of a DDP training program for the mistakes that make multi-process
 training hang, crash or produce wrong results. Each finding reads `file:line RULE severity message -> fix`.
 
-The files given are read together as one program (a folder: every .py file under it), so a helper in another file,
-a module constant or a call made only on rank 0 is followed. `# ddptrain: ignore[RULE]` on a line silences it.
-Exit status: 1 when an error is found (any finding with --strict), 2 when a file cannot be read, else 0.
+A folder is read as the programs it holds (discover.py): each entry point with the modules it imports, so a helper
+in another file, a module constant or a call made only on rank 0 is followed, and a function in one script is
+never taken for its namesake in another. `# ddptrain: ignore[RULE]` on a line silences it. Exit status: 1 when an
+error is found (any finding with --strict), 2 when a file cannot be read, else 0.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
+import stat
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import List, Sequence
+from typing import List, Optional, Sequence, Tuple
 
+from .discover import Program as FoundProgram
+from .discover import gather, programs
+from .fixes import FIXES, apply, edits_for, line_key
+from .formats import github_annotation, sarif
 from .program import Module, Program
-from .rules import ERROR, RULES, Rule
+from .rules import ANY_PROGRAM, DDP, ERROR, RULES, Finding, Rule, select
 
-__all__ = ["Finding", "RULES", "Rule", "lint_program", "lint_source", "run_lint"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    file: str
-    line: int
-    rule: str
-    severity: str
-    message: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line} {self.rule} {self.severity} {self.message} -> {self.fix}"
+__all__ = ["Finding", "RULES", "Rule", "lint_paths", "lint_program", "lint_source", "run_lint", "select"]
 
 
-def lint_program(modules: Sequence[Module]) -> List[Finding]:
+def lint_program(modules: Sequence[Module], rules: Optional[Sequence[Rule]] = None) -> List[Finding]:
+    """The findings of the rules (default: the ddp category) on modules read together as one program."""
     program = Program(modules)
     findings = set()
-    for rule in RULES:
+    chosen = select() if rules is None else rules
+    if not program.multiprocess:  # imports nothing multi-process training is written with: a single-process script
+        chosen = [rule for rule in chosen if rule.category != DDP or rule.id in ANY_PROGRAM]
+    for rule in chosen:
         for module, line in rule.check(program):
-            if not module.is_ignored(line, rule.id):
+            if not module.is_ignored(line, rule.id) and program.runs(module, line):
                 findings.add(Finding(module.path, line, rule.id, rule.severity, rule.message, rule.fix))
     return sorted(findings, key=lambda f: (f.file, f.line, f.rule))
 
 
-def lint_source(path: str, source: str) -> List[Finding]:
-    return lint_program([Module(path, source)])
+def lint_source(path: str, source: str, rules: Optional[Sequence[Rule]] = None) -> List[Finding]:
+    return lint_program([Module(path, source)], rules)
 
 
-def python_files(paths: Sequence[str], problems: List[str]) -> List[Path]:
-    files: List[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*.py") if p.is_file()))
-        elif path.is_file():
-            files.append(path)
-        else:
-            problems.append(f"{raw}: no such file or folder")
-    return files
+@dataclass
+class Report:
+    findings: List[Finding]
+    problems: List[str]
+    files: int
+    programs: List[List[str]]  # each program's files, its entry point first
 
 
-def run_lint(paths: Sequence[str], as_json: bool, out=None, strict: bool = False) -> int:
-    out = out or sys.stdout
-    problems: List[str] = []
-    modules: List[Module] = []
-    files = python_files(paths, problems)
-    for path in files:
+def lint_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]] = None) -> Report:
+    """Lint the programs the paths hold; a finding in a module several programs share is reported once."""
+    sources = gather(paths)
+    found = programs(sources)
+    findings = set()
+    for program in found:
+        findings.update(lint_program(program.modules, rules))
+    ordered = sorted(findings, key=lambda f: (f.file, f.line, f.rule))
+    return Report(ordered, sources.problems, len(sources.given), [[m.path for m in p.modules] for p in found])
+
+
+@dataclass
+class FileFix:
+    module: Module
+    before: bytes
+    after: bytes
+    fixed: List[Finding]
+
+
+def fix_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]] = None) -> Tuple[Report, List[FileFix]]:
+    """Each file's fixable findings fixed one at a time on its bytes, each fix kept only where the file still parses
+    and its programs, linted again, lost that finding and gained none; then the report of what remains."""
+    sources = gather(paths)
+    found = programs(sources)
+    report = lint_paths(paths, rules)
+    changes: List[FileFix] = []
+    files = {f.file for f in report.findings if f.rule in FIXES}
+    for module in [m for p in found for m in p.modules]:
+        if module.path not in files or any(c.module is module for c in changes):
+            continue
+        change = _fix_file(module, [p for p in found if module in p.modules], rules)
+        if change is not None:
+            changes.append(change)
+    if changes:
+        edited = {c.module.file: c for c in changes}
+        report = Report(
+            sorted(
+                {f for p in found for f in lint_program([_replaced(m, edited) for m in p.modules], rules)},
+                key=lambda f: (f.file, f.line, f.rule),
+            ),
+            report.problems,
+            report.files,
+            report.programs,
+        )
+    return report, changes
+
+
+def _replaced(module: Module, edited: dict) -> Module:
+    change = edited.get(module.file)
+    return Module(module.path, change.after.decode("utf-8"), module.file) if change else module
+
+
+def _fix_file(module: Module, owners: List[FoundProgram], rules: Optional[Sequence[Rule]]) -> Optional[FileFix]:
+    try:
+        before = module.file.read_bytes()
+        Module(module.path, before.decode("utf-8"), module.file)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+
+    def findings(data: bytes, current: Module) -> List[Finding]:
+        return sorted(
+            {f for p in owners for f in lint_program([current if m is module else m for m in p.modules], rules)},
+            key=lambda f: (f.file, f.line, f.rule),
+        )
+
+    def counts(found: List[Finding]) -> Counter:  # per file and rule: lines move as fixes insert lines
+        return Counter((f.file, f.rule) for f in found)
+
+    current, data, fixed, failed = module, before, [], set()
+    for _ in range(64):
+        now = findings(data, current)
+        todo = [
+            f for f in now if f.file == module.path and f.rule in FIXES and line_key(data, f.line, f.rule) not in failed
+        ]
+        if not todo:
+            break
+        finding, key = todo[0], line_key(data, todo[0].line, todo[0].rule)
+        edits = edits_for(current, finding.rule, finding.line, data)
+        candidate = apply(data, edits) if edits else None
         try:
-            modules.append(Module(str(path), path.read_text(encoding="utf-8")))
-        except (SyntaxError, UnicodeDecodeError, OSError) as error:
-            problems.append(f"{path}: cannot parse: {error}")
-    findings = lint_program(modules)
-    if as_json:
-        json.dump({"findings": [asdict(f) for f in findings], "errors": problems, "files": len(files)}, out)
+            fixed_module = Module(module.path, candidate.decode("utf-8"), module.file) if candidate else None
+        except (SyntaxError, ValueError, UnicodeDecodeError):
+            fixed_module = None
+        if candidate is None or fixed_module is None:
+            failed.add(key)
+            continue
+        old, new = counts(now), counts(findings(candidate, fixed_module))
+        old[(finding.file, finding.rule)] -= 1
+        if any(count > old[k] for k, count in new.items()):
+            failed.add(key)  # the finding is still there, or the fix made another
+            continue
+        current, data = fixed_module, candidate
+        fixed.append(finding)
+    return FileFix(module, before, data, fixed) if fixed else None
+
+
+def write_fix(change: FileFix) -> Optional[str]:
+    """Write a fixed file in place of the original (the file a link points to, its mode kept), unless it changed
+    since it was read; the problem, else None."""
+    target = change.module.file
+    try:
+        if target.read_bytes() != change.before:
+            return f"{change.module.path}: changed while it was being fixed; left as it is"
+        if not os.access(target, os.W_OK) or not target.stat().st_mode & 0o222:  # (root may write anything)
+            return f"{change.module.path}: read-only; left as it is (make it writable to fix it)"
+        temporary = target.with_name(f".{target.name}.ddptrain-fix")
+        temporary.write_bytes(change.after)
+        os.chmod(temporary, stat.S_IMODE(target.stat().st_mode))
+        os.replace(temporary, target)
+    except OSError as error:
+        return f"{change.module.path}: not written: {error}"
+    return None
+
+
+def unified_diff(change: FileFix) -> str:
+    before = change.before.decode("utf-8").splitlines(keepends=True)
+    after = change.after.decode("utf-8").splitlines(keepends=True)
+    return "".join(difflib.unified_diff(before, after, change.module.path, change.module.path))
+
+
+def run_lint(
+    paths: Sequence[str],
+    as_json: bool = False,
+    out=None,
+    strict: bool = False,
+    chosen: Sequence[str] = (),
+    left_out: Sequence[str] = (),
+    style: str = "text",
+    fix: bool = False,
+    diff: bool = False,
+) -> int:
+    out = out or sys.stdout
+    try:
+        rules = select(chosen, left_out)
+    except ValueError as error:
+        print(f"error: --select/--ignore: {error}", file=sys.stderr)
+        return 2
+    if fix or diff:
+        report, changes = fix_paths(paths, rules)
+        for change in changes:
+            if diff:
+                out.write(unified_diff(change))
+            problem = write_fix(change) if fix else None
+            if problem:
+                report.problems.append(problem)
+            else:
+                verb = "fixed" if fix else "would fix"
+                for finding in change.fixed:
+                    print(f"{verb}: {change.module.path}:{finding.line} {finding.rule}", file=sys.stderr)
+        if diff and not fix:
+            return 1 if changes else 0
+    else:
+        report = lint_paths(paths, rules)
+    style = "json" if as_json else style
+    if style == "json":
+        json.dump(
+            {
+                "findings": [asdict(f) for f in report.findings],
+                "errors": report.problems,
+                "files": report.files,
+                "programs": report.programs,
+            },
+            out,
+        )
+        out.write("\n")
+    elif style == "sarif":
+        json.dump(sarif(report.findings, rules), out, indent=1)
         out.write("\n")
     else:
-        for finding in findings:
-            print(finding, file=out)
-        for problem in problems:
+        for finding in report.findings:
+            print(github_annotation(finding) if style == "github" else finding, file=out)
+    if style in ("text", "github"):
+        for problem in report.problems:
             print(f"error: {problem}", file=sys.stderr)
-        errors = sum(f.severity == ERROR for f in findings)
-        print(f"{errors} error(s), {len(findings) - errors} warning(s) in {len(files)} file(s)", file=sys.stderr)
-    if problems:
+        errors = sum(f.severity == ERROR for f in report.findings)
+        print(
+            f"{errors} error(s), {len(report.findings) - errors} warning(s) in {report.files} file(s), "
+            f"{len(report.programs)} program(s)",
+            file=sys.stderr,
+        )
+    if report.problems:
         return 2
-    return 1 if any(f.severity == ERROR or strict for f in findings) else 0
+    return 1 if any(f.severity == ERROR or strict for f in report.findings) else 0

@@ -6,8 +6,10 @@ runs on some ranks only, and statement order. Standard library only: the linter 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 COLLECTIVES = {
@@ -57,6 +59,15 @@ RANK_NAMES = {
     "Get_rank",  # mpi4py
     "gpu_id",
 }
+MULTIPROCESS_IMPORTS = (
+    "distributed",
+    "DistributedDataParallel",
+    "mpi4py",
+    "horovod",
+    "accelerate",
+    "deepspeed",
+    "lightning",
+)
 IGNORE = re.compile(r"#\s*ddptrain:\s*ignore(?:\[([A-Z0-9, ]+)\])?")
 FunctionNode = ast.FunctionDef  # (async functions are read the same way)
 
@@ -118,7 +129,7 @@ def is_collective(call: ast.Call) -> bool:
 def selects_ranks(test: ast.expr) -> bool:
     """A condition that holds on some ranks only (`rank == 0`, `is_main_process()`, `local_rank in [-1, 0]`), as
     opposed to one that tells distributed from single-process runs (`local_rank != -1`, `world_size > 1`)."""
-    if not names_in(test) & RANK_NAMES:
+    if not names_in(test) & RANK_NAMES and not _rank_like(test):
         return False
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         return all(selects_ranks(value) for value in test.values)  # `not distributed or rank == 0`: maybe all
@@ -132,13 +143,15 @@ def selects_ranks(test: ast.expr) -> bool:
 
 @dataclass
 class Module:
-    path: str
+    path: str  # as findings show it
     source: str
+    file: Path = Path()  # where it was read from (resolved), for finding what it imports
     tree: ast.Module = field(init=False)
     parents: Dict[ast.AST, ast.AST] = field(init=False, default_factory=dict)
     calls: List[ast.Call] = field(init=False, default_factory=list)
     ignored: Dict[int, Optional[Set[str]]] = field(init=False, default_factory=dict)
     imported: Dict[str, str] = field(init=False, default_factory=dict)  # local name -> what it names, last part
+    import_names: Set[str] = field(init=False, default_factory=set)  # every dotted name imported
     nodes: List[ast.AST] = field(init=False, default_factory=list)  # every node, parents before children
     functions: List[ast.FunctionDef] = field(init=False, default_factory=list)
     _calls_of: Optional[Dict[ast.AST, List[ast.Call]]] = field(init=False, default=None)
@@ -160,6 +173,8 @@ class Module:
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for alias in node.names:
                     self.imported[alias.asname or alias.name.split(".")[0]] = alias.name.rsplit(".", 1)[-1]
+                    owner = node.module + "." if isinstance(node, ast.ImportFrom) and node.module else ""
+                    self.import_names.add(owner + alias.name)
         for number, line in enumerate(self.source.splitlines(), start=1):
             match = IGNORE.search(line)
             if match:
@@ -208,6 +223,13 @@ class Module:
             child = parent
         return None
 
+    def is_multiprocess(self) -> bool:
+        """Imports what multi-process training is written with (torch.distributed, DDP, a distributed sampler,
+        MPI, Horovod, Accelerate, DeepSpeed, Lightning): a single-process script does not."""
+        return self.is_distributed() or any(
+            any(word in name for word in MULTIPROCESS_IMPORTS) for name in self.import_names
+        )
+
     def is_distributed(self) -> bool:
         return any(
             last_name(c) in ("init_process_group", "DistributedDataParallel", "DDP", "DistributedSampler")
@@ -237,7 +259,52 @@ class Program:
                 if name:
                     self.call_sites.setdefault(name, []).append((module, call))
         self.distributed = any(m.is_distributed() for m in self.modules)
+        self.multiprocess = any(m.is_multiprocess() for m in self.modules)
         self._reaches: Dict[int, Optional[str]] = {}
+
+    # ---- what the program runs -------------------------------------------------------------------------
+    @functools.cached_property
+    def used_names(self) -> Set[str]:
+        """Names the program may run: everything its entry module (the first) mentions, what imported modules do
+        at import (not their `__main__` blocks), then, to a fixed point, what each reachable function mentions — a
+        module-level function whose name is mentioned, a method whose name and class's name both are."""
+        found: Set[str] = set()
+        for index, module in enumerate(self.modules):
+            found |= _mentioned(module.tree) if index == 0 else _mentioned_at_import(module.tree)
+        walked: Set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for module in self.modules[1:]:
+                for function in module.functions:
+                    if id(function) in walked or not self._reachable(module, function, found):
+                        continue
+                    walked.add(id(function))
+                    new = _mentioned(function) - found
+                    if new:
+                        found |= new
+                        changed = True
+        return found
+
+    @staticmethod
+    def _reachable(module: Module, function: ast.FunctionDef, names: Set[str]) -> bool:
+        owner = module.parents.get(function)
+        if isinstance(owner, ast.ClassDef):
+            dunder = function.name.startswith("__") and function.name.endswith("__")
+            return owner.name in names and (dunder or function.name in names)
+        return function.name in names
+
+    def runs(self, module: Module, line: int) -> bool:
+        """Whether `line` of an imported module can run in this program: not in its `__main__` block, and every
+        function around it reachable (`used_names`). The entry module is read whole."""
+        if module is self.modules[0]:
+            return True
+        for statement in module.tree.body:
+            if _is_main_guard(statement) and statement.lineno <= line <= (statement.end_lineno or line):
+                return False
+        names = self.used_names
+        around = [f for f in module.functions if f.lineno <= line <= (f.end_lineno or f.lineno)]
+        return all(self._reachable(module, f, names) for f in around)
 
     def calls(self) -> Iterator[Tuple[Module, ast.Call]]:
         for module in self.modules:
@@ -325,6 +392,50 @@ class Program:
                         if name:
                             return f"{name} (in {callee.name})"
         return None
+
+
+RANK_PREFIXES = ("is_main", "is_master", "is_primary", "is_rank0", "is_rank_zero")
+
+
+def _rank_like(test: ast.expr) -> bool:
+    """Names the rank lists do not hold that still pick some ranks: `is_main_dev`, `primary()`, `args.gpu == 0`."""
+    names = names_in(test)
+    if any(n.startswith(RANK_PREFIXES) or n == "primary" for n in names):
+        return True
+    return any(
+        isinstance(node, ast.Compare)
+        and any(isinstance(c, ast.Constant) and c.value == 0 for c in node.comparators)
+        and any(n in ("gpu", "device_id", "dev") for n in names_in(node.left))
+        for node in ast.walk(test)
+    )
+
+
+def _is_main_guard(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test)
+
+
+def _mentioned(node: ast.AST) -> Set[str]:
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
+    }
+
+
+def _mentioned_at_import(tree: ast.Module) -> Set[str]:
+    """What a module's top level mentions when it is imported: not function bodies, not its `__main__` block (a
+    class body runs; its methods only when called)."""
+    found: Set[str] = set()
+    pending: List[ast.AST] = [s for s in tree.body if not _is_main_guard(s)]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            pending.extend([*node.decorator_list, *node.args.defaults])
+            continue
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def both_arms_call(branch: ast.If, name: str) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .program import (
     RANK_NAMES,
@@ -45,6 +45,29 @@ DISTRIBUTED_WORDS = {
 GLOBAL_RANK = {"rank", "global_rank", "RANK", "get_rank"}
 
 
+DDP, SECURITY = "ddp", "security"
+# ddp rules that also read single-process programs: a hard-coded port (the group is made by a library the program
+# calls), DataLoader's own error, and clipping before unscale_ (wrong with one process as with many)
+ANY_PROGRAM = {"DDP003", "DDP009", "DDP011"}
+CATEGORIES = {
+    DDP: "mistakes that make multi-process training hang, crash or give wrong results (reported by default)",
+    SECURITY: "unsafe loading of files (off by default: --select security)",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    line: int
+    rule: str
+    severity: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} {self.rule} {self.severity} {self.message} -> {self.fix}"
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -52,10 +75,13 @@ class Rule:
     message: str
     fix: str
     check: Callable[[Program], Iterable[Hit]]
+    category: str = DDP
 
 
 # ---- DDP001 ---------------------------------------------------------------------------------------
 def data_parallel(program: Program) -> Iterator[Hit]:
+    if not program.distributed:
+        return  # a single-process script (a baseline beside DDP ones): DataParallel is its multi-GPU path
     for module, call in program.calls():
         if last_name(call) != "DataParallel":
             continue
@@ -65,6 +91,11 @@ def data_parallel(program: Program) -> Iterator[Hit]:
         )
         if not fallback:  # in the else of `if args.distributed:` it is the single-process path
             yield module, call.lineno
+
+
+def _tells_distributed(test: ast.expr) -> bool:
+    """A condition on whether the run is distributed: `args.distributed`, `use_ddp`, `world_size > 1`..."""
+    return any(n in DISTRIBUTED_WORDS or "ddp" in n.lower() or "distributed" in n.lower() for n in names_in(test))
 
 
 # ---- DDP002 ---------------------------------------------------------------------------------------
@@ -96,8 +127,39 @@ def training_samplers(program: Program) -> Iterator[Tuple[Module, ast.Call]]:
             yield module, call
 
 
+def _repeats_epochs(program: Program) -> bool:
+    """A loop that can run more than once around a loop over batches or an epoch's function (`for epoch in
+    range(1)` and a single pass over the loader never reshuffle, so they need no set_epoch)."""
+    for module in program.modules:
+        for loop in module.nodes:
+            if not isinstance(loop, (ast.For, ast.While)):
+                continue
+            if _once(loop):
+                continue
+            inner = [n for n in ast.walk(loop) if n is not loop]
+            if any(isinstance(n, (ast.For, ast.While)) for n in inner) or any(
+                isinstance(n, ast.Call) and ("epoch" in last_name(n).lower() or "train" in last_name(n).lower())
+                for n in inner
+            ):
+                return True
+    return False
+
+
+def _once(loop: ast.AST) -> bool:
+    """`for ... in range(1):`"""
+    return (
+        isinstance(loop, ast.For)
+        and isinstance(loop.iter, ast.Call)
+        and last_name(loop.iter) == "range"
+        and len(loop.iter.args) == 1
+        and is_const(loop.iter.args[0], 1)
+    )
+
+
 def set_epoch_missing(program: Program) -> Iterator[Hit]:
     if program.any_call("set_epoch"):  # anywhere in the program: a helper the epoch loop calls counts
+        return
+    if not _repeats_epochs(program):
         return
     for module, call in training_samplers(program):
         yield module, call.lineno
@@ -110,6 +172,30 @@ def shuffle_with_sampler(program: Program) -> Iterator[Hit]:
         sampler, shuffle = keyword(call, "sampler"), keyword(call, "shuffle")
         if last_name(call) == "DataLoader" and sampler is not None and is_const(shuffle, True):
             yield module, call.lineno
+
+
+# ---- DDP018 ---------------------------------------------------------------------------------------
+# Libraries that give a loader its distributed sampler themselves (Accelerate, Lightning Fabric, DeepSpeed, Horovod's
+# examples through their own helpers): a shuffling DataLoader handed to them is right.
+SAMPLER_INJECTORS = ("prepare", "prepare_data_loader", "setup_dataloaders", "initialize", "Trainer")
+RANK_PARTITIONERS = ("partition_dataset", "split_dataset_by_node")  # MONAI's, Hugging Face datasets'
+SHARDING_WORDS = {"world_size", "num_replicas", "num_shards", "shard", "split_dataset_by_node", "get_world_size"}
+
+
+def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
+    if not program.distributed or program.any_call(*SAMPLER_INJECTORS, *RANK_PARTITIONERS):
+        return  # a library gives the loader its sampler, or the program splits its data by rank itself
+    for module, call in program.calls():
+        if last_name(call) != "DataLoader" or not is_const(keyword(call, "shuffle"), True):
+            continue
+        if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
+            continue
+        if any(isinstance(p, ast.If) and _tells_distributed(p.test) for p in module.ancestors(call)):
+            continue  # the single-process path of `if args.distributed: ... else: ...`
+        dataset = call.args[0] if call.args else keyword(call, "dataset")
+        if dataset is not None and names_in(_last_assignment(module, call, dataset)) & (SHARDING_WORDS | RANK_NAMES):
+            continue  # the dataset is already this rank's part
+        yield module, call.lineno
 
 
 # ---- DDP005 ---------------------------------------------------------------------------------------
@@ -151,22 +237,61 @@ def _wraps(module: Module) -> List[Tuple[str, int, ast.AST]]:
     return found
 
 
+def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> bool:
+    """`self.model = DDP(...)` in one method and `self.model.state_dict()` in another of the same class."""
+    if not name.startswith("self."):
+        return False
+    classes = [p for p in module.ancestors(call) if isinstance(p, ast.ClassDef)]
+    return bool(classes) and any(p is classes[0] for p in module.ancestors(scope))
+
+
 def saves_wrapped_state(program: Program) -> Iterator[Hit]:
+    if any(
+        isinstance(n, ast.Constant) and isinstance(n.value, str) and "module." in n.value
+        for m in program.modules
+        for n in m.nodes
+    ):
+        return  # the program strips (or adds) the 'module.' prefix where it loads its files
     for module in program.modules:
         wraps = _wraps(module)
         if not wraps:
             continue
+        wrapper_names = {name for name, _, _ in wraps}
+        if any(
+            last_name(c) == "load_state_dict"
+            and isinstance(c.func, ast.Attribute)
+            and call_name(c.func.value) in wrapper_names
+            for c in module.calls
+        ):
+            continue  # the program loads its files back into the wrapper: the prefix is its own format
         for call in module.calls:
             if last_name(call) != "state_dict" or not isinstance(call.func, ast.Attribute):
                 continue
             owner = call_name(call.func.value)
             wrapped = any(
-                owner == name and call.lineno > line and module.scope_of(call) is scope for name, line, scope in wraps
+                owner == name
+                and (
+                    _same_instance(module, call, scope, name) or (call.lineno > line and module.scope_of(call) is scope)
+                )
+                for name, line, scope in wraps
             )
-            if wrapped and any(
-                isinstance(p, ast.Call) and "save" in last_name(p).lower() for p in module.ancestors(call)
+            if wrapped and (
+                any(isinstance(p, ast.Call) and "save" in last_name(p).lower() for p in module.ancestors(call))
+                or _saved_later(module, call)
             ):
                 yield module, call.lineno
+
+
+def _saved_later(module: Module, call: ast.Call) -> bool:
+    """`ckp = model.state_dict()` then `torch.save(ckp, path)` in the same function."""
+    parent = module.parents.get(call)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    return any(
+        "save" in last_name(c).lower() and c.lineno > call.lineno and name in names_in(c)
+        for c in module.calls_in(module.scope_of(call))
+    )
 
 
 # ---- DDP008 -----------------------------------------------------------------------------------------
@@ -211,14 +336,44 @@ def clip_before_unscale(program: Program) -> Iterator[Hit]:
         for function in module.functions:
             if not any(_scaled_backward(c) for c in module.calls_in(function)):
                 continue  # not where the scaled loss is back-propagated
+            scaled = [c for c in module.calls_in(function) if _scaled_backward(c)]
             unscaled = False
             for kind, line in _events(program, module, function):
                 if kind == "unscale":
                     unscaled = True
                 elif kind == "step":
                     unscaled = False
-                elif kind == "clip" and not unscaled:
+                elif kind == "clip" and not unscaled and not _only_unscaled_path(module, function, line, scaled):
                     yield module, line
+
+
+def _only_unscaled_path(module: Module, function: ast.AST, line: int, scaled: List[ast.Call]) -> bool:
+    """The clip at `line` is in an arm of an `if` whose other arm holds every scaled backward: on its path no
+    GradScaler is live (the fp32 or apex branch beside the torch.amp one)."""
+    clips = [c for c in module.calls_in(function) if c.lineno == line]
+    if not clips:
+        return False
+    return all(_exclusive(module, clips[0], backward) for backward in scaled)
+
+
+def _arm(branch: ast.If, child: ast.AST) -> str:
+    if any(child is s for s in branch.body):
+        return "body"
+    return "orelse" if any(child is s for s in branch.orelse) else "test"
+
+
+def _exclusive(module: Module, a: ast.AST, b: ast.AST) -> bool:
+    """`a` and `b` sit in different arms of one `if`."""
+    a_path = {id(p): child for child, p in zip([a, *module.ancestors(a)], module.ancestors(a))}
+    child_b = b
+    for parent in module.ancestors(b):
+        if id(parent) in a_path and isinstance(parent, ast.If):
+            arms = [_arm(parent, a_path[id(parent)]), _arm(parent, child_b)]
+            return sorted(arms) == ["body", "orelse"]
+        if id(parent) in a_path:
+            return False
+        child_b = parent
+    return False
 
 
 # ---- DDP010 ---------------------------------------------------------------------------------------
@@ -417,8 +572,17 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
             continue
         dataset = call.args[0] if call.args else keyword(call, "dataset")
         names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
-        if is_const(keyword(call, "shuffle"), False) or _is_eval_name(names) or name.startswith("Ordered"):
-            yield module, call.lineno
+        if not (is_const(keyword(call, "shuffle"), False) or _is_eval_name(names) or name.startswith("Ordered")):
+            continue
+        target = module.parents.get(call)
+        if isinstance(target, ast.Assign) and all(isinstance(t, ast.Name) for t in target.targets):
+            names_set = {t.id for t in target.targets}  # type: ignore[attr-defined]
+            used = any(
+                isinstance(n, ast.Name) and n.id in names_set and isinstance(n.ctx, ast.Load) for n in module.nodes
+            )
+            if not used:
+                continue  # made and never given to a loader
+        yield module, call.lineno
 
 
 # ---- DDP017 ---------------------------------------------------------------------------------------
@@ -514,6 +678,7 @@ RULES: List[Rule] = [
         "torch.load(..., weights_only=False): unpickling a file runs any code it holds",
         "load state dicts with weights_only=True (the default since torch 2.6); keep False only for files you made",
         weights_only_false,
+        SECURITY,
     ),
     Rule(
         "DDP009",
@@ -582,4 +747,32 @@ RULES: List[Rule] = [
         "all_reduce the sums (correct, count, loss x count) on every rank before logging",
         unreduced_metric_logged,
     ),
+    Rule(
+        "DDP018",
+        ERROR,
+        "DataLoader(shuffle=True) without a DistributedSampler in a DDP program: every rank trains on the whole "
+        "dataset in its own order, so an epoch is world_size epochs and the ranks' batches overlap",
+        "sampler = DistributedSampler(dataset, shuffle=True); DataLoader(dataset, sampler=sampler) without shuffle; "
+        "sampler.set_epoch(epoch) each epoch",
+        shuffled_without_sampler,
+    ),
 ]
+
+
+def select(chosen: Sequence[str] = (), left_out: Sequence[str] = ()) -> List[Rule]:
+    """The rules `--select` names (rule ids or their prefixes, categories, ALL; default: the ddp category), less
+    those `--ignore` names. A term that names no rule raises ValueError."""
+
+    def matches(rule: Rule, term: str) -> bool:
+        return term.upper() == "ALL" or rule.id.startswith(term.upper()) or rule.category == term.lower()
+
+    for term in [*chosen, *left_out]:
+        if not any(matches(rule, term) for rule in RULES):
+            raise ValueError(
+                f"{term!r} names no rule: use rule ids ({RULES[0].id}..{RULES[-1].id}) or their prefixes, a "
+                f"category ({', '.join(CATEGORIES)}) or ALL"
+            )
+    picked = (
+        [r for r in RULES if any(matches(r, t) for t in chosen)] if chosen else [r for r in RULES if r.category == DDP]
+    )
+    return [r for r in picked if not any(matches(r, t) for t in left_out)]

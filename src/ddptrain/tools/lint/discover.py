@@ -1,0 +1,256 @@
+"""Which programs a set of files holds. A folder is rarely one program: tutorial series, `examples/` and `tools/`
+keep independent scripts side by side, and a function in one must not be taken for its namesake in another.
+
+Entry points — a file with a `__main__` guard, one that a shell script in the folder launches, or one that no
+other file given imports — are each read with the modules they import, transitively, found where Python would find
+them: beside the importing file (a script's folder is first on `sys.path`), in its package (relative imports), or
+in a folder above it up to the repository's root (a repository run from its root). A module that several entry
+points import is parsed once and read in each of their programs. A file given alone is an entry point too: the
+modules it imports from its repository are read with it.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Set
+
+from .program import Module
+
+SHELL_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
+SCRIPT_ARGUMENT = re.compile(r"(?<![\w./-])([\w./-]+\.py)\b")
+MODULE_ARGUMENT = re.compile(r"(?:^|\s)-m\s+([\w.]+)")
+REPOSITORY_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+MAX_LEVELS_UP = 4  # how far above a given file its repository's root is looked for
+
+
+@dataclass
+class Program:
+    entry: Module
+    modules: List[Module]
+
+
+@dataclass
+class Sources:
+    """The files given, and the files their imports reach (read when first imported), each parsed once."""
+
+    given: List[Module] = field(default_factory=list)
+    problems: List[str] = field(default_factory=list)
+    shell_scripts: List[Path] = field(default_factory=list)
+    scope: List[Path] = field(default_factory=list)  # folders an import may be found in
+    _parsed: Dict[Path, Optional[Module]] = field(default_factory=dict)
+
+    def read(self, path: Path) -> Optional[Module]:
+        """A file an import reaches: parsed once; one that does not parse is left out (Python would fail there,
+        not the linter)."""
+        path = path.resolve()
+        if path not in self._parsed:
+            self._parsed[path] = None
+            try:
+                self._parsed[path] = Module(_shown(path), path.read_text(encoding="utf-8"), path)
+            except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
+                pass
+        return self._parsed[path]
+
+    def in_scope(self, path: Path) -> bool:
+        text = str(path)
+        return any(text == top or text.startswith(top.rstrip(os.sep) + os.sep) for top in map(str, self.scope))
+
+
+def gather(paths: Sequence[str]) -> Sources:
+    """Parse the files given (a folder: every .py file under it) and note the shell scripts beside them."""
+    sources = Sources()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            sources.scope.append(path.resolve())
+            for file in sorted(p for p in path.rglob("*") if p.is_file()):
+                if file.suffix == ".py":
+                    _add(sources, file, str(Path(raw) / file.relative_to(path)))
+                elif file.suffix in SHELL_SUFFIXES:
+                    sources.shell_scripts.append(file)
+        elif path.is_file():
+            sources.scope.append(_repository_root(path.resolve().parent))
+            _add(sources, path, str(path))
+        else:
+            sources.problems.append(f"{raw}: no such file or folder")
+    return sources
+
+
+def _shown(path: Path) -> str:
+    """A path as findings show it: relative to the current folder where it is below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _add(sources: Sources, path: Path, shown: str) -> None:
+    resolved = path.resolve()
+    if resolved in sources._parsed:
+        return
+    try:
+        module = Module(shown, path.read_text(encoding="utf-8"), resolved)
+    except (SyntaxError, UnicodeDecodeError, ValueError, OSError) as error:
+        sources.problems.append(f"{shown}: cannot parse: {error}")
+        sources._parsed[resolved] = None
+        return
+    sources._parsed[resolved] = module
+    sources.given.append(module)
+
+
+def _repository_root(folder: Path) -> Path:
+    """The folder above `folder` that holds a repository marker (at most a few levels up), else `folder`."""
+    here = folder
+    for _ in range(MAX_LEVELS_UP + 1):
+        if any((here / marker).exists() for marker in REPOSITORY_MARKERS):
+            return here
+        if here.parent == here:
+            break
+        here = here.parent
+    return folder
+
+
+# ---- imports ---------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=65536)
+def _module_files(name: str, base: Path) -> List[Path]:
+    """The files `import name` runs when `base` is on sys.path: each package's __init__.py, then the module;
+    [] where its first part is not in `base`."""
+    found: List[Path] = []
+    here = base
+    parts = name.split(".")
+    for index, part in enumerate(parts):
+        package, single = here / part, here / f"{part}.py"
+        if package.is_dir():
+            if (package / "__init__.py").is_file():
+                found.append(package / "__init__.py")
+            here = package
+        elif single.is_file():
+            found.append(single)
+            break  # what follows is an attribute of the module
+        elif index == 0:
+            return []
+        else:
+            break
+    return found
+
+
+def _bases(sources: Sources, importer: Path) -> Iterator[Path]:
+    """Where an absolute import is looked for: the importer's folder, then the folders above it within scope."""
+    here = importer.parent
+    while sources.in_scope(here):
+        yield here
+        if here.parent == here:
+            break
+        here = here.parent
+
+
+def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
+    files: List[Path] = []
+    for node in module.nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                files += _absolute(sources, path, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names if a.name != "*"]
+            if node.level:
+                base = path.parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                target = base.joinpath(*node.module.split(".")) if node.module else base
+                files += _relative(target, names)
+            elif node.module:
+                found = _absolute(sources, path, node.module)
+                files += found
+                if found and found[-1].name == "__init__.py":
+                    files += _relative(found[-1].parent, names)
+    return [f.resolve() for f in files if sources.in_scope(f.resolve())]
+
+
+def _absolute(sources: Sources, path: Path, name: str) -> List[Path]:
+    for base in _bases(sources, path):
+        found = _module_files(name, base)
+        if found:
+            return list(found)
+    return []
+
+
+def _relative(target: Path, names: Sequence[str]) -> List[Path]:
+    files = []
+    if (target / "__init__.py").is_file():
+        files.append(target / "__init__.py")
+    elif target.with_suffix(".py").is_file():
+        files.append(target.with_suffix(".py"))
+    files += [target / f"{n}.py" for n in names if (target / f"{n}.py").is_file()]
+    files += [target / n / "__init__.py" for n in names if (target / n / "__init__.py").is_file()]
+    return files
+
+
+# ---- entry points and their programs ---------------------------------------------------------------
+def has_main_guard(module: Module) -> bool:
+    return any(
+        isinstance(s, ast.If) and "__main__" in ast.unparse(s.test) and "__name__" in ast.unparse(s.test)
+        for s in module.tree.body
+    )
+
+
+def _launched(sources: Sources) -> Set[Path]:
+    """Files the folder's shell scripts run (`python x.py`, `torchrun ... x.py`, `python -m pkg.mod`)."""
+    wanted_files, wanted_modules = set(), set()
+    for script in sources.shell_scripts:
+        try:
+            text = script.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        wanted_files |= {m.replace("\\", "/").lstrip("./") for m in SCRIPT_ARGUMENT.findall(text)}
+        wanted_modules |= {m.replace(".", "/") + ".py" for m in MODULE_ARGUMENT.findall(text)}
+    launched = set()
+    for module in sources.given:
+        path = module.file.as_posix()
+        if any(w and (path.endswith("/" + w) or path == w) for w in wanted_files | wanted_modules):
+            launched.add(module.file)
+    return launched
+
+
+def programs(sources: Sources) -> List[Program]:
+    """One program per entry point: the entry and what it imports, transitively, in import order."""
+    imports: Dict[Path, List[Path]] = {}
+
+    def imports_of(path: Path) -> List[Path]:
+        if path not in imports:
+            module = sources.read(path)
+            imports[path] = imported_files(sources, module, path) if module is not None else []
+        return imports[path]
+
+    given = {m.file: m for m in sources.given}
+    imported_by_others = {f for path in given for f in imports_of(path) if f != path}
+    launched = _launched(sources)
+    entries = [p for p, m in given.items() if has_main_guard(m) or p in launched or p not in imported_by_others]
+    found: List[Program] = []
+    covered: Set[Path] = set()
+    pending = list(entries)
+    while pending or len(covered) < len(given):
+        if not pending:  # modules only reachable from each other (an import cycle): each is an entry too
+            pending = [next(p for p in given if p not in covered)]
+        entry = pending.pop(0)
+        order = _closure(entry, imports_of)
+        covered |= set(order)
+        modules = [m for m in (given.get(p) or sources.read(p) for p in order) if m is not None]
+        found.append(Program(given[entry], modules))
+    return found
+
+
+def _closure(entry: Path, imports_of) -> List[Path]:
+    order, seen, stack = [], {entry}, [entry]
+    while stack:
+        path = stack.pop(0)
+        order.append(path)
+        for other in imports_of(path):
+            if other not in seen:
+                seen.add(other)
+                stack.append(other)
+    return order

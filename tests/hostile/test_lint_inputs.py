@@ -1,0 +1,92 @@
+"""`ddptrain lint` and `--fix` on hostile inputs: files it must not damage (links, line endings, encodings, modes,
+read-only files, a file edited meanwhile) and folders that could trap it (import cycles, imports climbing out of
+the folder, a link loop, undecodable files)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+
+from ddptrain.tools.lint import run_lint
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT / "tests" / "lint_samples" / "cases"
+DDP = "import torch.distributed as dist\ndist.init_process_group('gloo')\n"
+
+
+def test_fix_keeps_line_endings_encoding_mode_and_writes_through_a_link(tmp_path):
+    real = tmp_path / "real" / "train.py"
+    real.parent.mkdir()
+    text = (CASES / "ddp011_port_literal_mistake.py").read_text().replace("\n", "\r\n")
+    text = text.replace('"""ddptrain', '"""caf\u00e9: ddptrain', 1)
+    real.write_bytes(text.encode("utf-8"))
+    real.chmod(0o750)
+    link = tmp_path / "train.py"
+    link.symlink_to(real)
+    assert run_lint([str(link)], fix=True) == 0
+    assert link.is_symlink()  # the link is kept; the file it points to is fixed
+    after = real.read_bytes()
+    assert after.count(b"\r\n") == text.count("\r\n") and b"\n" not in after.replace(b"\r\n", b"")
+    assert b'os.environ.setdefault("MASTER_PORT", "12355")' in after and "caf\u00e9".encode() in after
+    assert stat.S_IMODE(real.stat().st_mode) == 0o750
+    assert not list(tmp_path.rglob("*.ddptrain-fix"))
+
+
+def test_a_file_changed_while_being_fixed_is_left_alone(tmp_path, monkeypatch, capsys):
+    import ddptrain.tools.lint as lint
+
+    script = tmp_path / "train.py"
+    shutil.copy(CASES / "ddp011_port_literal_mistake.py", script)
+    real_fix_paths = lint.fix_paths
+
+    def edited_meanwhile(paths, rules=None):
+        result = real_fix_paths(paths, rules)
+        with open(script, "a") as handle:
+            handle.write("# the user's edit\n")
+        return result
+
+    monkeypatch.setattr(lint, "fix_paths", edited_meanwhile)
+    assert run_lint([str(script)], fix=True) == 2
+    assert script.read_text().endswith("# the user's edit\n") and 'os.environ["MASTER_PORT"]' in script.read_text()
+    assert "changed while it was being fixed" in capsys.readouterr().err
+
+
+def test_a_read_only_file_is_not_fixed(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    shutil.copy(CASES / "ddp011_port_literal_mistake.py", script)
+    before = script.read_bytes()
+    script.chmod(0o444)
+    try:
+        assert run_lint([str(script)], fix=True) == 2
+        assert script.read_bytes() == before
+        assert "read-only; left as it is" in capsys.readouterr().err
+    finally:
+        script.chmod(0o644)
+
+
+def test_an_import_cycle_a_climbing_import_and_a_link_loop_end_in_findings(tmp_path, capsys):
+    outside = tmp_path / "outside.py"
+    outside.write_text(DDP + "import os\nos.environ['MASTER_PORT'] = '1'\n")  # must not be read: not in the folder
+    folder = tmp_path / "project"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "pkg" / "__init__.py").write_text("")
+    (folder / "pkg" / "a.py").write_text(DDP + "from . import b\nfrom .... import outside\n")
+    (folder / "pkg" / "b.py").write_text("from . import a\nimport torch\ntorch.cuda.device('cuda:0')\n")
+    (folder / "pkg" / "loop").symlink_to(folder / "pkg", target_is_directory=True)
+    (folder / "run.sh").write_text("python ../outside.py\n")
+    assert run_lint([str(folder)], as_json=True) in (0, 1)
+    report = json.loads(capsys.readouterr().out)
+    assert report["errors"] == []
+    assert not any("outside" in f["file"] for f in report["findings"])
+    assert all("outside" not in path for program in report["programs"] for path in program)
+
+
+def test_a_file_that_is_not_utf8_is_reported_and_the_rest_linted(tmp_path, capsys):
+    (tmp_path / "latin1.py").write_bytes("# caf\xe9\n".encode("latin-1"))
+    (tmp_path / "train.py").write_text(DDP + "import os\nos.environ['MASTER_PORT'] = '1'\n")
+    assert run_lint([str(tmp_path)], as_json=True) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert any("latin1.py: cannot parse" in error for error in report["errors"])
+    assert [f["rule"] for f in report["findings"]] == ["DDP011"]

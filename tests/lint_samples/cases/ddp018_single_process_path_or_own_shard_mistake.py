@@ -1,0 +1,26 @@
+"""ddptrain lint sample ddp018_single_process_path_or_own_shard: the mistake (lines marked `# expect:` get exactly those findings)."""
+
+import os, math
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+
+
+def loaders(args, train_set, val_set):
+    if args.distributed:
+        sampler = DistributedSampler(train_set)
+        train = DataLoader(train_set, batch_size=32, sampler=sampler)
+    else:
+        train = DataLoader(train_set, batch_size=32, shuffle=True)  # the single-process run: right
+    part = train_set.shard(num_shards=dist.get_world_size(), index=dist.get_rank())
+    own = DataLoader(part, batch_size=32, shuffle=True)  # this rank's shard: right
+    extra = DataLoader(val_set, batch_size=32, shuffle=True)  # expect: DDP018
+    for epoch in range(10):
+        if args.distributed:
+            sampler.set_epoch(epoch)
+        run_epoch(train, own, extra)
+
+
+dist.init_process_group("gloo")

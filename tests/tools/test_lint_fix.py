@@ -1,0 +1,115 @@
+"""`ddptrain lint --fix` / `--diff`: each mechanical fix, on every sample that has it, leaves a file that parses,
+lints clean of what was fixed, keeps its other findings, and changes no line a fix does not need."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ddptrain.tools.lint import RULES, lint_source, run_lint
+from ddptrain.tools.lint.fixes import FIXES
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT / "tests" / "lint_samples" / "cases"
+FIXABLE = sorted(
+    p
+    for p in [*CASES.glob("*_mistake.py"), ROOT / "tests" / "lint_samples" / "tutorial_train.py"]
+    if set(re.findall(r"DDP\d{3}", p.read_text())) & set(FIXES)
+)
+# what a fixed line may hold: the text each fix writes
+FIX_TEXT = re.compile(
+    r"set_epoch\(|\.module\.state_dict\(|unscale_\(|setdefault\(\"MASTER_PORT\"|device_count\(\)|sampler"
+)
+
+# what a removed or rewritten line may have held: the text each fix replaces
+REWRITTEN = re.compile(r"state_dict\(|MASTER_PORT|shuffle=True|unscale_\(|rank")
+
+
+def _rules(path: Path, text: str) -> dict:
+    counts: dict = {}
+    for finding in lint_source(str(path), text, RULES):
+        counts[finding.rule] = counts.get(finding.rule, 0) + 1
+    return counts
+
+
+def test_every_fixable_rule_has_samples():
+    assert {rule for p in FIXABLE for rule in re.findall(r"DDP\d{3}", p.read_text())} >= set(FIXES)
+
+
+@pytest.mark.parametrize("sample", FIXABLE, ids=lambda p: p.stem)
+def test_a_fix_parses_lints_clean_of_what_it_fixed_and_changes_nothing_else(sample, tmp_path, capsys):
+    script = tmp_path / sample.name
+    shutil.copy(sample, script)
+    before = script.read_text()
+    assert run_lint([str(script)], fix=True) in (0, 1)
+    after = script.read_text()
+    assert after != before, "no fix was made"
+    ast.parse(after)
+    found_before, found_after = _rules(script, before), _rules(script, after)
+    fixed = {rule for rule in found_before if rule in FIXES} - set(found_after)
+    assert fixed, (found_before, found_after)
+    for rule, count in found_after.items():
+        assert count <= found_before.get(rule, 0), f"the fix made a new {rule} finding"
+    diff = list(difflib.ndiff(before.splitlines(), after.splitlines()))
+    added = [line[2:] for line in diff if line.startswith("+ ")]
+    removed = [line[2:] for line in diff if line.startswith("- ")]
+    assert added and all(FIX_TEXT.search(line) for line in added), added
+    assert all(REWRITTEN.search(line) for line in removed), removed
+    own = CASES / sample.name.replace("_mistake", "_fixed")
+    if own.is_file() and not found_after:
+        assert _rules(own, own.read_text()) == {}
+    err = capsys.readouterr().err
+    assert all(f"fixed: {script}:" in err and rule in err for rule in fixed)
+
+
+def test_diff_shows_the_fix_and_writes_nothing(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    shutil.copy(CASES / "ddp018_shuffle_without_sampler_mistake.py", script)
+    before = script.read_bytes()
+    assert run_lint([str(script)], diff=True) == 1
+    out = capsys.readouterr().out
+    assert "+sampler = DistributedSampler(train_set, shuffle=True)" in out and "+    sampler.set_epoch(epoch)" in out
+    assert script.read_bytes() == before
+    assert run_lint([str(CASES / "ddp018_shuffle_without_sampler_fixed.py")], diff=True) == 0  # nothing to fix
+
+
+def test_a_fix_that_cannot_be_made_safely_is_not_made(tmp_path, capsys):
+    """The loader is built in one function and the epoch loop runs in another: no place for set_epoch, so no
+    sampler either; the finding stays."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch.distributed as dist\n"
+        "from torch.utils.data import DataLoader\n"
+        "def loaders(ds):\n"
+        "    return DataLoader(ds, shuffle=True)\n"
+        "dist.init_process_group('gloo')\n"
+        "for epoch in range(3):\n"
+        "    run(loaders(ds))\n"
+    )
+    before = script.read_bytes()
+    assert run_lint([str(script)], fix=True) == 1
+    assert script.read_bytes() == before
+    assert "DDP018" in capsys.readouterr().out
+
+
+def test_fix_runs_from_the_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    shutil.copy(CASES / "ddp007_wrapped_state_saved_mistake.py", script)
+    done = subprocess.run(
+        [sys.executable, "-m", "ddptrain", "lint", "--fix", str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert "model.module.state_dict()" in script.read_text()
+    assert f"fixed: {script}:9 DDP007" in done.stderr
+    assert "DDP015" in done.stdout  # what no fix covers is still reported
