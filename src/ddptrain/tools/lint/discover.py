@@ -43,6 +43,7 @@ class Sources:
     shell_scripts: List[Path] = field(default_factory=list)
     scope: List[Path] = field(default_factory=list)  # folders an import may be found in
     _parsed: Dict[Path, Optional[Module]] = field(default_factory=dict)
+    _in_scope: Dict[str, bool] = field(default_factory=dict)
 
     def read(self, path: Path) -> Optional[Module]:
         """A file an import reaches: parsed once; one that does not parse is left out (Python would fail there,
@@ -58,7 +59,10 @@ class Sources:
 
     def in_scope(self, path: Path) -> bool:
         text = str(path)
-        return any(text == top or text.startswith(top.rstrip(os.sep) + os.sep) for top in map(str, self.scope))
+        if text not in self._in_scope:
+            tops = [str(top) for top in self.scope]
+            self._in_scope[text] = any(t == text or text.startswith(t.rstrip(os.sep) + os.sep) for t in tops)
+        return self._in_scope[text]
 
 
 def gather(paths: Sequence[str]) -> Sources:

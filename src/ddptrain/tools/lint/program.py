@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 COLLECTIVES = {
     "all_reduce",
@@ -72,6 +72,19 @@ IGNORE = re.compile(r"#\s*ddptrain:\s*ignore(?:\[([A-Z0-9, ]+)\])?")
 FunctionNode = ast.FunctionDef  # (async functions are read the same way)
 
 
+def _children(node: ast.AST) -> List[ast.AST]:
+    """ast.iter_child_nodes, without its generators (parsing a large folder spends most of its time here)."""
+    found: List[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, ast.AST))
+    return found
+
+
+@functools.lru_cache(maxsize=1 << 18)
 def call_name(node: ast.AST) -> str:
     """'torch.nn.DataParallel' for a call or attribute chain; '' for anything else."""
     if isinstance(node, ast.Call):
@@ -108,7 +121,8 @@ def is_const(node: Optional[ast.AST], value) -> bool:
     return isinstance(node, ast.Constant) and node.value == value and type(node.value) is type(value)
 
 
-def names_in(node: ast.AST) -> Set[str]:
+@functools.lru_cache(maxsize=1 << 17)
+def names_in(node: ast.AST) -> FrozenSet[str]:
     found = set()
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name):
@@ -117,7 +131,7 @@ def names_in(node: ast.AST) -> Set[str]:
             found.add(sub.attr)
         elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value in RANK_NAMES:
             found.add(sub.value)  # os.environ["RANK"]
-    return found
+    return frozenset(found)
 
 
 def is_collective(call: ast.Call) -> bool:
@@ -126,6 +140,7 @@ def is_collective(call: ast.Call) -> bool:
     return last in COLLECTIVES and (owner in COLLECTIVE_OWNERS or owner.endswith(("distributed", "comm", "COMM_WORLD")))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def selects_ranks(test: ast.expr) -> bool:
     """A condition that holds on some ranks only (`rank == 0`, `is_main_process()`, `local_rank in [-1, 0]`), as
     opposed to one that tells distributed from single-process runs (`local_rank != -1`, `world_size > 1`)."""
@@ -162,10 +177,11 @@ class Module:
 
     def __post_init__(self) -> None:
         self.tree = ast.parse(self.source, filename=self.path)
-        self.nodes = list(ast.walk(self.tree))
-        for node in self.nodes:
-            for child in ast.iter_child_nodes(node):
+        self.nodes = [self.tree]
+        for node in self.nodes:  # breadth first, as ast.walk, noting each child's parent on the way
+            for child in _children(node):
                 self.parents[child] = node
+                self.nodes.append(child)
             if isinstance(node, ast.Call):
                 self.calls.append(node)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

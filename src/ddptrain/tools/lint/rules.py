@@ -413,6 +413,8 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
 def hard_coded_port(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for node in module.nodes:
+            if isinstance(node, ast.Assign) and "MASTER_PORT" not in module.source:
+                continue
             if isinstance(node, ast.Assign):
                 value = node.value
                 if isinstance(value, ast.Call) and last_name(value) == "str" and value.args:
