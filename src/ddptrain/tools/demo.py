@@ -105,6 +105,7 @@ def _print_summary(out: str, report: dict, predictions: List[dict], figures: Pat
             f"  {Path(item['path']).parent.name + '/' + Path(item['path']).name:28s} -> "
             f"{best['class']} ({best['prob']:.2f})"
         )
-    lines.append(f"figures: {figures} (curves, throughput, epoch time, confusion matrix)")
+    lines.append(f"report: {figures.with_name('report.html')} (open it in a browser: curves, per-class results, ")
+    lines.append("        the worst-classified validation images, timing; report.md and the PNGs beside it)")
     lines.append(f"see {out}/metrics.jsonl, {out}/train.log, TensorBoard: tensorboard --logdir {out}/tb")
     print("\n".join(lines), flush=True)
