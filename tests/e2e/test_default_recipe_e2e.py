@@ -21,7 +21,8 @@ CLASSES = 5
 def test_the_default_recipe_learns_the_generated_shapes_without_blowing_up(tmp_path):
     data = make_dataset(tmp_path / "shapes", progress=False)  # make-dataset's defaults: 5 x 160 images
     run = tmp_path / "run"
-    run_cli(["train", "--data", data, "--out", run, "--nproc", 2, "--epochs", 10, "--img-size", 64], timeout=900)
+    done = run_cli(["train", "--data", data, "--out", run, "--nproc", 2, "--epochs", 10, "--img-size", 64], timeout=900)
+    assert "Grad strides do not match" not in done.stderr  # batches reach the model in its own memory layout
     epochs = [row for row in read_metrics(run) if "val_top1" in row]
     assert len(epochs) == 10
     chance = 1 / CLASSES

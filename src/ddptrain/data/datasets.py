@@ -141,8 +141,9 @@ class Batch(NamedTuple):
         normalised there."""
         pixels = self.encoded.decode(device) if self.encoded is not None else self.images.to(device, non_blocking=True)
         images = normalize(pixels, self.stats)
-        if channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
+        # the model's own layout: channel-last pixels into a contiguous model give 1x1 convolutions channel-last
+        # gradients, which DDP's buckets copy with a warning ("Grad strides do not match bucket view strides")
+        images = images.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
         return images, self.labels.to(device, non_blocking=True)
 
 
