@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from .discover import Program as FoundProgram
-from .discover import gather, programs
+from .discover import Sources, gather, programs
 from .fixes import FIXES, apply, edits_for, line_key
 from .formats import github_annotation, sarif
 from .program import Module, Program
@@ -57,7 +57,10 @@ class Report:
 def lint_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]] = None) -> Report:
     """Lint the programs the paths hold; a finding in a module several programs share is reported once."""
     sources = gather(paths)
-    found = programs(sources)
+    return _report(sources, programs(sources), rules)
+
+
+def _report(sources: Sources, found: List[FoundProgram], rules: Optional[Sequence[Rule]]) -> Report:
     findings = set()
     for program in found:
         findings.update(lint_program(program.modules, rules))
@@ -78,7 +81,7 @@ def fix_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]] = None) -> T
     and its programs, linted again, lost that finding and gained none; then the report of what remains."""
     sources = gather(paths)
     found = programs(sources)
-    report = lint_paths(paths, rules)
+    report = _report(sources, found, rules)
     changes: List[FileFix] = []
     files = {f.file for f in report.findings if f.rule in FIXES}
     for module in [m for p in found for m in p.modules]:
@@ -207,7 +210,13 @@ def run_lint(
             return 1 if changes else 0
     else:
         report = lint_paths(paths, rules)
-    style = "json" if as_json else style
+    _print(report, rules, "json" if as_json else style, out)
+    if report.problems:
+        return 2
+    return 1 if any(f.severity == ERROR or strict for f in report.findings) else 0
+
+
+def _print(report: Report, rules: Sequence[Rule], style: str, out) -> None:
     if style == "json":
         json.dump(
             {
@@ -234,6 +243,3 @@ def run_lint(
             f"{len(report.programs)} program(s)",
             file=sys.stderr,
         )
-    if report.problems:
-        return 2
-    return 1 if any(f.severity == ERROR or strict for f in report.findings) else 0
