@@ -194,7 +194,9 @@ def _add_machine_commands(sub) -> None:
         "--nproc", type=int, default=None, help="processes for the smoke test (default: the visible GPUs, or 2 on CPU)"
     )
     doc.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    doc.add_argument("--master-port", type=int, default=29500, help="the port to check is free (default 29500)")
+    doc.add_argument(  # a port to test, not a rendezvous  # ddptrain: ignore[DDP011]
+        "--master-port", type=int, default=29500, help="the port to check is free (default 29500)"
+    )
     doc.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait")
     doc.add_argument("--json", action="store_true", help="one JSON object for machines")
 

@@ -90,3 +90,27 @@ def test_a_file_that_is_not_utf8_is_reported_and_the_rest_linted(tmp_path, capsy
     report = json.loads(capsys.readouterr().out)
     assert any("latin1.py: cannot parse" in error for error in report["errors"])
     assert [f["rule"] for f in report["findings"]] == ["DDP011"]
+
+
+def test_huge_strings_and_deep_inheritance_are_read_in_bounded_time(tmp_path, capsys):
+    """A megabyte-long 'tcp://...' string (the port pattern must not backtrack on it) and a chain of 300 classes,
+    each the base of the next (class reachability follows subclasses): read, one finding, no recursion error."""
+    import time
+
+    chain = "\n".join(f"class C{i}(C{i - 1}):\n    pass" for i in range(1, 300))
+    source = (
+        DDP
+        + "LONG = 'tcp://"
+        + "a:1" * 300_000
+        + "x'\n"
+        + "class C0:\n    def save(self):\n        pass\n"
+        + chain
+        + "\nimport os\nos.environ['MASTER_PORT'] = '12355'\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    started = time.monotonic()
+    assert run_lint([str(script)], as_json=True) == 0
+    assert time.monotonic() - started < 30  # seconds; a backtracking pattern takes minutes
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["rule"], f["line"]) for f in findings] == [("DDP011", source.count("\n"))]

@@ -17,18 +17,20 @@ from ddptrain.tools.lint.fixes import FIXES
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "lint_samples" / "cases"
+# (a line marked `# expect: DDPnnn (no fix)` holds a form no mechanical fix is safe for)
 FIXABLE = sorted(
     p
     for p in [*CASES.glob("*_mistake.py"), ROOT / "tests" / "lint_samples" / "tutorial_train.py"]
-    if set(re.findall(r"DDP\d{3}", p.read_text())) & set(FIXES)
+    if {r for line in p.read_text().splitlines() if "(no fix)" not in line for r in re.findall(r"DDP\d{3}", line)}
+    & set(FIXES)
 )
 # what a fixed line may hold: the text each fix writes
 FIX_TEXT = re.compile(
-    r"set_epoch\(|\.module\.state_dict\(|unscale_\(|setdefault\(\"MASTER_PORT\"|device_count\(\)|sampler"
+    r"set_epoch\(|\.module\.state_dict\(|save\(\w+\.module,|unscale_\(|setdefault\(\"MASTER_PORT\"|device_count\(\)|sampler"
 )
 
 # what a removed or rewritten line may have held: the text each fix replaces
-REWRITTEN = re.compile(r"state_dict\(|MASTER_PORT|shuffle=True|unscale_\(|rank")
+REWRITTEN = re.compile(r"state_dict\(|save\(\w+,|MASTER_PORT|shuffle=True|unscale_\(|rank")
 
 
 def _rules(path: Path, text: str) -> dict:
@@ -52,7 +54,8 @@ def test_a_fix_parses_lints_clean_of_what_it_fixed_and_changes_nothing_else(samp
     assert after != before, "no fix was made"
     ast.parse(after)
     found_before, found_after = _rules(script, before), _rules(script, after)
-    fixed = {rule for rule in found_before if rule in FIXES} - set(found_after)
+    # a rule with fewer findings after (a sample may also hold forms no mechanical fix covers)
+    fixed = {rule for rule in found_before if rule in FIXES and found_after.get(rule, 0) < found_before[rule]}
     assert fixed, (found_before, found_after)
     for rule, count in found_after.items():
         assert count <= found_before.get(rule, 0), f"the fix made a new {rule} finding"

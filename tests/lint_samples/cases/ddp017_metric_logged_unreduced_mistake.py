@@ -6,6 +6,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 dist.init_process_group("gloo")
+val_loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
 def evaluate(model, loader):
     model.eval()
     correct = 0

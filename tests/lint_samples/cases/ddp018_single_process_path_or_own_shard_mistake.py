@@ -8,7 +8,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 
-def loaders(args, train_set, val_set):
+def loaders(args, train_set, unlabeled_set):
     if args.distributed:
         sampler = DistributedSampler(train_set)
         train = DataLoader(train_set, batch_size=32, sampler=sampler)
@@ -16,11 +16,12 @@ def loaders(args, train_set, val_set):
         train = DataLoader(train_set, batch_size=32, shuffle=True)  # the single-process run: right
     part = train_set.shard(num_shards=dist.get_world_size(), index=dist.get_rank())
     own = DataLoader(part, batch_size=32, shuffle=True)  # this rank's shard: right
-    extra = DataLoader(val_set, batch_size=32, shuffle=True)  # expect: DDP018
+    extra = DataLoader(unlabeled_set, batch_size=32, shuffle=True)  # expect: DDP018
+    val_loader = DataLoader(val_set, batch_size=64, shuffle=True)  # every rank evaluates all of it: slow, not wrong
     for epoch in range(10):
         if args.distributed:
             sampler.set_epoch(epoch)
-        run_epoch(train, own, extra)
+        run_epoch(train, own, extra, val_loader)
 
 
 dist.init_process_group("gloo")

@@ -155,7 +155,7 @@ def _bases(sources: Sources, importer: Path) -> Iterator[Path]:
 
 def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
     files: List[Path] = []
-    for node in module.nodes:
+    for node in module.of_type(ast.Import, ast.ImportFrom):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 files += _absolute(sources, path, alias.name)

@@ -125,11 +125,16 @@ def fix_set_epoch(module: Module, line: int, lines: Sequence[bytes]) -> Optional
 
 
 def fix_wrapped_state(module: Module, line: int, lines: Sequence[bytes]) -> Optional[List[Edit]]:
-    """DDP007: `model.state_dict()` -> `model.module.state_dict()` where the DDP-wrapped model is saved."""
+    """DDP007: `model.state_dict()` -> `model.module.state_dict()` (`torch.save(model, ...)` -> `torch.save(model.module,
+    ...)`) where the DDP-wrapped model is saved."""
     for call in _calls_at(module, line, "state_dict"):
         owner = call.func.value if isinstance(call.func, ast.Attribute) else None
         if isinstance(owner, (ast.Name, ast.Attribute)):
             return [replace(owner, f"{_source(module, owner)}.module")]
+    for call in _calls_at(module, line, "save"):  # torch.save(model, path): the wrapped model whole
+        whole = call.args[0] if call.args else None
+        if isinstance(whole, (ast.Name, ast.Attribute)):
+            return [replace(whole, f"{_source(module, whole)}.module")]
     return None
 
 

@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 COLLECTIVES = {
     "all_reduce",
@@ -72,15 +72,21 @@ IGNORE = re.compile(r"#\s*ddptrain:\s*ignore(?:\[([A-Z0-9, ]+)\])?")
 FunctionNode = ast.FunctionDef  # (async functions are read the same way)
 
 
+# Nodes the parser shares between parents (`Load`, `Add`, `Eq`...): not children of one node, and no rule asks
+SHARED = (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+
+
 def _children(node: ast.AST) -> List[ast.AST]:
-    """ast.iter_child_nodes, without its generators (parsing a large folder spends most of its time here)."""
+    """ast.iter_child_nodes, without its generators and the shared leaf nodes (parsing a large folder spends most of
+    its time here)."""
     found: List[ast.AST] = []
     for name in node._fields:
         value = getattr(node, name, None)
         if isinstance(value, ast.AST):
-            found.append(value)
+            if not isinstance(value, SHARED):
+                found.append(value)
         elif isinstance(value, list):
-            found.extend(item for item in value if isinstance(item, ast.AST))
+            found.extend(item for item in value if isinstance(item, ast.AST) and not isinstance(item, SHARED))
     return found
 
 
@@ -93,9 +99,9 @@ def call_name(node: ast.AST) -> str:
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Call):  # dist.get_rank().x, MPI.COMM_WORLD.bcast
-        inner = call_name(node)
-        return ".".join([inner, *reversed(parts)]) if inner else ""
+    if isinstance(node, ast.Call) or (isinstance(node, ast.Subscript) and parts):  # get_rank().x, loaders[0].sampler
+        inner = call_name(node.value if isinstance(node, ast.Subscript) else node)
+        return ".".join([inner, *reversed(parts)]) if inner else ".".join(reversed(parts))
     if isinstance(node, ast.Name):
         parts.append(node.id)
         return ".".join(reversed(parts))
@@ -167,9 +173,13 @@ class Module:
     ignored: Dict[int, Optional[Set[str]]] = field(init=False, default_factory=dict)
     imported: Dict[str, str] = field(init=False, default_factory=dict)  # local name -> what it names, last part
     import_names: Set[str] = field(init=False, default_factory=set)  # every dotted name imported
+    import_tops: Dict[str, str] = field(init=False, default_factory=dict)  # local name -> top package ('' relative)
     nodes: List[ast.AST] = field(init=False, default_factory=list)  # every node, parents before children
     functions: List[ast.FunctionDef] = field(init=False, default_factory=list)
     _calls_of: Optional[Dict[ast.AST, List[ast.Call]]] = field(init=False, default=None)
+    _of_type: Dict[tuple, list] = field(init=False, default_factory=dict)
+    _mentions: Dict[tuple, Set[str]] = field(init=False, default_factory=dict)
+    _memo: Dict[tuple, Any] = field(init=False, default_factory=dict)
 
     @property
     def stem(self) -> str:
@@ -191,10 +201,55 @@ class Module:
                     self.imported[alias.asname or alias.name.split(".")[0]] = alias.name.rsplit(".", 1)[-1]
                     owner = node.module + "." if isinstance(node, ast.ImportFrom) and node.module else ""
                     self.import_names.add(owner + alias.name)
-        for number, line in enumerate(self.source.splitlines(), start=1):
+                    relative = isinstance(node, ast.ImportFrom) and node.level > 0
+                    self.import_tops[alias.asname or alias.name.split(".")[0]] = (
+                        "" if relative else (owner + alias.name).split(".")[0]
+                    )
+        lines = self.source.splitlines() if "ddptrain" in self.source else []
+        for number, line in enumerate(lines, start=1):
             match = IGNORE.search(line)
             if match:
                 self.ignored[number] = {r.strip() for r in match.group(1).split(",")} if match.group(1) else None
+
+    def of_type(self, *types: type) -> list:
+        """The module's nodes of these types, in `nodes` order: one pass per module, however many programs and
+        rules ask."""
+        if types not in self._of_type:
+            self._of_type[types] = [node for node in self.nodes if isinstance(node, types)]
+        return self._of_type[types]
+
+    def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """A rule's result about this module (or a function in it), computed once however many programs read it."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    @functools.cached_property
+    def words(self) -> FrozenSet[str]:
+        """Every name, attribute and string constant in the module."""
+        found: Set[str] = set()
+        for node in self.of_type(ast.Name, ast.Attribute, ast.Constant):
+            if isinstance(node, ast.Name):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+            elif isinstance(node.value, str):
+                found.add(node.value)
+        return frozenset(found)
+
+    def mentions(self, function: ast.AST, libraries: FrozenSet[str]) -> Set[str]:
+        """The names a function mentions (not attributes of `libraries`), kept for the next program that reads
+        this module."""
+        key = (id(function), libraries)
+        if key not in self._mentions:
+            self._mentions[key] = _mentioned(function, libraries)
+        return self._mentions[key]
+
+    def at_import(self, libraries: FrozenSet[str], main: bool) -> Set[str]:
+        key = ("import", libraries, main)
+        if key not in self._mentions:
+            self._mentions[key] = _mentioned_at_import(self.tree, libraries, main)
+        return self._mentions[key]
 
     def is_ignored(self, line: int, rule: str) -> bool:
         if line not in self.ignored:
@@ -281,43 +336,88 @@ class Program:
     # ---- what the program runs -------------------------------------------------------------------------
     @functools.cached_property
     def used_names(self) -> Set[str]:
-        """Names the program may run: everything its entry module (the first) mentions, what imported modules do
-        at import (not their `__main__` blocks), then, to a fixed point, what each reachable function mentions — a
-        module-level function whose name is mentioned, a method whose name and class's name both are."""
+        """Names the program may run: what its entry module mentions (a script with a `__main__` guard: its top
+        level and that block; a file without one: all of it), what imported modules do at import (not their
+        `__main__` blocks), then, to a fixed point, what each reachable function mentions — a module-level function
+        whose name is mentioned, a method whose name and class's name both are. An attribute of a library
+        (`torch.save`, `np.load`) mentions nothing of the program's own."""
         found: Set[str] = set()
         for index, module in enumerate(self.modules):
-            found |= _mentioned(module.tree) if index == 0 else _mentioned_at_import(module.tree)
+            libraries = self._libraries(module)
+            whole = index == 0 and not self.entry_is_script
+            found |= module.mentions(module.tree, libraries) if whole else module.at_import(libraries, index == 0)
         walked: Set[int] = set()
         changed = True
         while changed:
             changed = False
-            for module in self.modules[1:]:
+            for module in self._filtered_modules:
+                libraries = self._libraries(module)
                 for function in module.functions:
                     if id(function) in walked or not self._reachable(module, function, found):
                         continue
                     walked.add(id(function))
-                    new = _mentioned(function) - found
+                    new = module.mentions(function, libraries) - found
                     if new:
                         found |= new
                         changed = True
         return found
 
-    @staticmethod
-    def _reachable(module: Module, function: ast.FunctionDef, names: Set[str]) -> bool:
+    @functools.cached_property
+    def entry_is_script(self) -> bool:
+        """The entry module has a `__main__` guard: what runs is its top level and that block; a function it defines
+        and nothing mentions is dead code. (A file without one may be a library linted alone: read whole.)"""
+        return any(_is_main_guard(s) for s in self.modules[0].tree.body)
+
+    @property
+    def _filtered_modules(self) -> List[Module]:
+        return self.modules if self.entry_is_script else self.modules[1:]
+
+    @functools.cached_property
+    def _local_tops(self) -> Set[str]:
+        """Top-level names an absolute import of the program's own code starts with: its modules' and folders'."""
+        tops: Set[str] = set()
+        for module in self.modules:
+            parts = module.path.replace("\\", "/").removesuffix(".py").split("/")
+            tops.update(part for part in parts if part not in ("", ".", ".."))
+        return tops
+
+    def _libraries(self, module: Module) -> FrozenSet[str]:
+        """Local names a module binds to imports from outside the program (`torch`, `np`, `dist`)."""
+        local = self._local_tops
+        return frozenset(name for name, top in module.import_tops.items() if top and top not in local)
+
+    def _reachable(self, module: Module, function: ast.FunctionDef, names: Set[str]) -> bool:
         owner = module.parents.get(function)
         if isinstance(owner, ast.ClassDef):
-            dunder = function.name.startswith("__") and function.name.endswith("__")
-            return owner.name in names and (dunder or function.name in names)
+            used = self._class_used(owner.name, names, 4)
+            return used and (_called_implicitly(function.name) or function.name in names)
         return function.name in names
 
-    def runs(self, module: Module, line: int) -> bool:
-        """Whether `line` of an imported module can run in this program: not in its `__main__` block, and every
-        function around it reachable (`used_names`). The entry module is read whole."""
-        if module is self.modules[0]:
+    def _class_used(self, name: str, names: Set[str], depth: int) -> bool:
+        """A class is used where its name is mentioned (not as another class's base), or a subclass of it is."""
+        if name in names:
             return True
-        for statement in module.tree.body:
-            if _is_main_guard(statement) and statement.lineno <= line <= (statement.end_lineno or line):
-                return False
+        return depth > 0 and any(self._class_used(sub, names, depth - 1) for sub in self._subclasses.get(name, ()))
+
+    @functools.cached_property
+    def _subclasses(self) -> Dict[str, Set[str]]:
+        found: Dict[str, Set[str]] = {}
+        for module in self.modules:
+            for node in module.of_type(ast.ClassDef):
+                for base in node.bases:
+                    found.setdefault(last_name(base), set()).add(node.name)
+        return found
+
+    def runs(self, module: Module, line: int) -> bool:
+        """Whether `line` can run in this program: not in an imported module's `__main__` block, and every function
+        around it reachable (`used_names`). An entry module without a `__main__` guard is read whole."""
+        if module is self.modules[0]:
+            if not self.entry_is_script:
+                return True
+        else:
+            for statement in module.tree.body:
+                if _is_main_guard(statement) and statement.lineno <= line <= (statement.end_lineno or line):
+                    return False
         names = self.used_names
         around = [f for f in module.functions if f.lineno <= line <= (f.end_lineno or f.lineno)]
         return all(self._reachable(module, f, names) for f in around)
@@ -363,7 +463,7 @@ class Program:
         function = module.function_of(node)
         if function is None:
             return False
-        if self.returns_early_off_main(function):
+        if self.returns_early_off_main(function, getattr(node, "lineno", 0)):
             return True
         return depth > 0 and self.only_called_guarded(function.name, depth - 1)
 
@@ -372,9 +472,12 @@ class Program:
         return bool(sites) and all(self.guarded(m, call, depth) for m, call in sites)
 
     @staticmethod
-    def returns_early_off_main(function: ast.FunctionDef) -> bool:
-        """`if not is_main_process(): return` at the top: the rest runs on some ranks only."""
-        for statement in function.body[:3]:
+    def returns_early_off_main(function: ast.FunctionDef, before: int = 0) -> bool:
+        """`if not is_main_process(): return` at the top (or anywhere before line `before`): the rest runs on some
+        ranks only."""
+        for statement in function.body if before else function.body[:3]:
+            if before and statement.lineno >= before:
+                break
             if (
                 isinstance(statement, ast.If)
                 and selects_ranks(statement.test)
@@ -416,8 +519,8 @@ RANK_PREFIXES = ("is_main", "is_master", "is_primary", "is_rank0", "is_rank_zero
 def _rank_like(test: ast.expr) -> bool:
     """Names the rank lists do not hold that still pick some ranks: `is_main_dev`, `primary()`, `args.gpu == 0`."""
     names = names_in(test)
-    if any(n.startswith(RANK_PREFIXES) or n == "primary" for n in names):
-        return True
+    if any(n.startswith(RANK_PREFIXES) or n == "primary" or (n.startswith("is_") and "rank" in n) for n in names):
+        return True  # (`is_base_rank`, `is_rank_zero`, `is_local_rank0`)
     return any(
         isinstance(node, ast.Compare)
         and any(isinstance(c, ast.Constant) and c.value == 0 for c in node.comparators)
@@ -426,29 +529,54 @@ def _rank_like(test: ast.expr) -> bool:
     )
 
 
+def _called_implicitly(name: str) -> bool:
+    """Methods that run without their name in the program: dunders, `forward` (through `__call__`), and the hooks
+    frameworks call (`training_step`, `on_train_epoch_end`, `configure_optimizers`)."""
+    return (
+        (name.startswith("__") and name.endswith("__"))
+        or name == "forward"
+        or name.startswith(("on_", "configure_"))
+        or name.endswith(("_step", "_epoch_end", "_hook"))
+    )
+
+
 def _is_main_guard(statement: ast.stmt) -> bool:
     return isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test)
 
 
-def _mentioned(node: ast.AST) -> Set[str]:
-    return {
-        n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))
-    }
-
-
-def _mentioned_at_import(tree: ast.Module) -> Set[str]:
-    """What a module's top level mentions when it is imported: not function bodies, not its `__main__` block (a
-    class body runs; its methods only when called)."""
+def _mentioned(node: ast.AST, libraries: FrozenSet[str] = frozenset()) -> Set[str]:
     found: Set[str] = set()
-    pending: List[ast.AST] = [s for s in tree.body if not _is_main_guard(s)]
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            found.add(sub.id)
+        elif isinstance(sub, ast.Attribute) and _root(sub) not in libraries:
+            found.add(sub.attr)
+    return found
+
+
+def _root(node: ast.Attribute) -> str:
+    value: ast.AST = node
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return value.id if isinstance(value, ast.Name) else ""
+
+
+def _mentioned_at_import(tree: ast.Module, libraries: FrozenSet[str] = frozenset(), main: bool = False) -> Set[str]:
+    """What a module's top level mentions when it is imported (or run, with `main`: its `__main__` block too); not
+    function bodies (a class body runs; its methods only when called)."""
+    found: Set[str] = set()
+    pending: List[ast.AST] = [s for s in tree.body if main or not _is_main_guard(s)]
     while pending:
         node = pending.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             pending.extend([*node.decorator_list, *node.args.defaults])
             continue
+        if isinstance(node, ast.ClassDef):  # a base named here is not used yet: the subclass may never be
+            pending.extend([*node.decorator_list, *node.keywords, *node.body])
+            continue
         if isinstance(node, ast.Name):
             found.add(node.id)
-        elif isinstance(node, ast.Attribute):
+        elif isinstance(node, ast.Attribute) and _root(node) not in libraries:
             found.add(node.attr)
         pending.extend(ast.iter_child_nodes(node))
     return found

@@ -6,6 +6,7 @@ flagging correct code. DDP004 (no drop_last: DistributedSampler pads, every rank
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -21,6 +22,7 @@ from .program import (
     keyword,
     last_name,
     names_in,
+    selects_ranks,
 )
 
 ERROR, WARNING = "error", "warning"
@@ -94,8 +96,13 @@ def data_parallel(program: Program) -> Iterator[Hit]:
 
 
 def _tells_distributed(test: ast.expr) -> bool:
-    """A condition on whether the run is distributed: `args.distributed`, `use_ddp`, `world_size > 1`..."""
-    return any(n in DISTRIBUTED_WORDS or "ddp" in n.lower() or "distributed" in n.lower() for n in names_in(test))
+    """A condition on whether the run is distributed: `args.distributed`, `use_ddp`, `world_size > 1`, `mode ==
+    "ddp"`..."""
+    words = [
+        *names_in(test),
+        *(n.value for n in ast.walk(test) if isinstance(n, ast.Constant) and isinstance(n.value, str)),
+    ]
+    return any(n in DISTRIBUTED_WORDS or "ddp" in n.lower() or "distributed" in n.lower() for n in words)
 
 
 # ---- DDP002 ---------------------------------------------------------------------------------------
@@ -131,9 +138,7 @@ def _repeats_epochs(program: Program) -> bool:
     """A loop that can run more than once around a loop over batches or an epoch's function (`for epoch in
     range(1)` and a single pass over the loader never reshuffle, so they need no set_epoch)."""
     for module in program.modules:
-        for loop in module.nodes:
-            if not isinstance(loop, (ast.For, ast.While)):
-                continue
+        for loop in module.of_type(ast.For, ast.While):
             if _once(loop):
                 continue
             inner = [n for n in ast.walk(loop) if n is not loop]
@@ -143,6 +148,14 @@ def _repeats_epochs(program: Program) -> bool:
             ):
                 return True
     return False
+
+
+def _trains(program: Program) -> bool:
+    """Back-propagates, steps, or calls something named for training (`train_one_epoch`, `run_epoch`, `fit`)."""
+    return any(
+        name in ("backward", "fit") or any(word in name.lower() for word in ("train", "step", "epoch"))
+        for name in program.call_sites
+    )
 
 
 def _once(loop: ast.AST) -> bool:
@@ -156,11 +169,17 @@ def _once(loop: ast.AST) -> bool:
     )
 
 
+# Training loops of libraries that call set_epoch on the loader's sampler themselves
+EPOCH_LOOP_LIBRARIES = ("catalyst", "lightning", "accelerate")
+
+
 def set_epoch_missing(program: Program) -> Iterator[Hit]:
     if program.any_call("set_epoch"):  # anywhere in the program: a helper the epoch loop calls counts
         return
-    if not _repeats_epochs(program):
-        return
+    if any(word in name for m in program.modules for name in m.import_names for word in EPOCH_LOOP_LIBRARIES):
+        return  # the library's runner reshuffles
+    if not _repeats_epochs(program) or not _trains(program):
+        return  # one pass, or a program that only evaluates: no order to repeat
     for module, call in training_samplers(program):
         yield module, call.lineno
         return
@@ -177,25 +196,93 @@ def shuffle_with_sampler(program: Program) -> Iterator[Hit]:
 # ---- DDP018 ---------------------------------------------------------------------------------------
 # Libraries that give a loader its distributed sampler themselves (Accelerate, Lightning Fabric, DeepSpeed, Horovod's
 # examples through their own helpers): a shuffling DataLoader handed to them is right.
-SAMPLER_INJECTORS = ("prepare", "prepare_data_loader", "setup_dataloaders", "initialize", "Trainer")
+SAMPLER_INJECTORS = {  # an import of the library, and a call that hands it the loader
+    "accelerate": ("prepare", "prepare_data_loader"),
+    "lightning": ("setup_dataloaders", "Trainer"),
+    "deepspeed": ("initialize",),
+    "catalyst": ("train", "run"),
+}
 RANK_PARTITIONERS = ("partition_dataset", "split_dataset_by_node")  # MONAI's, Hugging Face datasets'
 SHARDING_WORDS = {"world_size", "num_replicas", "num_shards", "shard", "split_dataset_by_node", "get_world_size"}
 
 
 def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
-    if not program.distributed or program.any_call(*SAMPLER_INJECTORS, *RANK_PARTITIONERS):
+    if not program.distributed or _library_gives_sampler(program) or program.any_call(*RANK_PARTITIONERS):
         return  # a library gives the loader its sampler, or the program splits its data by rank itself
     for module, call in program.calls():
         if last_name(call) != "DataLoader" or not is_const(keyword(call, "shuffle"), True):
             continue
         if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
             continue
-        if any(isinstance(p, ast.If) and _tells_distributed(p.test) for p in module.ancestors(call)):
+        if _on_single_process_path(module, call):
             continue  # the single-process path of `if args.distributed: ... else: ...`
         dataset = call.args[0] if call.args else keyword(call, "dataset")
-        if dataset is not None and names_in(_last_assignment(module, call, dataset)) & (SHARDING_WORDS | RANK_NAMES):
-            continue  # the dataset is already this rank's part
+        if dataset is not None and _derived_names(module, call, dataset) & (SHARDING_WORDS | RANK_NAMES):
+            continue  # the dataset is already this rank's part (`ds[idx]` with `idx = all_idx.split(n)[rank]`)
+        if _is_eval_name(_sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")):
+            continue  # every rank evaluating the whole set in its own order: slow, not wrong
         yield module, call.lineno
+
+
+def _derived_names(module: Module, at: ast.AST, expression: ast.expr, depth: int = 2) -> Set[str]:
+    """The names an expression is computed from: its own, and those its names were last assigned from, `depth`
+    assignments back in the same scope."""
+    value = _last_assignment(module, at, expression)
+    found = set(names_in(value))
+    if depth > 0:
+        for node in ast.walk(value):
+            if isinstance(node, ast.Name) and node is not expression:
+                found |= _derived_names(module, at, node, depth - 1)
+    return found
+
+
+def _on_single_process_path(module: Module, node: ast.AST) -> bool:
+    """In the arm of an `if` on whether the run is distributed that runs without it: the else of `if
+    args.distributed:` / `if world_size > 1:` / `if mode == "ddp":`, the body of `if not args.distributed:` /
+    `if local_rank == -1:`."""
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, ast.If) and child is not parent.test and _tells_distributed(parent.test):
+            in_body = any(child is s for s in parent.body)
+            if in_body == _negative(parent.test):
+                return True
+        child = parent
+    return False
+
+
+def _negative(test: ast.expr) -> bool:
+    """A condition that holds when the run is NOT distributed (`not args.distributed`, `world_size == 1`,
+    `local_rank == -1`, `mode != "ddp"`)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return True
+    if isinstance(test, ast.BoolOp):
+        return _negative(test.values[0])
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, right = test.ops[0], test.comparators[0]
+        value = right.value if isinstance(right, ast.Constant) else None
+        if (
+            isinstance(right, ast.UnaryOp)
+            and isinstance(right.op, ast.USub)
+            and isinstance(right.operand, ast.Constant)
+        ):
+            value = -right.operand.value  # type: ignore[operator]
+        if isinstance(op, ast.Eq):
+            return value in (1, -1, False, None, "cpu", "single", "dp")
+        if isinstance(op, (ast.Lt, ast.LtE)):
+            return value in (1, 2)
+        if isinstance(op, ast.NotEq):
+            return isinstance(value, str)
+        if isinstance(op, ast.Is):
+            return value in (None, False)
+    return False
+
+
+def _library_gives_sampler(program: Program) -> bool:
+    imported = {name for module in program.modules for name in module.import_names}
+    return any(
+        any(library in name for name in imported) and program.any_call(*calls)
+        for library, calls in SAMPLER_INJECTORS.items()
+    )
 
 
 # ---- DDP005 ---------------------------------------------------------------------------------------
@@ -203,10 +290,19 @@ def nccl_without_set_device(program: Program) -> Iterator[Hit]:
     if program.any_call("set_device") or any("CUDA_VISIBLE_DEVICES" in m.source for m in program.modules):
         return
     for module, call in program.calls():
-        if last_name(call) == "init_process_group":
+        if last_name(call) == "init_process_group" and keyword(call, "device_id") is None:
             backend = argument(call, 0, "backend")
-            if is_const(backend, "nccl") and keyword(call, "device_id") is None:
+            if is_const(backend, "nccl") or (backend is not None and _maybe_nccl(program, backend)):
                 yield module, call.lineno
+
+
+def _maybe_nccl(program: Program, backend: ast.expr) -> bool:
+    """A backend from options or a config (`args.dist_backend`, `cfg["backend"]`) in a program that runs on CUDA:
+    NCCL in practice."""
+    if isinstance(backend, ast.Constant):
+        return False
+    words = {word.lower() for module in program.modules for word in module.words}
+    return "nccl" in words or "cuda" in words
 
 
 # ---- DDP006 ---------------------------------------------------------------------------------------
@@ -215,26 +311,67 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
         return
     for module, call in program.calls():
         if last_name(call) in ("DistributedDataParallel", "DDP"):
-            ids = keyword(call, "device_ids")
+            ids = keyword(call, "device_ids") or (call.args[1] if len(call.args) > 1 else None)
+            ids = _last_assignment(module, call, ids) if ids is not None else None
             if isinstance(ids, (ast.List, ast.Tuple)) and any(is_const(e, 0) for e in ids.elts):
                 yield module, call.lineno
-        elif last_name(call) in ("to", "device", "cuda") and any(is_const(a, "cuda:0") for a in call.args):
-            scope = module.scope_of(call)
+        elif last_name(call) in ("to", "device", "cuda") and any(
+            is_const(n, "cuda:0") for a in call.args for n in ast.walk(a)
+        ):
+            function = module.function_of(call)
+            if function is None and last_name(call) == "device" and module is not program.modules[0]:
+                continue  # a device object an imported module defines: it moves nothing unless used
+            scope = function or _top_statement(module, call)
             if not names_in(scope) & {"local_rank", "LOCAL_RANK", "gpu", "device_id"}:
                 yield module, call.lineno
 
 
+def _top_statement(module: Module, node: ast.AST) -> ast.AST:
+    """The module-level statement that holds `node`."""
+    top = node
+    for parent in module.ancestors(node):
+        if parent is module.tree:
+            return top
+        top = parent
+    return top
+
+
 # ---- DDP007 ---------------------------------------------------------------------------------------
-def _wraps(module: Module) -> List[Tuple[str, int, ast.AST]]:
-    """(name, line, scope) of each `name = DDP(...)`."""
+def _wraps(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
+    """(name, line, scope) of each `name = DDP(...)`, also through a helper of the program that returns the
+    wrapper (`model = wrap_ddp(model, local_rank)`)."""
     found = []
-    assigns = [n for n in module.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)]
+    assigns = [n for n in module.of_type(ast.Assign) if isinstance(n.value, ast.Call)]
     for node in assigns:
-        if last_name(node.value) in ("DistributedDataParallel", "DDP"):
+        value = node.value
+        assert isinstance(value, ast.Call)
+        if last_name(value) in ("DistributedDataParallel", "DDP") or any(
+            _returns_wrapper(other, callee) for other, callee in program.resolve(value, module)
+        ):
             for target in node.targets:
                 if isinstance(target, (ast.Name, ast.Attribute)):
                     found.append((call_name(target), node.lineno, module.scope_of(node)))
     return found
+
+
+def _returns_wrapper(module: Module, function: ast.FunctionDef) -> bool:
+    """Every `return` of the function gives a DDP(...) call or a name last assigned one (kept per function)."""
+    return bool(module.memo(("returns_wrapper", id(function)), lambda: _all_returns_wrapper(module, function)))
+
+
+def _all_returns_wrapper(module: Module, function: ast.FunctionDef) -> bool:
+    if not any(word in module.source for word in ("DistributedDataParallel", "DDP")):
+        return False
+    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and module.function_of(n) is function]
+    if not returns:
+        return False
+    for node in returns:
+        value = node.value
+        if isinstance(value, ast.Name):
+            value = _last_assignment(module, node, value)
+        if not (isinstance(value, ast.Call) and last_name(value) in ("DistributedDataParallel", "DDP")):
+            return False
+    return True
 
 
 def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> bool:
@@ -246,40 +383,71 @@ def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> 
 
 
 def saves_wrapped_state(program: Program) -> Iterator[Hit]:
-    if any(
-        isinstance(n, ast.Constant) and isinstance(n.value, str) and "module." in n.value
-        for m in program.modules
-        for n in m.nodes
-    ):
+    if any("module." in m.source and any("module." in word for word in m.words) for m in program.modules):
         return  # the program strips (or adds) the 'module.' prefix where it loads its files
     for module in program.modules:
-        wraps = _wraps(module)
+        wraps = _wraps(module, program)
         if not wraps:
             continue
-        wrapper_names = {name for name, _, _ in wraps}
         if any(
             last_name(c) == "load_state_dict"
             and isinstance(c.func, ast.Attribute)
-            and call_name(c.func.value) in wrapper_names
+            and _is_wrapper(module, c, call_name(c.func.value), wraps)
             for c in module.calls
         ):
             continue  # the program loads its files back into the wrapper: the prefix is its own format
-        for call in module.calls:
-            if last_name(call) != "state_dict" or not isinstance(call.func, ast.Attribute):
-                continue
-            owner = call_name(call.func.value)
-            wrapped = any(
-                owner == name
-                and (
-                    _same_instance(module, call, scope, name) or (call.lineno > line and module.scope_of(call) is scope)
-                )
-                for name, line, scope in wraps
-            )
-            if wrapped and (
-                any(isinstance(p, ast.Call) and "save" in last_name(p).lower() for p in module.ancestors(call))
-                or _saved_later(module, call)
+        for call in module.calls:  # `save_model(args, model)` whose helper saves `model.state_dict()`: pass .module
+            if any(
+                any(_saves_state_of(other, other.calls_in(callee), {parameter}))
+                for other, callee, parameter in _wrapper_passed(program, module, call, wraps)
             ):
                 yield module, call.lineno
+        yield from _saves_state_of(module, module.calls, wraps)
+
+
+def _is_wrapper(module: Module, call: ast.Call, owner: str, wraps) -> bool:
+    """`owner` names the DDP wrapper at `call`: after `owner = DDP(...)` in the same scope, or the same `self.x` of
+    the class; (a set of names: a helper's parameter the wrapper was passed to)."""
+    if isinstance(wraps, set):
+        return owner in wraps
+    return any(
+        owner == name
+        and (_same_instance(module, call, scope, name) or (call.lineno > line and module.scope_of(call) is scope))
+        for name, line, scope in wraps
+    )
+
+
+def _saves_state_of(module: Module, calls: List[ast.Call], wraps) -> Iterator[Hit]:
+    for call in calls:
+        whole = call_name(call) == "torch.save" and bool(call.args)  # the wrapper pickled whole
+        if not whole and (last_name(call) != "state_dict" or not isinstance(call.func, ast.Attribute)):
+            continue
+        owner = call_name(call.args[0] if whole else call.func.value)  # type: ignore[attr-defined]
+        if _is_wrapper(module, call, owner, wraps) and (
+            whole
+            or any(isinstance(p, ast.Call) and "save" in last_name(p).lower() for p in module.ancestors(call))
+            or _saved_later(module, call)
+        ):
+            yield module, call.lineno
+
+
+def _wrapper_passed(
+    program: Program, module: Module, call: ast.Call, wraps
+) -> Iterator[Tuple[Module, ast.FunctionDef, str]]:
+    """`save_model(args, model, optimizer)` with `model` the wrapper: (the helper's module, the helper, the name its
+    parameter gives the wrapper)."""
+    if "save" not in last_name(call).lower():
+        return
+    for position, value in [*enumerate(call.args), *((k.arg, k.value) for k in call.keywords)]:
+        if not isinstance(value, (ast.Name, ast.Attribute)) or not _is_wrapper(module, call, call_name(value), wraps):
+            continue
+        for other, callee in program.resolve(call, module):
+            parameters = [a.arg for a in [*callee.args.posonlyargs, *callee.args.args]]
+            if parameters[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+                parameters = parameters[1:]
+            name = parameters[position] if isinstance(position, int) and position < len(parameters) else position
+            if isinstance(name, str):
+                yield other, callee, name
 
 
 def _saved_later(module: Module, call: ast.Call) -> bool:
@@ -410,29 +578,73 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
 
 
 # ---- DDP011 ---------------------------------------------------------------------------------------
+TCP_ADDRESS = re.compile(r"^tcp://[^\s]*:\d{2,5}/?$")
+PORT_OPTIONS = re.compile(r"^--?(master|dist|ddp|rdzv)?[_-]?port$")
+
+
 def hard_coded_port(program: Program) -> Iterator[Hit]:
     for module in program.modules:
-        for node in module.nodes:
-            if isinstance(node, ast.Assign) and "MASTER_PORT" not in module.source:
-                continue
+        assigns = module.of_type(ast.Assign) if "MASTER_PORT" in module.source else []
+        for node in [*assigns, *module.calls]:
             if isinstance(node, ast.Assign):
-                value = node.value
-                if isinstance(value, ast.Call) and last_name(value) == "str" and value.args:
-                    value = value.args[0]
-                value = program.constant(value)
-                if not isinstance(value, ast.Constant):
-                    continue
-                for target in node.targets:
-                    if (
-                        isinstance(target, ast.Subscript)
-                        and call_name(target.value).endswith("environ")
-                        and is_const(target.slice, "MASTER_PORT")
-                    ):
-                        yield module, node.lineno
-            elif isinstance(node, ast.Call) and last_name(node) == "init_process_group":
-                method = program.constant(keyword(node, "init_method") or ast.Constant(None))
+                if _environ_port(node) and isinstance(_port_value(program, module, node, node.value), ast.Constant):
+                    yield module, node.lineno
+            elif last_name(node) == "init_process_group":
+                method = _port_value(program, module, node, keyword(node, "init_method") or ast.Constant(None))
                 if isinstance(method, ast.Constant) and str(method.value).startswith("tcp://"):
                     yield module, node.lineno
+            elif last_name(node) == "TCPStore":
+                port = _port_value(program, module, node, argument(node, 1, "port") or ast.Constant(None))
+                if isinstance(port, ast.Constant) and isinstance(port.value, (int, str)) and port.value:
+                    yield module, node.lineno
+            elif last_name(node) == "add_argument" and node.args and isinstance(node.args[0], ast.Constant):
+                default = keyword(node, "default")
+                option = PORT_OPTIONS.match(str(node.args[0].value))
+                if option and isinstance(default, ast.Constant) and str(default.value).isdigit():
+                    yield module, node.lineno  # `--master-port` defaulting to a fixed number
+        if "tcp://" in module.source:
+            yield from _tcp_literals(module)
+
+
+def _environ_port(node: ast.Assign) -> bool:
+    return any(
+        isinstance(t, ast.Subscript) and call_name(t.value).endswith("environ") and is_const(t.slice, "MASTER_PORT")
+        for t in node.targets
+    )
+
+
+def _port_value(program: Program, module: Module, at: ast.AST, value: ast.expr) -> ast.expr:
+    """The constant a port or address comes from: itself, `str(...)` of it, a name assigned it in the same scope, or
+    a module constant."""
+    if isinstance(value, ast.Call) and last_name(value) == "str" and value.args:
+        value = value.args[0]
+    return program.constant(_last_assignment(module, at, value))
+
+
+def _tcp_literals(module: Module) -> Iterator[Hit]:
+    """`"tcp://127.0.0.1:23456"` or `f"tcp://{host}:23456"` anywhere but in help text, docstrings and an
+    init_process_group's own argument (reported at the call)."""
+    for node in module.of_type(ast.Constant, ast.JoinedStr):
+        if isinstance(node, ast.Constant):
+            if not (isinstance(node.value, str) and TCP_ADDRESS.match(node.value)):
+                continue
+            if isinstance(module.parents.get(node), ast.JoinedStr):
+                continue
+        else:
+            parts = node.values
+            first, last = parts[0], parts[-1]
+            if not (is_const_str(first, "tcp://") and isinstance(last, ast.Constant)):
+                continue
+            if not re.fullmatch(r":\d{2,5}/?", str(last.value)):
+                continue
+        parent = module.parents.get(node)
+        if isinstance(parent, ast.Expr) or (isinstance(parent, ast.keyword) and parent.arg in ("help", "init_method")):
+            continue
+        yield module, node.lineno
+
+
+def is_const_str(node: ast.AST, prefix: str) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(prefix)
 
 
 # ---- DDP012 ---------------------------------------------------------------------------------------
@@ -478,6 +690,20 @@ def _global_rank(module: Module, at: ast.AST, expression: ast.expr) -> bool:
     return isinstance(value, ast.Attribute) and value.attr in ("rank", "global_rank")
 
 
+def _attribute_from_process_index(program: Program, attr: str) -> bool:
+    """Every `x.rank = ...` in the program stores a plain parameter (`args.rank = gpu` in the function mp.spawn
+    starts): one process per GPU of one node, where that index is the local rank."""
+    stores = [
+        (module, node)
+        for module in program.modules
+        for node in module.of_type(ast.Assign)
+        if any(isinstance(t, ast.Attribute) and t.attr == attr for t in node.targets)
+    ]
+    return bool(stores) and all(
+        isinstance(_last_assignment(module, node, node.value), ast.Name) for module, node in stores
+    )
+
+
 def global_rank_device(program: Program) -> Iterator[Hit]:
     if not program.distributed:
         return
@@ -492,8 +718,14 @@ def global_rank_device(program: Program) -> Iterator[Hit]:
                 candidates = list(ids.elts)
         elif name == "device" and len(call.args) == 2 and is_const(call.args[0], "cuda"):
             candidates = [call.args[1]]
-        if any(_global_rank(module, call, c) for c in candidates):
+        for candidate in candidates:
+            value = _last_assignment(module, call, candidate)
+            if not _global_rank(module, call, candidate):
+                continue
+            if isinstance(value, ast.Attribute) and _attribute_from_process_index(program, value.attr):
+                continue
             yield module, call.lineno
+            break
 
 
 # ---- DDP014 ---------------------------------------------------------------------------------------
@@ -506,9 +738,7 @@ def _training_loop(loop: ast.AST) -> bool:
 
 def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
     for module in program.modules:
-        for node in module.nodes:
-            if not isinstance(node, (ast.Break, ast.Return)):
-                continue
+        for node in module.of_type(ast.Break, ast.Return):
             loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
             if loop is None or not _training_loop(loop):
                 continue
@@ -518,10 +748,10 @@ def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
             if branch is not None:
                 yield module, node.lineno
             else:
-                yield from _flag_set_on_some_ranks(module, node, loop)
+                yield from _flag_set_on_some_ranks(program, module, node, loop)
 
 
-def _flag_set_on_some_ranks(module: Module, exit_node: ast.stmt, loop: ast.AST) -> Iterator[Hit]:
+def _flag_set_on_some_ranks(program: Program, module: Module, exit_node: ast.stmt, loop: ast.AST) -> Iterator[Hit]:
     """`if stop: break` where `stop` was assigned only inside a rank-selecting branch and never sent to the other
     ranks (broadcast, all_reduce) inside the loop."""
     test = next((p.test for p in module.ancestors(exit_node) if isinstance(p, ast.If)), None)
@@ -537,11 +767,39 @@ def _flag_set_on_some_ranks(module: Module, exit_node: ast.stmt, loop: ast.AST) 
                 assigned |= names
                 first = min(first, node.lineno)
     if not assigned:
+        yield from _attribute_flag_set_on_some_ranks(program, module, exit_node, loop, flags)
         return
     shared = any(  # sent to every rank between the decision and the exit (broadcast_object_list, all_reduce)
         isinstance(c, ast.Call) and is_collective(c) and first <= c.lineno <= exit_node.lineno for c in ast.walk(loop)
     )
     if not shared:
+        yield module, exit_node.lineno
+
+
+def _attribute_flag_set_on_some_ranks(
+    program: Program, module: Module, exit_node: ast.stmt, loop: ast.AST, flags: Set[str]
+) -> Iterator[Hit]:
+    """`if self.stop: break` where another method of the class sets `self.stop = True` on some ranks only (in a
+    rank-0 branch, or in a method only rank 0 calls) and the class never sends it to the other ranks."""
+    attributes = {f for f in flags if f.startswith("self.")}
+    owner = next((p for p in module.ancestors(loop) if isinstance(p, ast.ClassDef)), None)
+    if not attributes or owner is None:
+        return
+    decided = []  # each assignment of a decision (not the `= False` of a reset): on some ranks only?
+    for node in ast.walk(owner):
+        if (
+            isinstance(node, ast.Call)
+            and is_collective(node)
+            and {a.split(".", 1)[1] for a in attributes} & names_in(node)
+        ):
+            return  # the class shares the flag
+        if (
+            isinstance(node, ast.Assign)
+            and {call_name(t) for t in node.targets} & attributes
+            and not isinstance(node.value, ast.Constant)
+        ):
+            decided.append(program.guarded(module, node))
+    if decided and all(decided):  # (an assignment on every rank, `self.stop = shared[0]`, shares it)
         yield module, exit_node.lineno
 
 
@@ -560,14 +818,85 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue  # save_on_master and the like guard inside
         if function is not None and function.name not in program.call_sites and module.function_of(function) is None:
             continue  # a utility this program never calls
-        if not program.guarded(module, call):
+        if not program.guarded(module, call) and _per_node_branch(module, call) is None:
             yield module, call.lineno
 
 
+# ---- DDP019 ---------------------------------------------------------------------------------------
+LOCAL_RANK_NAMES = {"local_rank", "LOCAL_RANK", "get_local_rank", "gpu", "local_process_index"}
+# names by which a program tells a process's rank in the job from its rank on its node: it runs on several nodes
+MULTI_NODE_NAMES = {"node_rank", "NODE_RANK", "nnodes", "num_nodes", "GROUP_RANK", "SLURM_NODEID", "SLURM_PROCID"}
+
+
+def _local_only_test(test: ast.expr) -> bool:
+    """`local_rank == 0`, `args.gpu == 0`, `rank % ngpus_per_node == 0`: rank 0 of each node, not of the job."""
+    names = names_in(test)
+    per_node = any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and names_in(n.left) & GLOBAL_RANK
+        for n in ast.walk(test)
+    )
+    if per_node:
+        return True
+    local = names & LOCAL_RANK_NAMES or any(("local" in n or "base" in n) and "rank" in n for n in names)
+    return bool(local) and not names & (GLOBAL_RANK | {"is_main_process", "is_master"})
+
+
+def _per_node_branch(module: Module, node: ast.AST) -> Optional[ast.If]:
+    """The `if` around `node` that picks rank 0 of each node (and none that picks rank 0 of the job)."""
+    tests = [p for p in module.ancestors(node) if isinstance(p, ast.If) and node is not p.test]
+    local = [p for p in tests if _local_only_test(p.test)]
+    if not local or any(selects_ranks(p.test) and not _local_only_test(p.test) for p in tests):
+        return None
+    return local[0]
+
+
+def _runs_on_several_nodes(program: Program) -> bool:
+    return program.any_call("get_rank") or any(
+        module.words & (MULTI_NODE_NAMES | {"RANK"}) for module in program.modules
+    )
+
+
+def save_per_node(program: Program) -> Iterator[Hit]:
+    if not program.distributed or not _runs_on_several_nodes(program):
+        return
+    for module, call in program.calls():
+        if call_name(call) != "torch.save" and not any(
+            "torch.save" in {call_name(c) for c in other.calls_in(callee)}
+            for other, callee in program.resolve(call, module)
+        ):
+            continue  # (a helper that writes a JSON config is not a checkpoint)
+        if _per_node_branch(module, call) is None:
+            continue
+        target = _last_assignment(module, call, call.args[1]) if len(call.args) > 1 else None
+        if target is not None and names_in(target) & (RANK_NAMES | MULTI_NODE_NAMES):
+            continue  # one file per rank or node
+        yield module, call.lineno
+
+
 # ---- DDP016 ---------------------------------------------------------------------------------------
+def _combines(call: ast.Call) -> bool:
+    """A collective that combines the ranks' values (all_reduce, all_gather, reduce...), or a helper named so."""
+    name = last_name(call).lower()
+    return "reduce" in name or "gather" in name
+
+
+def _evaluation_reduces(program: Program) -> bool:
+    """Some code that evaluates (no_grad, inference_mode, eval(), or calls `evaluate`/`validate`...) combines values
+    over ranks."""
+    for module in program.modules:
+        for scope in [module.tree, *module.functions]:
+            calls = module.calls_in(scope)
+            if any(last_name(c) in ("no_grad", "inference_mode", "eval") for c in calls):
+                if _reduces(program, module, scope):
+                    return True
+            elif any(_is_eval_name(last_name(c)) for c in calls) and any(_combines(c) for c in calls):
+                return True  # `acc = evaluate(...)` then `dist.all_reduce(acc)`
+    return False
+
+
 def padded_evaluation(program: Program) -> Iterator[Hit]:
-    if not any(is_collective(c) or "reduce" in last_name(c).lower() for _, c in program.calls()):
-        return  # nothing is averaged over ranks
+    if not _evaluation_reduces(program):
+        return  # no evaluation combines values over ranks (a barrier or a broadcast combines none): DDP017's case
     for module, call in program.calls():
         name = last_name(call)
         if not name.endswith("DistributedSampler") or is_const(keyword(call, "drop_last"), True):
@@ -579,9 +908,7 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
         target = module.parents.get(call)
         if isinstance(target, ast.Assign) and all(isinstance(t, ast.Name) for t in target.targets):
             names_set = {t.id for t in target.targets}  # type: ignore[attr-defined]
-            used = any(
-                isinstance(n, ast.Name) and n.id in names_set and isinstance(n.ctx, ast.Load) for n in module.nodes
-            )
+            used = any(n.id in names_set and isinstance(n.ctx, ast.Load) for n in module.of_type(ast.Name))
             if not used:
                 continue  # made and never given to a loader
         yield module, call.lineno
@@ -597,16 +924,44 @@ def _reduces(program: Program, module: Module, function: ast.AST) -> bool:
     """Whether a function reduces over ranks itself or through the program's functions it calls."""
     for call in module.calls_in(function):
         name = last_name(call).lower()
-        if is_collective(call) or any(word in name for word in REDUCING_WORDS):
+        if any(word in name for word in REDUCING_WORDS):  # (a barrier or a broadcast reduces nothing)
             return True
         for other, callee in program.resolve(call, module):
-            if callee is not function and program.reaches_collective(other, callee):
+            reached = program.reaches_collective(other, callee) if callee is not function else None
+            if reached and _combines_name(reached):
                 return True
     return False
 
 
+def _combines_name(name: str) -> bool:
+    return "reduce" in name.lower() or "gather" in name.lower()
+
+
+def _evaluation_sharded(program: Program) -> bool:
+    """An evaluation DistributedSampler (shuffle=False, or named for validation) is built: each rank evaluates a
+    part. Without one every rank evaluates the whole set, and rank 0's figure is the model's."""
+    for module, call in program.calls():
+        if not last_name(call).endswith("DistributedSampler"):
+            continue
+        dataset = call.args[0] if call.args else keyword(call, "dataset")
+        names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
+        if is_const(keyword(call, "shuffle"), False) or _is_eval_name(names):
+            return True
+    return False
+
+
+def _logged_names(call: ast.Call) -> Set[str]:
+    return {
+        n.id for a in [*call.args, *[k.value for k in call.keywords]] for n in ast.walk(a) if isinstance(n, ast.Name)
+    }
+
+
+def _is_metric(names: Iterable[str]) -> bool:
+    return any(word in name.lower() for name in names for word in METRIC_WORDS)
+
+
 def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
-    if not program.distributed:
+    if not program.distributed or not _evaluation_sharded(program):
         return
     for module in program.modules:
         for function in module.functions:
@@ -614,16 +969,36 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
             evaluates = any(last_name(c) in ("no_grad", "inference_mode", "eval") for c in calls)
             if not evaluates or _reduces(program, module, function):
                 continue
-            for call in calls:
-                if last_name(call) not in LOG_CALLS or module.rank_branch(call) is None:
-                    continue
-                logged = {
-                    n.id
-                    for a in [*call.args, *[k.value for k in call.keywords]]
-                    for n in ast.walk(a)
-                    if isinstance(n, ast.Name)
-                }
-                if any(word in name.lower() for name in logged for word in METRIC_WORDS):
+            for call in calls:  # logged on rank 0, or on every rank (each its own shard)
+                if last_name(call) in LOG_CALLS and _is_metric(_logged_names(call)):
+                    yield module, call.lineno
+                    break
+            loops = any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(function))
+            returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(function))
+            if returns and loops and _is_eval_name(function.name):  # an evaluation over a loader, not a loss helper
+                yield from _logged_by_callers(program, function.name)
+
+
+def _logged_by_callers(program: Program, name: str) -> Iterator[Hit]:
+    """`acc = evaluate(...)` then `if rank == 0: print(acc)` with no reduction of `acc` between: the caller logs
+    rank 0's part."""
+    for module, site in program.call_sites.get(name, []):
+        assign = module.parents.get(site)
+        if not isinstance(assign, ast.Assign):
+            continue
+        results = {n.id for t in assign.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if not _is_metric(results):
+            continue
+        for call in module.calls_in(module.scope_of(site)):
+            if call.lineno <= site.lineno:
+                continue
+            if (is_collective(call) or any(w in last_name(call).lower() for w in REDUCING_WORDS)) and names_in(
+                call
+            ) & results:
+                break  # reduced before it is logged
+            if last_name(call) in LOG_CALLS:
+                logged = _logged_names(call) & results
+                if logged and _is_metric(logged):
                     yield module, call.lineno
                     break
 
@@ -654,8 +1029,9 @@ RULES: List[Rule] = [
     Rule(
         "DDP005",
         ERROR,
-        "NCCL process group without torch.cuda.set_device: every process uses GPU 0 (device mismatch, out of memory, "
-        "or a hang)",
+        "NCCL process group without torch.cuda.set_device: every process makes a CUDA context on GPU 0 (all ranks "
+        "on GPU 0 where devices are not explicit; memory lost there where they are) and NCCL guesses each rank's "
+        "device for its collectives (a hang is possible)",
         "call torch.cuda.set_device(local_rank) before init_process_group",
         nccl_without_set_device,
     ),
@@ -669,8 +1045,8 @@ RULES: List[Rule] = [
     Rule(
         "DDP007",
         WARNING,
-        "saves state_dict() of the DDP-wrapped model: every key gets a 'module.' prefix, and the file does not load "
-        "into the plain model",
+        "saves the DDP wrapper (its state_dict(), or the wrapped model whole): every key gets a 'module.' prefix, "
+        "and the file does not load into the plain model",
         "save model.module.state_dict() (the unwrapped model)",
         saves_wrapped_state,
     ),
@@ -744,8 +1120,8 @@ RULES: List[Rule] = [
     Rule(
         "DDP017",
         WARNING,
-        "evaluation metric logged from rank 0 without a reduction over ranks: it describes rank 0's shard only "
-        "(1/world_size of the data), not the model",
+        "evaluation sharded over ranks and its metric logged without a reduction over ranks: it describes one "
+        "rank's shard (1/world_size of the data), not the model",
         "all_reduce the sums (correct, count, loss x count) on every rank before logging",
         unreduced_metric_logged,
     ),
@@ -757,6 +1133,14 @@ RULES: List[Rule] = [
         "sampler = DistributedSampler(dataset, shuffle=True); DataLoader(dataset, sampler=sampler) without shuffle; "
         "sampler.set_epoch(epoch) each epoch",
         shuffled_without_sampler,
+    ),
+    Rule(
+        "DDP019",
+        WARNING,
+        "torch.save guarded by the local rank in a program that runs on several nodes: rank 0 of every node writes "
+        "the same path (on a shared file system, one file written by several nodes at once)",
+        "save where the global rank is 0 (dist.get_rank() == 0); keep the local rank for choosing the GPU",
+        save_per_node,
     ),
 ]
 
