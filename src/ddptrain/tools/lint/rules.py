@@ -876,8 +876,16 @@ def save_per_node(program: Program) -> Iterator[Hit]:
 # ---- DDP016 ---------------------------------------------------------------------------------------
 def _combines(call: ast.Call) -> bool:
     """A collective that combines the ranks' values (all_reduce, all_gather, reduce...), or a helper named so."""
-    name = last_name(call).lower()
-    return "reduce" in name or "gather" in name
+    return _combines_name(last_name(call))
+
+
+def _combines_name(name: str) -> bool:
+    return "reduce" in name.lower() or "gather" in name.lower()
+
+
+def _evaluates(calls: Iterable[ast.Call]) -> bool:
+    """Calls that mark evaluation: no_grad, inference_mode, model.eval()."""
+    return any(last_name(c) in ("no_grad", "inference_mode", "eval") for c in calls)
 
 
 def _evaluation_reduces(program: Program) -> bool:
@@ -886,7 +894,7 @@ def _evaluation_reduces(program: Program) -> bool:
     for module in program.modules:
         for scope in [module.tree, *module.functions]:
             calls = module.calls_in(scope)
-            if any(last_name(c) in ("no_grad", "inference_mode", "eval") for c in calls):
+            if _evaluates(calls):
                 if _reduces(program, module, scope):
                     return True
             elif any(_is_eval_name(last_name(c)) for c in calls) and any(_combines(c) for c in calls):
@@ -933,10 +941,6 @@ def _reduces(program: Program, module: Module, function: ast.AST) -> bool:
     return False
 
 
-def _combines_name(name: str) -> bool:
-    return "reduce" in name.lower() or "gather" in name.lower()
-
-
 def _evaluation_sharded(program: Program) -> bool:
     """An evaluation DistributedSampler (shuffle=False, or named for validation) is built: each rank evaluates a
     part. Without one every rank evaluates the whole set, and rank 0's figure is the model's."""
@@ -966,7 +970,7 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for function in module.functions:
             calls = module.calls_in(function)
-            evaluates = any(last_name(c) in ("no_grad", "inference_mode", "eval") for c in calls)
+            evaluates = _evaluates(calls)
             if not evaluates or _reduces(program, module, function):
                 continue
             for call in calls:  # logged on rank 0, or on every rank (each its own shard)
