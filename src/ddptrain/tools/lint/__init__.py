@@ -9,7 +9,9 @@ error is found (any finding with --strict), 2 when a file cannot be read, else 0
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import gc
 import json
 import os
 import stat
@@ -54,10 +56,25 @@ class Report:
     programs: List[List[str]]  # each program's files, its entry point first
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Parsing a large folder allocates millions of AST nodes that live until the end and hold no reference cycles:
+    the cyclic garbage collector, run every few thousand allocations, would re-scan them all each time (a third of
+    the time on a folder of a thousand files). Paused while linting, restored after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def lint_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]] = None) -> Report:
     """Lint the programs the paths hold; a finding in a module several programs share is reported once."""
-    sources = gather(paths)
-    return _report(sources, programs(sources), rules)
+    with _collector_paused():
+        sources = gather(paths)
+        return _report(sources, programs(sources), rules)
 
 
 def _report(sources: Sources, found: List[FoundProgram], rules: Optional[Sequence[Rule]]) -> Report:
@@ -79,6 +96,11 @@ class FileFix:
 def fix_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]] = None) -> Tuple[Report, List[FileFix]]:
     """Each file's fixable findings fixed one at a time on its bytes, each fix kept only where the file still parses
     and its programs, linted again, lost that finding and gained none; then the report of what remains."""
+    with _collector_paused():
+        return _fix_paths(paths, rules)
+
+
+def _fix_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]]) -> Tuple[Report, List[FileFix]]:
     sources = gather(paths)
     found = programs(sources)
     report = _report(sources, found, rules)

@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Set
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .program import Module
 
@@ -44,11 +44,18 @@ class Sources:
     scope: List[Path] = field(default_factory=list)  # folders an import may be found in
     _parsed: Dict[Path, Optional[Module]] = field(default_factory=dict)
     _in_scope: Dict[str, bool] = field(default_factory=dict)
+    _absolute: Dict[Tuple[Path, str], List[Path]] = field(default_factory=dict)
+    _resolved: Dict[Path, Path] = field(default_factory=dict)
+
+    def resolved(self, path: Path) -> Path:
+        if path not in self._resolved:
+            self._resolved[path] = path.resolve()
+        return self._resolved[path]
 
     def read(self, path: Path) -> Optional[Module]:
         """A file an import reaches: parsed once; one that does not parse is left out (Python would fail there,
         not the linter)."""
-        path = path.resolve()
+        path = self.resolved(path)
         if path not in self._parsed:
             self._parsed[path] = None
             try:
@@ -155,7 +162,7 @@ def _bases(sources: Sources, importer: Path) -> Iterator[Path]:
 
 def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
     files: List[Path] = []
-    for node in module.of_type(ast.Import, ast.ImportFrom):
+    for node in module.imports:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 files += _absolute(sources, path, alias.name)
@@ -172,15 +179,19 @@ def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
                 files += found
                 if found and found[-1].name == "__init__.py":
                     files += _relative(found[-1].parent, names)
-    return [f.resolve() for f in files if sources.in_scope(f.resolve())]
+    return [f for f in (sources.resolved(f) for f in files) if sources.in_scope(f)]
 
 
 def _absolute(sources: Sources, path: Path, name: str) -> List[Path]:
-    for base in _bases(sources, path):
-        found = _module_files(name, base)
-        if found:
-            return list(found)
-    return []
+    key = (path.parent, name)  # every module of a folder looks an import up the same way: once
+    if key not in sources._absolute:
+        sources._absolute[key] = []
+        for base in _bases(sources, path):
+            found = _module_files(name, base)
+            if found:
+                sources._absolute[key] = found
+                break
+    return list(sources._absolute[key])
 
 
 def _relative(target: Path, names: Sequence[str]) -> List[Path]:

@@ -23,6 +23,7 @@ from .program import (
     last_name,
     names_in,
     selects_ranks,
+    walk,
 )
 
 ERROR, WARNING = "error", "warning"
@@ -100,7 +101,7 @@ def _tells_distributed(test: ast.expr) -> bool:
     "ddp"`..."""
     words = [
         *names_in(test),
-        *(n.value for n in ast.walk(test) if isinstance(n, ast.Constant) and isinstance(n.value, str)),
+        *(n.value for n in walk(test) if isinstance(n, ast.Constant) and isinstance(n.value, str)),
     ]
     return any(n in DISTRIBUTED_WORDS or "ddp" in n.lower() or "distributed" in n.lower() for n in words)
 
@@ -141,7 +142,7 @@ def _repeats_epochs(program: Program) -> bool:
         for loop in module.of_type(ast.For, ast.While):
             if _once(loop):
                 continue
-            inner = [n for n in ast.walk(loop) if n is not loop]
+            inner = [n for n in walk(loop) if n is not loop]
             if any(isinstance(n, (ast.For, ast.While)) for n in inner) or any(
                 isinstance(n, ast.Call) and ("epoch" in last_name(n).lower() or "train" in last_name(n).lower())
                 for n in inner
@@ -230,7 +231,7 @@ def _derived_names(module: Module, at: ast.AST, expression: ast.expr, depth: int
     value = _last_assignment(module, at, expression)
     found = set(names_in(value))
     if depth > 0:
-        for node in ast.walk(value):
+        for node in walk(value):
             if isinstance(node, ast.Name) and node is not expression:
                 found |= _derived_names(module, at, node, depth - 1)
     return found
@@ -316,7 +317,7 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
             if isinstance(ids, (ast.List, ast.Tuple)) and any(is_const(e, 0) for e in ids.elts):
                 yield module, call.lineno
         elif last_name(call) in ("to", "device", "cuda") and any(
-            is_const(n, "cuda:0") for a in call.args for n in ast.walk(a)
+            is_const(n, "cuda:0") for a in call.args for n in walk(a)
         ):
             function = module.function_of(call)
             if function is None and last_name(call) == "device" and module is not program.modules[0]:
@@ -362,7 +363,7 @@ def _returns_wrapper(module: Module, function: ast.FunctionDef) -> bool:
 def _all_returns_wrapper(module: Module, function: ast.FunctionDef) -> bool:
     if not any(word in module.source for word in ("DistributedDataParallel", "DDP")):
         return False
-    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and module.function_of(n) is function]
+    returns = [n for n in walk(function) if isinstance(n, ast.Return) and module.function_of(n) is function]
     if not returns:
         return False
     for node in returns:
@@ -549,7 +550,7 @@ def _paired(module: Module, call: ast.Call, branch: ast.If) -> bool:
     """`if rank != 0: barrier()` ... `if rank == 0: barrier()` (the "main process first" idiom), or a context
     manager yielding between them: the same collective on the other ranks elsewhere in the function."""
     scope = module.scope_of(call)
-    for other in ast.walk(scope):
+    for other in walk(scope):
         if other is call or not isinstance(other, ast.Call) or last_name(other) != last_name(call):
             continue
         other_branch = module.rank_branch(other)
@@ -665,7 +666,7 @@ def _last_assignment(module: Module, at: ast.AST, expression: ast.expr) -> ast.e
     if not isinstance(expression, ast.Name):
         return expression
     best: Optional[ast.Assign] = None
-    for node in ast.walk(module.scope_of(at)):
+    for node in walk(module.scope_of(at)):
         if (
             isinstance(node, ast.Assign)
             and node.lineno <= getattr(at, "lineno", 0)
@@ -730,7 +731,7 @@ def global_rank_device(program: Program) -> Iterator[Hit]:
 
 # ---- DDP014 ---------------------------------------------------------------------------------------
 def _training_loop(loop: ast.AST) -> bool:
-    names = {last_name(c) for c in ast.walk(loop) if isinstance(c, ast.Call)}
+    names = {last_name(c) for c in walk(loop) if isinstance(c, ast.Call)}
     return bool(names & {"backward", "step", "train_one_epoch", "train_epoch", "run_epoch", "_run_epoch"}) or any(
         "train" in n for n in names
     )
@@ -757,10 +758,10 @@ def _flag_set_on_some_ranks(program: Program, module: Module, exit_node: ast.stm
     test = next((p.test for p in module.ancestors(exit_node) if isinstance(p, ast.If)), None)
     if test is None:
         return
-    flags = {call_name(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
+    flags = {call_name(n) for n in walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
     assigned: Set[str] = set()
     first = exit_node.lineno
-    for node in ast.walk(loop):
+    for node in walk(loop):
         if isinstance(node, ast.Assign) and module.rank_branch(node, stop=loop) is not None:
             names = {call_name(t) for t in node.targets} & flags
             if names:
@@ -770,7 +771,7 @@ def _flag_set_on_some_ranks(program: Program, module: Module, exit_node: ast.stm
         yield from _attribute_flag_set_on_some_ranks(program, module, exit_node, loop, flags)
         return
     shared = any(  # sent to every rank between the decision and the exit (broadcast_object_list, all_reduce)
-        isinstance(c, ast.Call) and is_collective(c) and first <= c.lineno <= exit_node.lineno for c in ast.walk(loop)
+        isinstance(c, ast.Call) and is_collective(c) and first <= c.lineno <= exit_node.lineno for c in walk(loop)
     )
     if not shared:
         yield module, exit_node.lineno
@@ -786,7 +787,7 @@ def _attribute_flag_set_on_some_ranks(
     if not attributes or owner is None:
         return
     decided = []  # each assignment of a decision (not the `= False` of a reset): on some ranks only?
-    for node in ast.walk(owner):
+    for node in walk(owner):
         if (
             isinstance(node, ast.Call)
             and is_collective(node)
@@ -832,8 +833,7 @@ def _local_only_test(test: ast.expr) -> bool:
     """`local_rank == 0`, `args.gpu == 0`, `rank % ngpus_per_node == 0`: rank 0 of each node, not of the job."""
     names = names_in(test)
     per_node = any(
-        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and names_in(n.left) & GLOBAL_RANK
-        for n in ast.walk(test)
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and names_in(n.left) & GLOBAL_RANK for n in walk(test)
     )
     if per_node:
         return True
@@ -955,9 +955,7 @@ def _evaluation_sharded(program: Program) -> bool:
 
 
 def _logged_names(call: ast.Call) -> Set[str]:
-    return {
-        n.id for a in [*call.args, *[k.value for k in call.keywords]] for n in ast.walk(a) if isinstance(n, ast.Name)
-    }
+    return {n.id for a in [*call.args, *[k.value for k in call.keywords]] for n in walk(a) if isinstance(n, ast.Name)}
 
 
 def _is_metric(names: Iterable[str]) -> bool:
@@ -977,8 +975,8 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
                 if last_name(call) in LOG_CALLS and _is_metric(_logged_names(call)):
                     yield module, call.lineno
                     break
-            loops = any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(function))
-            returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(function))
+            loops = any(isinstance(n, (ast.For, ast.While)) for n in walk(function))
+            returns = any(isinstance(n, ast.Return) and n.value is not None for n in walk(function))
             if returns and loops and _is_eval_name(function.name):  # an evaluation over a loader, not a loss helper
                 yield from _logged_by_callers(program, function.name)
 
@@ -990,7 +988,7 @@ def _logged_by_callers(program: Program, name: str) -> Iterator[Hit]:
         assign = module.parents.get(site)
         if not isinstance(assign, ast.Assign):
             continue
-        results = {n.id for t in assign.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        results = {n.id for t in assign.targets for n in walk(t) if isinstance(n, ast.Name)}
         if not _is_metric(results):
             continue
         for call in module.calls_in(module.scope_of(site)):
