@@ -165,6 +165,37 @@ def test_what_an_imported_module_never_runs_is_not_reported(tmp_path, capsys):
     assert found == {("lib.py", 17, "DDP015")}  # used_save's torch.save only
 
 
+def test_a_function_imported_under_another_name_runs_when_that_name_is_called(tmp_path, capsys):
+    """`from train_lib import main as app_main` then `app_main()`: `main` runs, and its mistakes are reported."""
+    _write(
+        tmp_path,
+        {
+            "train_lib.py": """
+                def main():
+                    dist.init_process_group("gloo")
+                    device = torch.device("cuda:0")
+                    model = DDP(build().to(device))
+
+                def unused():
+                    device = torch.device("cuda:0")
+                """,
+            "launch.py": """
+                from train_lib import main as app_main
+
+                class Trainer:
+                    def __call__(self):
+                        app_main()
+
+                if __name__ == "__main__":
+                    Trainer()()
+                """,
+        },
+    )
+    run_lint([str(tmp_path / "launch.py")], as_json=True)
+    found = {(Path(f["file"]).name, f["line"], f["rule"]) for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert found == {("train_lib.py", 11, "DDP006")}  # main's device (after HEADER's lines); `unused` never runs
+
+
 def test_entry_points_are_found_by_main_guard_shell_script_or_python_m(tmp_path, capsys):
     _write(
         tmp_path,

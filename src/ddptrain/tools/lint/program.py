@@ -290,14 +290,20 @@ class Module:
         key = (id(function), libraries)
         if key not in self._mentions:
             names, attributes = self.memo(("mentioned", id(function)), lambda: _mentioned(function))
-            self._mentions[key] = names | {attr for attr, root in attributes if root not in libraries}
+            found = names | {attr for attr, root in attributes if root not in libraries}
+            self._mentions[key] = found | self._originals(found)
         return self._mentions[key]
 
     def at_import(self, libraries: FrozenSet[str], main: bool) -> Set[str]:
         key = ("import", libraries, main)
         if key not in self._mentions:
-            self._mentions[key] = _mentioned_at_import(self.tree, libraries, main)
+            found = _mentioned_at_import(self.tree, libraries, main)
+            self._mentions[key] = found | self._originals(found)
         return self._mentions[key]
+
+    def _originals(self, names: Set[str]) -> Set[str]:
+        """What the aliases among `names` name: `from train import main as app_main`; `app_main()` runs `main`."""
+        return {self.imported[n] for n in names if n in self.imported}
 
     def is_ignored(self, line: int, rule: str) -> bool:
         if line not in self.ignored:

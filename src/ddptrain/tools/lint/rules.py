@@ -570,12 +570,33 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
             if not _paired(module, call, branch):
                 yield module, call.lineno
             continue
+        if _metric_compute(module, call):
+            yield module, call.lineno
+            continue
         for other, callee in program.resolve(call, module):
             if callee.name.startswith(("is_", "get_")) or program.returns_early_off_main(callee):
                 continue
             if program.reaches_collective(other, callee):
                 yield module, call.lineno
                 break
+
+
+def _metric_compute(module: Module, call: ast.Call) -> bool:
+    """`acc.compute()` on a torchmetrics metric (`acc = Accuracy(...)`, Accuracy from torchmetrics): compute()
+    gathers every rank's state, a collective (not where the metric was made with `sync_on_compute=False`)."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "compute" and not call.args):
+        return False
+    owner = last_name(func.value)
+    for node in module.of_type(ast.Assign):
+        value = node.value
+        if not isinstance(value, ast.Call) or not any(last_name(t) == owner for t in node.targets):
+            continue
+        made = call_name(value)
+        library = made.startswith("torchmetrics.") or module.import_tops.get(made.split(".")[0]) == "torchmetrics"
+        if library and not is_const(keyword(value, "sync_on_compute"), False):
+            return True
+    return False
 
 
 # ---- DDP011 ---------------------------------------------------------------------------------------
@@ -819,7 +840,7 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue  # save_on_master and the like guard inside
         if function is not None and function.name not in program.call_sites and module.function_of(function) is None:
             continue  # a utility this program never calls
-        if not program.guarded(module, call) and _per_node_branch(module, call) is None:
+        if not program.guarded(module, call) and _per_node_branch(program, module, call) is None:
             yield module, call.lineno
 
 
@@ -841,13 +862,26 @@ def _local_only_test(test: ast.expr) -> bool:
     return bool(local) and not names & (GLOBAL_RANK | {"is_main_process", "is_master"})
 
 
-def _per_node_branch(module: Module, node: ast.AST) -> Optional[ast.If]:
+def _per_node_branch(program: Program, module: Module, node: ast.AST) -> Optional[ast.If]:
     """The `if` around `node` that picks rank 0 of each node (and none that picks rank 0 of the job)."""
     tests = [p for p in module.ancestors(node) if isinstance(p, ast.If) and node is not p.test]
-    local = [p for p in tests if _local_only_test(p.test)]
-    if not local or any(selects_ranks(p.test) and not _local_only_test(p.test) for p in tests):
+    local = [p for p in tests if _per_node_test(program, module, p.test)]
+    if not local or any(selects_ranks(p.test) and not _per_node_test(program, module, p.test) for p in tests):
         return None
     return local[0]
+
+
+def _per_node_test(program: Program, module: Module, test: ast.expr) -> bool:
+    """A test that picks rank 0 of each node, inline or through a helper of the program every `return` of which
+    does (`def main_process(): return args.rank % args.ngpus_per_node == 0`)."""
+    if _local_only_test(test):
+        return True
+    for call in (n for n in walk(test) if isinstance(n, ast.Call)):
+        for _, function in program.resolve(call, module):
+            returns = [n.value for n in walk(function) if isinstance(n, ast.Return) and n.value is not None]
+            if returns and all(_local_only_test(value) for value in returns):
+                return True
+    return False
 
 
 def _runs_on_several_nodes(program: Program) -> bool:
@@ -865,7 +899,7 @@ def save_per_node(program: Program) -> Iterator[Hit]:
             for other, callee in program.resolve(call, module)
         ):
             continue  # (a helper that writes a JSON config is not a checkpoint)
-        if _per_node_branch(module, call) is None:
+        if _per_node_branch(program, module, call) is None:
             continue
         target = _last_assignment(module, call, call.args[1]) if len(call.args) > 1 else None
         if target is not None and names_in(target) & (RANK_NAMES | MULTI_NODE_NAMES):
