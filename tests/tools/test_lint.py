@@ -1,5 +1,6 @@
 """`ddptrain lint`: every rule fires on the mistake and stays quiet on the corrected script."""
 
+import gc
 import json
 import re
 import textwrap
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ddptrain.tools.lint import RULES, lint_program, lint_source, run_lint
+from ddptrain.tools.lint import RULES, lint_paths, lint_program, lint_source, run_lint
 from ddptrain.tools.lint.discover import gather
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -307,3 +308,19 @@ def test_unparsable_or_missing_file_is_reported(tmp_path, capsys):
     assert run_lint([str(broken), str(tmp_path / "missing.py")], as_json=False) == 2
     err = capsys.readouterr().err
     assert "missing.py: no such file" in err and "broken.py: cannot parse" in err
+
+
+def test_linting_leaves_the_garbage_collector_as_it_found_it(tmp_path):
+    """Lint pauses Python's cyclic collector while it reads (the trees it builds hold no cycles); a program that
+    calls it gets the collector back as it was, also when a file could not be read."""
+    (tmp_path / "train.py").write_text(HEADER + "dist.init_process_group('gloo')\n")
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    assert gc.isenabled()
+    report = lint_paths([str(tmp_path)])
+    assert gc.isenabled() and report.problems
+    gc.disable()
+    try:
+        lint_paths([str(tmp_path)])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
