@@ -187,10 +187,17 @@ def names_in(node: ast.AST) -> FrozenSet[str]:
     return frozenset(found)
 
 
-def is_collective(call: ast.Call) -> bool:
+def is_collective(call: ast.Call, module: Module) -> bool:
+    """A call every rank of the process group must make (`dist.barrier()`, `comm.bcast(...)` of MPI) — not
+    `torch.cuda.comm`'s, which copy between the GPUs of one process (DataParallel, old SyncBatchNorm)."""
     name = call_name(call)
     owner, _, last = name.rpartition(".")
-    return last in COLLECTIVES and (owner in COLLECTIVE_OWNERS or owner.endswith(("distributed", "comm", "COMM_WORLD")))
+    if last not in COLLECTIVES or owner.endswith("cuda.comm"):
+        return False
+    root = owner.split(".")[0]
+    if module.imported.get(root) == "comm" and module.import_tops.get(root) == "torch":
+        return False  # import torch.cuda.comm as comm / from torch.cuda import comm
+    return owner in COLLECTIVE_OWNERS or owner.endswith(("distributed", "comm", "COMM_WORLD"))
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -206,6 +213,8 @@ def selects_ranks(test: ast.expr) -> bool:
             isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.USub) for c in [node.left, *node.comparators]
         ):
             return False  # `rank != -1`, `RANK > -1`: distributed or not, the same on every rank
+        if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.GtE) and is_const(node.comparators[0], 0):
+            return False  # `local_rank >= 0`: the same
     return True
 
 
@@ -341,12 +350,47 @@ class Module:
         for parent in self.ancestors(node):
             if parent is stop:
                 return None
-            if isinstance(parent, ast.If) and child is not parent.test and selects_ranks(parent.test):
+            if isinstance(parent, ast.If) and child is not parent.test and self.selects_ranks_at(parent):
                 return parent
             if isinstance(parent, ast.IfExp) and child is not parent.test and selects_ranks(parent.test):
                 return None  # an expression: both arms are evaluated alike for collectives
             child = parent
         return None
+
+    def selects_ranks_at(self, branch: ast.If) -> bool:
+        """The `if`'s condition holds on some ranks only, also through a flag set to such a condition:
+        `save_cp = local_rank in [-1, 0]` ... `if save_cp:`, or `self.save_to_disk = get_rank() == 0` in the class."""
+        if selects_ranks(branch.test):
+            return True
+        test = branch.test.operand if isinstance(branch.test, ast.UnaryOp) else branch.test
+        flags = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        return any(
+            self.flag_values(flag, branch) and all(selects_ranks(v) for v in self.flag_values(flag, branch))
+            for flag in flags
+            if isinstance(flag, (ast.Name, ast.Attribute))
+        )
+
+    def flag_values(self, flag: ast.expr, at: ast.AST) -> List[ast.expr]:
+        """What a name is set to in the function around `at` (`self.x`: anywhere in the class around it)."""
+        key = ("flag", call_name(flag), id(self.scope_of(at)))
+        return self.memo(key, lambda: self._flag_values(flag, at))
+
+    def _flag_values(self, flag: ast.expr, at: ast.AST) -> List[ast.expr]:
+        name = call_name(flag)
+        scope: Optional[ast.AST] = None
+        if isinstance(flag, ast.Attribute) and name.startswith("self."):
+            scope = next((p for p in self.ancestors(at) if isinstance(p, ast.ClassDef)), None)
+        elif isinstance(flag, ast.Name):
+            scope = self.scope_of(at)
+        else:
+            return []
+        if scope is None:
+            return []
+        return [
+            node.value
+            for node in walk(scope)
+            if isinstance(node, ast.Assign) and any(call_name(t) == name for t in node.targets)
+        ]
 
     def is_multiprocess(self) -> bool:
         """Imports what multi-process training is written with (torch.distributed, DDP, a distributed sampler,
@@ -519,8 +563,9 @@ class Program:
             owner = func.value.id
             if owner in ("self", "cls"):
                 return [(m, f) for m, f in found if m is module]
-            if owner in module.imported:
-                return [(m, f) for m, f in found if m.stem == module.imported[owner]]
+            if owner in module.imported:  # a module, or a package whose __init__ re-exports its modules' names
+                target = module.imported[owner]
+                return [(m, f) for m, f in found if m.stem == target or (m.file.parent.name == target and m.file.name)]
         return []
 
     def constant(self, node: ast.expr) -> ast.expr:
@@ -545,8 +590,17 @@ class Program:
         return depth > 0 and self.only_called_guarded(function.name, depth - 1)
 
     def only_called_guarded(self, function_name: str, depth: int = 2) -> bool:
-        sites = self.call_sites.get(function_name, [])
+        sites = self.sites_of(function_name)
         return bool(sites) and all(self.guarded(m, call, depth) for m, call in sites)
+
+    def sites_of(self, function_name: str) -> List[Tuple[Module, ast.Call]]:
+        """The calls that may run the program's function of that name: not a library's namesake (`torch.save` is
+        no call of a `save` method)."""
+        return [
+            (m, call)
+            for m, call in self.call_sites.get(function_name, [])
+            if not (isinstance(call.func, ast.Attribute) and _root(call.func) in self._libraries(m))
+        ]
 
     @staticmethod
     def returns_early_off_main(function: ast.FunctionDef, before: int = 0) -> bool:
@@ -575,11 +629,11 @@ class Program:
     def _reaches_collective(self, module: Module, function: ast.FunctionDef, depth: int) -> Optional[str]:
         for call in module.calls_in(function):
             branch = module.rank_branch(call, stop=function)
-            if branch is not None and not (is_collective(call) and both_arms_call(branch, last_name(call))):
+            if branch is not None and not (is_collective(call, module) and both_arms_call(branch, last_name(call))):
                 continue
             if _under_initialized_check(module, call, function):
                 continue
-            if is_collective(call):
+            if is_collective(call, module):
                 return call_name(call)
             if depth > 0:
                 for other_module, callee in self.resolve(call, module):
@@ -596,8 +650,11 @@ RANK_PREFIXES = ("is_main", "is_master", "is_primary", "is_rank0", "is_rank_zero
 def _rank_like(test: ast.expr) -> bool:
     """Names the rank lists do not hold that still pick some ranks: `is_main_dev`, `primary()`, `args.gpu == 0`."""
     names = names_in(test)
-    if any(n.startswith(RANK_PREFIXES) or n == "primary" or (n.startswith("is_") and "rank" in n) for n in names):
-        return True  # (`is_base_rank`, `is_rank_zero`, `is_local_rank0`)
+    if any(
+        n.startswith(RANK_PREFIXES) or n == "primary" or (n.startswith("is_") and ("rank" in n or "master" in n))
+        for n in names
+    ):
+        return True  # (`is_base_rank`, `is_rank_zero`, `is_local_rank0`, `is_local_master`)
     return any(
         isinstance(node, ast.Compare)
         and any(isinstance(c, ast.Constant) and c.value == 0 for c in node.comparators)

@@ -215,6 +215,8 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue
         if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
             continue
+        if is_const(keyword(call, "use_ddp"), True):
+            continue  # DGL's DataLoader, which splits its seeds over the ranks itself
         if _on_single_process_path(module, call):
             continue  # the single-process path of `if args.distributed: ... else: ...`
         dataset = call.args[0] if call.args else keyword(call, "dataset")
@@ -566,7 +568,7 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
         branch = module.rank_branch(call)
         if branch is None:
             continue
-        if is_collective(call):
+        if is_collective(call, module):
             if not _paired(module, call, branch):
                 yield module, call.lineno
             continue
@@ -792,7 +794,8 @@ def _flag_set_on_some_ranks(program: Program, module: Module, exit_node: ast.stm
         yield from _attribute_flag_set_on_some_ranks(program, module, exit_node, loop, flags)
         return
     shared = any(  # sent to every rank between the decision and the exit (broadcast_object_list, all_reduce)
-        isinstance(c, ast.Call) and is_collective(c) and first <= c.lineno <= exit_node.lineno for c in walk(loop)
+        isinstance(c, ast.Call) and is_collective(c, module) and first <= c.lineno <= exit_node.lineno
+        for c in walk(loop)
     )
     if not shared:
         yield module, exit_node.lineno
@@ -811,7 +814,7 @@ def _attribute_flag_set_on_some_ranks(
     for node in walk(owner):
         if (
             isinstance(node, ast.Call)
-            and is_collective(node)
+            and is_collective(node, module)
             and {a.split(".", 1)[1] for a in attributes} & names_in(node)
         ):
             return  # the class shares the flag
@@ -838,7 +841,7 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
         function = module.function_of(call)
         if function is not None and any(w in function.name.lower() for w in ("master", "main", "rank0", "primary")):
             continue  # save_on_master and the like guard inside
-        if function is not None and function.name not in program.call_sites and module.function_of(function) is None:
+        if function is not None and not program.sites_of(function.name) and module.function_of(function) is None:
             continue  # a utility this program never calls
         if not program.guarded(module, call) and _per_node_branch(program, module, call) is None:
             yield module, call.lineno
@@ -858,7 +861,9 @@ def _local_only_test(test: ast.expr) -> bool:
     )
     if per_node:
         return True
-    local = names & LOCAL_RANK_NAMES or any(("local" in n or "base" in n) and "rank" in n for n in names)
+    local = names & LOCAL_RANK_NAMES or any(
+        ("local" in n or "base" in n) and ("rank" in n or "master" in n) for n in names
+    )
     return bool(local) and not names & (GLOBAL_RANK | {"is_main_process", "is_master"})
 
 
@@ -1028,7 +1033,7 @@ def _logged_by_callers(program: Program, name: str) -> Iterator[Hit]:
         for call in module.calls_in(module.scope_of(site)):
             if call.lineno <= site.lineno:
                 continue
-            if (is_collective(call) or any(w in last_name(call).lower() for w in REDUCING_WORDS)) and names_in(
+            if (is_collective(call, module) or any(w in last_name(call).lower() for w in REDUCING_WORDS)) and names_in(
                 call
             ) & results:
                 break  # reduced before it is logged
