@@ -253,6 +253,9 @@ def _on_single_process_path(module: Module, node: ast.AST) -> bool:
     return False
 
 
+NOT_A_CONSTANT = object()
+
+
 def _negative(test: ast.expr) -> bool:
     """A condition that holds when the run is NOT distributed (`not args.distributed`, `world_size == 1`,
     `local_rank == -1`, `mode != "ddp"`)."""
@@ -262,17 +265,21 @@ def _negative(test: ast.expr) -> bool:
         return _negative(test.values[0])
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         op, right = test.ops[0], test.comparators[0]
-        value = right.value if isinstance(right, ast.Constant) else None
+        value = right.value if isinstance(right, ast.Constant) else NOT_A_CONSTANT
         if (
             isinstance(right, ast.UnaryOp)
             and isinstance(right.op, ast.USub)
             and isinstance(right.operand, ast.Constant)
         ):
             value = -right.operand.value  # type: ignore[operator]
-        if isinstance(op, ast.Eq):
-            return value in (1, -1, False, None, "cpu", "single", "dp")
+        if isinstance(op, ast.Eq):  # (`local_rank == 0` picks a rank: 0 is not False here)
+            return (
+                value is False
+                or value is None
+                or (type(value) in (int, str) and value in (1, -1, "cpu", "single", "dp"))
+            )
         if isinstance(op, (ast.Lt, ast.LtE)):
-            return value in (1, 2)
+            return type(value) is int and value in (1, 2)
         if isinstance(op, ast.NotEq):
             return isinstance(value, str)
         if isinstance(op, ast.Is):
@@ -405,7 +412,10 @@ def saves_wrapped_state(program: Program) -> Iterator[Hit]:
                 for other, callee, parameter in _wrapper_passed(program, module, call, wraps)
             ):
                 yield module, call.lineno
-        yield from _saves_state_of(module, module.calls, wraps)
+        for hit in _saves_state_of(module, module.calls, wraps):
+            saves = [c for c in module.calls if c.lineno == hit[1]]
+            if not any(_on_single_process_path(module, c) for c in saves):
+                yield hit  # (not in the else of `if args.distributed:`, where the model is the plain one)
 
 
 def _is_wrapper(module: Module, call: ast.Call, owner: str, wraps) -> bool:
