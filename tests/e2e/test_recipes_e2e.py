@@ -20,7 +20,12 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 RECIPES = sorted(path.name for path in CONFIGS.glob("*.yaml"))
 # trained for a tiny epoch below; the others (cpu-fast: the demo's own recipe; flowers-resnet34: the fine-tune's
 # model and optimizer from scratch) are parsed and validated
-TRAINED = ["flowers-resnet34-finetune.yaml", "resnet50-scratch.yaml", "vit-small-finetune.yaml"]
+TRAINED = [
+    "flowers-resnet34-finetune.yaml",
+    "resnet50-scratch.yaml",
+    "small-data-scratch.yaml",
+    "vit-small-finetune.yaml",
+]
 SHRUNK = {"img_size": 32, "batch_size": 4, "epochs": 1, "workers": 0, "nproc": 1, "device": "cpu"}
 
 

@@ -365,10 +365,12 @@ class Module:
         test = branch.test.operand if isinstance(branch.test, ast.UnaryOp) else branch.test
         flags = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         return any(
-            self.flag_values(flag, branch) and all(selects_ranks(v) for v in self.flag_values(flag, branch))
-            for flag in flags
-            if isinstance(flag, (ast.Name, ast.Attribute))
+            self._flag_selects_ranks(flag, branch) for flag in flags if isinstance(flag, (ast.Name, ast.Attribute))
         )
+
+    def _flag_selects_ranks(self, flag: ast.expr, at: ast.AST) -> bool:
+        values = self.flag_values(flag, at)
+        return bool(values) and all(selects_ranks(value) for value in values)
 
     def flag_values(self, flag: ast.expr, at: ast.AST) -> List[ast.expr]:
         """What a name is set to in the function around `at` (`self.x`: anywhere in the class around it)."""

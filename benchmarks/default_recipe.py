@@ -1,0 +1,136 @@
+"""How far does the default recipe get on `make-dataset`'s shapes, and which recipe knob moves it?
+
+Each variant is `ddptrain train` on the same data with the default recipe plus the variant's flags (2 processes,
+10 epochs, 64 px unless a variant says otherwise); `--plain` runs the same question through a plain single-process
+PyTorch loop instead (torchvision resnet18, AdamW with weight decay off norms and biases, one epoch of linear
+warm-up then cosine to 1 %, images held in memory), so a difference between the two would be ddptrain's.
+
+    python benchmarks/default_recipe.py --data data/shapes "" "--lr 3e-3" "--min-crop-scale 0.35" "--batch-size 16"
+    python benchmarks/default_recipe.py --data data/shapes --plain rrc:0.08:64 rrc:0.6:16 shift:16
+
+A plain variant is AUG:BATCH[:LR[:MODEL]] with AUG `rrc:SCALE` (RandomResizedCrop from SCALE to 1 of the area, as
+ddptrain) or `shift` (resize to 72 px, a random 64-px crop: shifts of up to 8 px), both with horizontal flips.
+Prints one line per variant: seconds, then validation top-1 after each epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+
+def ddptrain_variant(data: str, flags: str, epochs: int, img_size: int, nproc: int) -> Tuple[float, List[float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "ddptrain", "train", "--data", data, "--out", str(run), "--nproc", str(nproc)]
+        cmd += ["--epochs", str(epochs), "--img-size", str(img_size), *shlex.split(flags)]
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seconds = time.perf_counter() - start
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        return seconds, [row["val_top1"] for row in rows if "val_top1" in row]
+
+
+def plain_variant(data: str, spec: str, epochs: int, img_size: int) -> Tuple[float, List[float]]:
+    import torch
+    import torchvision
+    from PIL import Image
+    from torchvision.transforms import v2
+
+    parts = spec.split(":")
+    aug = parts.pop(0)
+    scale = float(parts.pop(0)) if aug == "rrc" else 0.0
+    batch = int(parts[0])
+    lr = float(parts[1]) if len(parts) > 1 else 1e-3
+    model_name = parts[2] if len(parts) > 2 else "resnet18"
+    root = Path(data)
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    items = [(path, k) for k, name in enumerate(classes) for path in sorted((root / name).glob("*.jpg"))]
+    random.Random(0).shuffle(items)
+    n_val = len(items) // 5
+    val, train = items[:n_val], items[n_val:]
+
+    def load(path: Path, short: int = img_size * 3 // 2) -> torch.Tensor:
+        image = Image.open(path).convert("RGB")
+        ratio = short / min(image.size)
+        image = image.resize((round(image.width * ratio), round(image.height * ratio)), Image.Resampling.BILINEAR)
+        return v2.functional.pil_to_tensor(image)
+
+    pixels = {path: load(path) for path, _ in items}
+    if aug == "rrc":
+        augment = v2.Compose([v2.RandomResizedCrop(img_size, scale=(scale, 1.0)), v2.RandomHorizontalFlip()])
+    else:
+        augment = v2.Compose([v2.Resize(img_size + 8), v2.RandomCrop(img_size), v2.RandomHorizontalFlip()])
+    evaluate = v2.Compose([v2.Resize(round(img_size / 0.875)), v2.CenterCrop(img_size)])
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
+
+    def batch_of(images: List[torch.Tensor]) -> torch.Tensor:
+        return (torch.stack(images).float() - mean) / std
+
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, model_name)(num_classes=len(classes))
+    groups = [
+        {"params": [p for p in model.parameters() if p.ndim > 1], "weight_decay": 0.05},
+        {"params": [p for p in model.parameters() if p.ndim <= 1], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=lr)
+    per_epoch = len(train) // batch
+    total, warmup = per_epoch * epochs, per_epoch
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    top1: List[float] = []
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        model.train()
+        random.Random(epoch).shuffle(train)
+        for step in range(per_epoch):
+            chunk = train[step * batch : (step + 1) * batch]
+            x = batch_of([augment(pixels[path]) for path, _ in chunk])
+            loss = torch.nn.functional.cross_entropy(model(x), torch.tensor([k for _, k in chunk]))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+        model.eval()
+        with torch.no_grad():
+            x = batch_of([evaluate(pixels[path]) for path, _ in val])
+            right = (model(x).argmax(1) == torch.tensor([k for _, k in val])).sum().item()
+        top1.append(right / len(val))
+    return time.perf_counter() - start, top1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="make-dataset's output folder")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--img-size", type=int, default=64)
+    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--plain", action="store_true", help="run the variants in a plain PyTorch loop")
+    parser.add_argument("variants", nargs="+", help='ddptrain flags per variant ("" = the default recipe)')
+    args = parser.parse_args()
+    for variant in args.variants:
+        if args.plain:
+            seconds, top1 = plain_variant(args.data, variant, args.epochs, args.img_size)
+        else:
+            seconds, top1 = ddptrain_variant(args.data, variant, args.epochs, args.img_size, args.nproc)
+        curve = " ".join(f"{value:.2f}" for value in top1)
+        print(f"{variant or '(default)':40s} {seconds:5.0f} s  best {max(top1):.2f}  val top-1 {curve}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
