@@ -96,6 +96,18 @@ def process_memory(root: int) -> Dict[str, List[Dict[str, float]]]:
     return found
 
 
+def _ranks_level(root: int, wait_s: float = 5.0) -> None:
+    """Wait (up to `wait_s`) until every rank has as many DataLoader workers as the others: rank 0 writes the report
+    at its first step, and another rank may be a moment behind, its workers not all forked yet."""
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        tree = _children()
+        counts = {len(tree.get(rank, [])) for rank in tree.get(root, [])}
+        if len(counts) == 1:
+            return
+        time.sleep(0.05)
+
+
 def _summary(samples: List[Dict[str, float]]) -> Dict[str, float]:
     if not samples:
         return {}
@@ -128,6 +140,7 @@ def measure(data: Path, out: Path, nproc: int, workers: int, settle_s: float, ch
             if proc.poll() is not None:
                 raise RuntimeError(f"{' '.join(cmd)} failed:\n{(proc.stderr.read() if proc.stderr else '')[-3000:]}")
             time.sleep(0.05)
+        _ranks_level(proc.pid)
         at_first_step = process_memory(proc.pid)
         time.sleep(settle_s)
         later = process_memory(proc.pid)
