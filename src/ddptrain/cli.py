@@ -235,6 +235,14 @@ def _add_reading_commands(sub) -> None:
         "parses and lints clean of it",
     )
     lint.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
+    lint.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes reading paths of different repositories side by side (default 0: one per CPU; 1: none; "
+        "--fix and --diff use one)",
+    )
 
     rep = sub.add_parser(
         "report",
@@ -422,6 +430,7 @@ def cmd_lint(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
         style=args.format,
         fix=args.fix,
         diff=args.diff,
+        jobs=args.jobs,
     )
 
 

@@ -114,3 +114,28 @@ def test_huge_strings_and_deep_inheritance_are_read_in_bounded_time(tmp_path, ca
     assert time.monotonic() - started < 30  # seconds; a backtracking pattern takes minutes
     findings = json.loads(capsys.readouterr().out)["findings"]
     assert [(f["rule"], f["line"]) for f in findings] == [("DDP011", source.count("\n"))]
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
+    """Folders of different repositories are read side by side in forked workers (--jobs); one killed meanwhile
+    (the system's out-of-memory killer) ends the command with a message naming the fix, not a wait forever."""
+    import os
+    import signal
+
+    import ddptrain.tools.lint as lint
+
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "train.py").write_text(DDP)
+    parent = os.getpid()
+    read_group = lint._lint_group
+
+    def killed_in_a_worker(group, rules):
+        if os.getpid() != parent and group[0].endswith("two"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return read_group(group, rules)
+
+    monkeypatch.setattr(lint, "_lint_group", killed_in_a_worker)
+    assert run_lint([str(tmp_path / "one"), str(tmp_path / "two")], jobs=2) == 2
+    assert "a lint worker process ended without its report" in capsys.readouterr().err
+    assert run_lint([str(tmp_path / "one"), str(tmp_path / "two")], jobs=1) == 0  # the fix the message names

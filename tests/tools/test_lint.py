@@ -297,6 +297,68 @@ def test_findings_read_file_line_rule_severity_message_and_fix(tmp_path, capsys)
     assert line.startswith(f"{script}:8 DDP011 warning hard-coded rendezvous port") and "-> let the launcher" in line
 
 
+def _two_repositories(tmp_path: Path) -> list:
+    """Two repositories, each a `train.py` with its own `helpers.py`: the same helper name, saved on rank 0 only
+    in one and on every rank in the other."""
+    body = """
+        from helpers import save
+
+        if __name__ == "__main__":
+            dist.init_process_group("gloo")
+            save(model)
+        """
+    for name, guard in (("careful", "if dist.get_rank() == 0:\n                    "), ("careless", "")):
+        repo = tmp_path / name
+        (repo / "src").mkdir(parents=True)
+        (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+        _write(
+            repo / "src",
+            {
+                "train.py": body,
+                "helpers.py": f"""
+            def save(model):
+                {guard}torch.save(model.state_dict(), "last.pt")
+            """,
+            },
+        )
+    return [str(tmp_path / "careful" / "src" / "train.py"), str(tmp_path / "careless" / "src"), str(tmp_path / "gone")]
+
+
+def test_repositories_given_together_are_read_apart_and_side_by_side_alike(tmp_path, capsys, monkeypatch):
+    """Paths of different repositories cannot import from one another: one repository's `save` is never taken
+    for the other's, and `--jobs 2` reads them in two processes with the report of one, byte for byte."""
+    import os
+
+    import ddptrain.tools.lint as lint
+
+    paths = _two_repositories(tmp_path)
+    assert run_lint(paths, as_json=True, jobs=1) == 2  # the missing path
+    alone = capsys.readouterr().out
+    report = json.loads(alone)
+    assert {(Path(f["file"]).parent.parent.name, f["rule"]) for f in report["findings"]} == {("careless", "DDP015")}
+    assert [Path(p[0]).parent.parent.name for p in report["programs"]] == ["careful", "careless"]
+    assert report["errors"] == [f"{paths[2]}: no such file or folder"]
+
+    workers = tmp_path / "pids"
+    read_group = lint._lint_group
+
+    def noted(group, rules):
+        with open(workers, "a") as out:
+            out.write(f"{os.getpid()}\n")
+        return read_group(group, rules)
+
+    monkeypatch.setattr(lint, "_lint_group", noted)
+    assert run_lint(paths, as_json=True, jobs=2) == 2
+    assert capsys.readouterr().out == alone
+    pids = set(workers.read_text().split())
+    assert len(pids) >= min(2, lint.default_jobs()) and str(os.getpid()) not in pids  # in forked processes
+
+
+def test_jobs_below_zero_is_refused(tmp_path, capsys):
+    assert run_lint([str(tmp_path)], jobs=-1) == 2
+    assert "--jobs -1: give 0 (one process per CPU), 1 (none) or more" in capsys.readouterr().err
+
+
 def test_project_code_and_the_bare_ddp_benchmark_are_clean(capsys):
     assert run_lint([str(ROOT / "src")], as_json=True) == 0  # the bare DDP benchmark loop ships in src too
     assert json.loads(capsys.readouterr().out)["findings"] == []

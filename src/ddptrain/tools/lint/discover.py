@@ -92,6 +92,41 @@ def gather(paths: Sequence[str]) -> Sources:
     return sources
 
 
+def independent_groups(paths: Sequence[str]) -> List[List[str]]:
+    """The paths in groups that cannot import from one another — one per repository (a group's folders, where
+    its imports are looked for, do not overlap another's) — each in the order given, the groups in the order of
+    their first path. Each group is read as if it were linted alone, so groups can be read in parallel."""
+    groups: List[Tuple[List[Path], List[str]]] = []
+    for raw in paths:
+        root = _root_of(Path(raw))
+        roots = [root] if root is not None else []  # a missing path: a group of its own, for its message
+        joined = [g for g in groups if any(_overlap(r, other) for r in roots for other in g[0])]
+        if not joined:
+            groups.append((roots, [raw]))
+            continue
+        first = joined[0]
+        for other in joined[1:]:  # a path whose folders hold two groups' joins them
+            first[0].extend(other[0])
+            first[1].extend(other[1])
+            groups = [g for g in groups if g is not other]
+        first[0].extend(roots)
+        first[1].append(raw)
+    order = {raw: index for index, raw in enumerate(paths)}
+    return [sorted(members, key=order.__getitem__) for _, members in groups]
+
+
+def _root_of(path: Path) -> Optional[Path]:
+    if path.is_dir():
+        return path.resolve()
+    if path.is_file():
+        return _repository_root(path.resolve().parent)
+    return None
+
+
+def _overlap(one: Path, other: Path) -> bool:
+    return one == other or one in other.parents or other in one.parents
+
+
 def _shown(path: Path) -> str:
     """A path as findings show it: relative to the current folder where it is below it."""
     try:

@@ -120,20 +120,30 @@ def _child_nodes(node: ast.AST) -> List[ast.AST]:
 def _index(tree: ast.Module, parents: Dict[ast.AST, ast.AST]) -> List[ast.AST]:
     """Every node of the tree in ast.walk's order (without the shared leaves), each child's parent noted on the way."""
     nodes: List[ast.AST] = [tree]
-    for node in nodes:
-        for child in _child_nodes(node):
-            parents[child] = node
-            nodes.append(child)
+    append, node_class = nodes.append, ast.AST
+    for node in nodes:  # _child_nodes inlined: this loop visits every node of every module once
+        for name in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, node_class):
+                        parents[item] = node
+                        append(item)
+            elif isinstance(value, node_class):
+                parents[value] = node
+                append(value)
     return nodes
 
 
-def walk(node: ast.AST) -> List[ast.AST]:
+@functools.lru_cache(maxsize=1 << 15)
+def walk(node: ast.AST) -> Tuple[ast.AST, ...]:
     """The node and every node under it, in ast.walk's order, without the shared leaves (`Load`, `Eq`): the
-    rules walk subtrees thousands of times on a large program, and this is twice as fast."""
+    rules walk subtrees thousands of times on a large program (a function's body for each of its calls, a test
+    for each rule), half of them more than once, hence twice as fast as ast.walk and kept."""
     found = [node]
     for sub in found:
         found.extend(_child_nodes(sub))
-    return found
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -234,6 +244,7 @@ class Module:
     functions: List[ast.FunctionDef] = field(init=False, default_factory=list)
     imports: List[ast.stmt] = field(init=False, default_factory=list)  # Import and ImportFrom, in `nodes` order
     _calls_of: Optional[Dict[ast.AST, List[ast.Call]]] = field(init=False, default=None)
+    _assignments: Optional[Dict[str, List[ast.Assign]]] = field(init=False, default=None)
     _of_type: Dict[tuple, list] = field(init=False, default_factory=dict)
     _mentions: Dict[tuple, Set[str]] = field(init=False, default_factory=dict)
     _memo: Dict[tuple, Any] = field(init=False, default_factory=dict)
@@ -388,11 +399,17 @@ class Module:
             return []
         if scope is None:
             return []
-        return [
-            node.value
-            for node in walk(scope)
-            if isinstance(node, ast.Assign) and any(call_name(t) == name for t in node.targets)
-        ]
+        return [node.value for node in self.assignments(name) if scope is self.tree or scope in self.ancestors(node)]
+
+    def assignments(self, name: str) -> List[ast.Assign]:
+        """The module's assignments to `name` (`x`, `self.x`), in `nodes` order: looked up, not walked, for each
+        flag a rank test may hide behind."""
+        if self._assignments is None:
+            self._assignments = {}
+            for node in self.of_type(ast.Assign):
+                for target in {call_name(t) for t in node.targets}:
+                    self._assignments.setdefault(target, []).append(node)
+        return self._assignments.get(name, [])
 
     def is_multiprocess(self) -> bool:
         """Imports what multi-process training is written with (torch.distributed, DDP, a distributed sampler,
