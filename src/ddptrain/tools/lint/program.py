@@ -245,6 +245,7 @@ class Module:
     imports: List[ast.stmt] = field(init=False, default_factory=list)  # Import and ImportFrom, in `nodes` order
     _calls_of: Optional[Dict[ast.AST, List[ast.Call]]] = field(init=False, default=None)
     _assignments: Optional[Dict[str, List[ast.Assign]]] = field(init=False, default=None)
+    _branches: Dict[ast.AST, Optional[ast.If]] = field(init=False, default_factory=dict)
     _of_type: Dict[tuple, list] = field(init=False, default_factory=dict)
     _mentions: Dict[tuple, Set[str]] = field(init=False, default_factory=dict)
     _memo: Dict[tuple, Any] = field(init=False, default_factory=dict)
@@ -356,7 +357,15 @@ class Module:
         return self.function_of(node) or self.tree
 
     def rank_branch(self, node: ast.AST, stop: Optional[ast.AST] = None) -> Optional[ast.If]:
-        """The innermost `if` (below `stop`) on a rank-selecting condition whose body or else holds `node`."""
+        """The innermost `if` (below `stop`) on a rank-selecting condition whose body or else holds `node`; the
+        module's own fact, asked of every call by several rules and programs: kept."""
+        if stop is not None:
+            return self._rank_branch(node, stop)
+        if node not in self._branches:
+            self._branches[node] = self._rank_branch(node, None)
+        return self._branches[node]
+
+    def _rank_branch(self, node: ast.AST, stop: Optional[ast.AST]) -> Optional[ast.If]:
         child = node
         for parent in self.ancestors(node):
             if parent is stop:

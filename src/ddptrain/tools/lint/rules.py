@@ -575,17 +575,21 @@ def _paired(module: Module, call: ast.Call, branch: ast.If) -> bool:
 
 def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
     for module, call in program.calls():
+        collective = is_collective(call, module)
+        callees = [] if collective else program.resolve(call, module)
+        if not (collective or callees or _is_compute(call)):
+            continue  # a library's call: no collective, whatever branch holds it
         branch = module.rank_branch(call)
         if branch is None:
             continue
-        if is_collective(call, module):
+        if collective:
             if not _paired(module, call, branch):
                 yield module, call.lineno
             continue
         if _metric_compute(module, call):
             yield module, call.lineno
             continue
-        for other, callee in program.resolve(call, module):
+        for other, callee in callees:
             if callee.name.startswith(("is_", "get_")) or program.returns_early_off_main(callee):
                 continue
             if program.reaches_collective(other, callee):
@@ -596,10 +600,9 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
 def _metric_compute(module: Module, call: ast.Call) -> bool:
     """`acc.compute()` on a torchmetrics metric (`acc = Accuracy(...)`, Accuracy from torchmetrics): compute()
     gathers every rank's state, a collective (not where the metric was made with `sync_on_compute=False`)."""
-    func = call.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "compute" and not call.args):
+    if not _is_compute(call):
         return False
-    owner = last_name(func.value)
+    owner = last_name(call.func.value)  # type: ignore[attr-defined]
     for node in module.of_type(ast.Assign):
         value = node.value
         if not isinstance(value, ast.Call) or not any(last_name(t) == owner for t in node.targets):
@@ -609,6 +612,10 @@ def _metric_compute(module: Module, call: ast.Call) -> bool:
         if library and not is_const(keyword(value, "sync_on_compute"), False):
             return True
     return False
+
+
+def _is_compute(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "compute" and not call.args
 
 
 # ---- DDP011 ---------------------------------------------------------------------------------------
