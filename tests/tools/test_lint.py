@@ -354,6 +354,23 @@ def test_repositories_given_together_are_read_apart_and_side_by_side_alike(tmp_p
     assert len(pids) >= min(2, lint.default_jobs()) and str(os.getpid()) not in pids  # in forked processes
 
 
+def test_a_shell_script_launches_files_of_its_own_repository_only(tmp_path, capsys):
+    """`python train.py` in one repository's run.sh names that repository's train.py, not a namesake elsewhere
+    that another repository only imports (read as part of its importer's program, not as one of its own)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "run.sh").write_text("torchrun --nproc-per-node 2 train.py\n")
+    _write(tmp_path / "a", {"train.py": "dist.init_process_group('gloo')\n"})
+    (tmp_path / "b").mkdir()
+    _write(tmp_path / "b", {"train.py": "def fit():\n    pass\n", "main.py": "from train import fit\nfit()\n"})
+    for jobs in (1, 2):
+        assert run_lint([str(tmp_path / "a"), str(tmp_path / "b")], as_json=True, jobs=jobs) == 0
+        programs = json.loads(capsys.readouterr().out)["programs"]
+        assert [[Path(f).parent.name + "/" + Path(f).name for f in p] for p in programs] == [
+            ["a/train.py"],
+            ["b/main.py", "b/train.py"],
+        ]
+
+
 def test_jobs_below_zero_is_refused(tmp_path, capsys):
     assert run_lint([str(tmp_path)], jobs=-1) == 2
     assert "--jobs -1: give 0 (one process per CPU), 1 (none) or more" in capsys.readouterr().err
