@@ -371,6 +371,36 @@ def test_a_shell_script_launches_files_of_its_own_repository_only(tmp_path, caps
         ]
 
 
+def test_modules_of_a_folder_without_init_are_read_as_python_imports_them(tmp_path, capsys):
+    """`from utils import ckpt` where utils/ has no __init__.py (a namespace package, as research repositories
+    keep their helpers) runs utils/ckpt.py: its every-rank save is found. A module named like the folder wins, as
+    in Python (a package, then a module, then a namespace folder)."""
+    _write(
+        tmp_path,
+        {
+            "train.py": """
+                from utils import ckpt
+
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    ckpt.save(model)
+                """,
+            "utils/ckpt.py": """
+                def save(model):
+                    torch.save(model.module.state_dict(), "last.pt")
+                """,
+        },
+    )
+    assert run_lint([str(tmp_path / "train.py")], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p).name for p in report["programs"][0]] == ["train.py", "ckpt.py"]
+    assert {(Path(f["file"]).name, f["rule"]) for f in report["findings"]} == {("ckpt.py", "DDP015")}
+    (tmp_path / "utils.py").write_text("def ckpt():\n    pass\n")  # now `utils` is this module
+    assert run_lint([str(tmp_path / "train.py")], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p).name for p in report["programs"][0]] == ["train.py", "utils.py"] and not report["findings"]
+
+
 def test_jobs_below_zero_is_refused(tmp_path, capsys):
     assert run_lint([str(tmp_path)], jobs=-1) == 2
     assert "--jobs -1: give 0 (one process per CPU), 1 (none) or more" in capsys.readouterr().err

@@ -74,6 +74,8 @@ class Sources:
 
 def gather(paths: Sequence[str]) -> Sources:
     """Parse the files given (a folder: every .py file under it) and note the shell scripts beside them."""
+    _module_files.cache_clear()  # what the folders held at the last call (in this process) may have changed
+    _namespace_folder.cache_clear()
     sources = Sources()
     for raw in paths:
         path = Path(raw)
@@ -171,18 +173,28 @@ def _module_files(name: str, base: Path) -> List[Path]:
     parts = name.split(".")
     for index, part in enumerate(parts):
         package, single = here / part, here / f"{part}.py"
-        if package.is_dir():
-            if (package / "__init__.py").is_file():
-                found.append(package / "__init__.py")
+        if (package / "__init__.py").is_file():  # Python's order: a package, a module, a namespace folder
+            found.append(package / "__init__.py")
             here = package
         elif single.is_file():
             found.append(single)
             break  # what follows is an attribute of the module
+        elif package.is_dir():
+            here = package
         elif index == 0:
             return []
         else:
             break
     return found
+
+
+@functools.lru_cache(maxsize=65536)
+def _namespace_folder(name: str, base: Path) -> Optional[Path]:
+    """The folder `name` names below `base` when it is a namespace package (a folder of modules without an
+    __init__.py, as research repositories often keep `utils/`): `from utils import utils_image` runs
+    utils/utils_image.py."""
+    folder = base.joinpath(*name.split("."))
+    return folder if folder.is_dir() and not (folder / "__init__.py").is_file() else None
 
 
 def _bases(sources: Sources, importer: Path) -> Iterator[Path]:
@@ -212,8 +224,11 @@ def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
             elif node.module:
                 found = _absolute(sources, path, node.module)
                 files += found
-                if found and found[-1].name == "__init__.py":
-                    files += _relative(found[-1].parent, names)
+                last = node.module.rsplit(".", 1)[-1]
+                if found and found[-1].name == "__init__.py" and found[-1].parent.name == last:
+                    files += _relative(found[-1].parent, names)  # a package: its modules named
+                elif not found or found[-1].name != f"{last}.py":  # not a module: a namespace folder?
+                    files += _namespace_modules(sources, path, node.module, names)
     return [f for f in (sources.resolved(f) for f in files) if sources.in_scope(f)]
 
 
@@ -227,6 +242,16 @@ def _absolute(sources: Sources, path: Path, name: str) -> List[Path]:
                 sources._absolute[key] = found
                 break
     return list(sources._absolute[key])
+
+
+def _namespace_modules(sources: Sources, path: Path, name: str, names: Sequence[str]) -> List[Path]:
+    """`from folder import a, b` where `folder` has no __init__.py: a.py and b.py (or packages a/, b/), from the
+    first base that holds the folder."""
+    for base in _bases(sources, path):
+        folder = _namespace_folder(name, base)
+        if folder is not None:
+            return [f for f in _relative(folder, names) if f.name != "__init__.py" or f.parent != folder]
+    return []
 
 
 def _relative(target: Path, names: Sequence[str]) -> List[Path]:

@@ -659,7 +659,7 @@ class Program:
             branch = module.rank_branch(call, stop=function)
             if branch is not None and not (is_collective(call, module) and both_arms_call(branch, last_name(call))):
                 continue
-            if _under_initialized_check(module, call, function):
+            if _under_initialized_check(module, call, function) or _under_type_test(module, call, function):
                 continue
             if is_collective(call, module):
                 return call_name(call)
@@ -753,6 +753,26 @@ def both_arms_call(branch: ast.If, name: str) -> bool:
         return any(isinstance(n, ast.Call) and last_name(n) == name for s in statements for n in walk(s))
 
     return calls(branch.body) and calls(branch.orelse)
+
+
+def _under_type_test(module: Module, node: ast.AST, function: ast.FunctionDef) -> bool:
+    """Inside `if isinstance(value, torch.Tensor):` (or `type(value) == ...`) on one of the function's parameters:
+    whether the call reaches it depends on what its caller passes (a helper that gathers tensors and keeps floats
+    as they are), so no call site is said to reach it."""
+    parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+    for parent in module.ancestors(node):
+        if parent is function:
+            return False
+        if isinstance(parent, ast.If) and any(
+            isinstance(n, ast.Call)
+            and last_name(n) in ("isinstance", "type")
+            and n.args
+            and isinstance(n.args[0], ast.Name)
+            and n.args[0].id in parameters
+            for n in walk(parent.test)
+        ):
+            return True
+    return False
 
 
 def _under_initialized_check(module: Module, node: ast.AST, stop: ast.AST) -> bool:

@@ -981,7 +981,18 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
 # ---- DDP017 ---------------------------------------------------------------------------------------
 LOG_CALLS = {"print", "info", "log", "add_scalar", "add_scalars", "log_metrics", "log_metric"}
 METRIC_WORDS = ("acc", "top1", "top5", "correct", "loss", "metric", "precision", "recall", "f1")
-REDUCING_WORDS = ("reduce", "gather", "synchronize", "sync", "mean_across", "average_across")
+# (collect_results/merge_results: mmcv's and OpenPCDet's gathering of every rank's results through files or
+# all_gather, which rank 0 then combines)
+REDUCING_WORDS = (
+    "reduce",
+    "gather",
+    "synchronize",
+    "sync",
+    "mean_across",
+    "average_across",
+    "collect_results",
+    "merge_results",
+)
 
 
 def _reduces(program: Program, module: Module, function: ast.AST) -> bool:
