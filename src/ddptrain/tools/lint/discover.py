@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .program import Module
+from .syspath import path_additions
 
 SHELL_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 SCRIPT_ARGUMENT = re.compile(r"(?<![\w./-])([\w./-]+\.py)\b")
@@ -44,7 +45,8 @@ class Sources:
     scope: List[Path] = field(default_factory=list)  # folders an import may be found in
     _parsed: Dict[Path, Optional[Module]] = field(default_factory=dict)
     _in_scope: Dict[str, bool] = field(default_factory=dict)
-    _absolute: Dict[Tuple[Path, str], List[Path]] = field(default_factory=dict)
+    _absolute: Dict[Tuple[Path, str, int], List[Path]] = field(default_factory=dict)
+    added: List[Path] = field(default_factory=list)  # folders the modules read put on sys.path (syspath.py)
     _resolved: Dict[Path, Path] = field(default_factory=dict)
 
     def resolved(self, path: Path) -> Path:
@@ -198,21 +200,42 @@ def _namespace_folder(name: str, base: Path) -> Optional[Path]:
 
 
 def _bases(sources: Sources, importer: Path) -> Iterator[Path]:
-    """Where an absolute import is looked for: the importer's folder, then the folders above it within scope."""
+    """Where an absolute import is looked for: the importer's folder, then the folders above it within scope,
+    then the folders the program put on sys.path."""
     here = importer.parent
     while sources.in_scope(here):
         yield here
         if here.parent == here:
             break
         here = here.parent
+    yield from sources.added
+
+
+def _note_path_additions(sources: Sources, module: Module) -> None:
+    """The folders a module read puts on sys.path (`import _init_paths`) are where later imports are looked
+    for too, as in Python, when they lie in the importer's repository (at most a few levels above it) and not
+    among installed packages."""
+    for folder in module.memo(("sys.path",), lambda: path_additions(module)):
+        near = any(folder == top or top in folder.parents for top in list(module.file.parents)[1:MAX_LEVELS_UP])
+        installed = any(part in ("site-packages", "dist-packages") for part in folder.parts)
+        if near and not installed and folder not in sources.added:
+            sources.added.append(folder)
+            sources.scope.append(folder)
+            sources._in_scope.clear()
 
 
 def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
     files: List[Path] = []
+    _note_path_additions(sources, module)
     for node in module.imports:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                files += _absolute(sources, path, alias.name)
+                found = _absolute(sources, path, alias.name)
+                files += found
+                for file in found:  # `import _init_paths` puts lib/ on sys.path before the next import
+                    imported = sources.read(file) if sources.in_scope(sources.resolved(file)) else None
+                    if imported is not None:
+                        _note_path_additions(sources, imported)
         elif isinstance(node, ast.ImportFrom):
             names = [a.name for a in node.names if a.name != "*"]
             if node.level:
@@ -233,7 +256,7 @@ def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
 
 
 def _absolute(sources: Sources, path: Path, name: str) -> List[Path]:
-    key = (path.parent, name)  # every module of a folder looks an import up the same way: once
+    key = (path.parent, name, len(sources.added))  # every module of a folder looks an import up the same way
     if key not in sources._absolute:
         sources._absolute[key] = []
         for base in _bases(sources, path):
