@@ -11,6 +11,8 @@ from pathlib import Path
 
 from ddptrain.tools.lint import run_lint
 
+from ..tools.test_lint_syspath import SAVER, _repository
+
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "lint_samples" / "cases"
 DDP = "import torch.distributed as dist\ndist.init_process_group('gloo')\n"
@@ -139,3 +141,17 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys
     assert run_lint([str(tmp_path / "one"), str(tmp_path / "two")], jobs=2) == 2
     assert "a lint worker process ended without its report" in capsys.readouterr().err
     assert run_lint([str(tmp_path / "one"), str(tmp_path / "two")], jobs=1) == 0  # the fix the message names
+
+
+def test_installed_packages_and_far_away_folders_put_on_sys_path_are_not_read(tmp_path, capsys):
+    """`sys.path.insert(0, '/usr/lib/python3/dist-packages')` or a folder far above the repository would make
+    lint read installed libraries (torch: thousands of files): left to Python."""
+    far = tmp_path / "site-packages" / "utils"
+    far.mkdir(parents=True)
+    (far / "saver.py").write_text(SAVER)
+    repository = tmp_path / "a" / "b" / "c" / "d" / "repo"
+    script = _repository(repository, f"import sys\nsys.path.insert(0, {str(tmp_path / 'site-packages')!r})\n")
+    (repository / "lib" / "utils" / "saver.py").unlink()
+    assert run_lint([str(script)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p).name for p in report["programs"][0]] == ["train.py", "_init_paths.py"]
