@@ -433,3 +433,61 @@ def test_linting_leaves_the_garbage_collector_as_it_found_it(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+SHARDED_EVALUATION = """
+dist.init_process_group("gloo")
+val_loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
+def evaluate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        for x, y in loader:
+            pair_ious = model(x)
+            {line}
+evaluate(model, val_loader)
+"""
+
+
+@pytest.mark.parametrize(
+    "line, found",
+    [
+        ("cost = -torch.log(pair_ious + 1e-8)", False),  # a logarithm
+        ("cost = math.log(pair_ious)", False),
+        ("writer.log({'iou': pair_ious.mean()})", True),  # a tracker's log line
+        ("print('mIoU', pair_ious.mean())", True),
+        ("print('EM', em)", True),  # a metric named by a short part
+        ("print('items', item)", False),  # a short part inside a longer word is none
+    ],
+)
+def test_a_logarithm_is_no_log_line_and_short_metric_names_count_as_whole_parts(line, found):
+    assert ("DDP017" in _rules(SHARDED_EVALUATION.format(line=line))) is found
+
+
+def test_helpers_imported_with_a_star_resolve_and_a_barrier_helper_reduces_nothing(tmp_path):
+    (tmp_path / "comm.py").write_text(
+        "import torch.distributed as dist\n"
+        "def synchronize():\n    dist.barrier()\n"
+        "def reduce_mean(t):\n    dist.all_reduce(t)\n    return t / dist.get_world_size()\n"
+    )
+    script = """
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler
+from comm import *
+def evaluate(model, loader):
+    model.eval()
+    correct = torch.zeros(1)
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum()
+    {reduce}
+    print("accuracy", correct.item())
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    evaluate(model, DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False)))
+"""
+    rules = [rule for rule in RULES if rule.id == "DDP017"]
+    for reduce, expected in [("synchronize()", ["DDP017"]), ("correct = reduce_mean(correct)", [])]:
+        (tmp_path / "train.py").write_text(script.format(reduce=reduce))
+        report = lint_paths([str(tmp_path / "train.py")], rules)
+        assert [f.rule for f in report.findings] == expected, reduce

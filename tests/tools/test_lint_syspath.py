@@ -44,6 +44,12 @@ INIT_PATHS = {
 
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
         """,
+    "os.path.split's head, as awesome-semantic-segmentation": """
+        import os, sys
+        cur_path = os.path.abspath(os.path.dirname(__file__))
+        root_path = os.path.split(cur_path)[0]
+        sys.path.append(os.path.join(root_path, "lib"))
+        """,
     "os.path calls": """
         import os, sys
         sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lib"))

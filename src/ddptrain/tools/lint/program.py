@@ -586,7 +586,10 @@ class Program:
         func = call.func
         if isinstance(func, ast.Name):
             own = [(m, f) for m, f in found if m is module]
-            return own or (found if func.id in module.imported else [])
+            if own or func.id in module.imported:
+                return own or found
+            starred = self._star_sources(module)  # from core.utils.distributed import *
+            return [(m, f) for m, f in found if m.stem in starred and self._top_level(m, f)]
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             owner = func.value.id
             if owner in ("self", "cls"):
@@ -595,6 +598,49 @@ class Program:
                 target = module.imported[owner]
                 return [(m, f) for m, f in found if m.stem == target or (m.file.parent.name == target and m.file.name)]
         return []
+
+    @staticmethod
+    def _star_sources(module: Module) -> Set[str]:
+        """The modules (last part of the name) a module imports everything from."""
+        return {name[:-2].rsplit(".", 1)[-1] for name in module.import_names if name.endswith(".*")}
+
+    @staticmethod
+    def _top_level(module: Module, function: ast.FunctionDef) -> bool:
+        return module.parents.get(function) is module.tree
+
+    @functools.cached_property
+    def classes(self) -> Dict[str, List[Tuple[Module, ast.ClassDef]]]:
+        found: Dict[str, List[Tuple[Module, ast.ClassDef]]] = {}
+        for module in self.modules:
+            for node in module.of_type(ast.ClassDef):
+                found.setdefault(node.name, []).append((module, node))
+        return found
+
+    def methods(self, class_name: str, name: str, depth: int = 2) -> List[Tuple[Module, ast.FunctionDef]]:
+        """A program class's method of that name, or its program base class's (`depth` levels up)."""
+        found: List[Tuple[Module, ast.FunctionDef]] = []
+        for module, node in self.classes.get(class_name, []):
+            own = [s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name]
+            found += [(module, f) for f in own]  # type: ignore[misc]
+            if not own and depth > 0:
+                for base in node.bases:
+                    found += self.methods(last_name(base), name, depth - 1)
+        return found
+
+    def bound_methods(self, call: ast.Call, module: Module) -> List[Tuple[Module, ast.FunctionDef]]:
+        """`self.metric.update(...)` or `metric.update(...)` where that name is assigned an instance of one of the
+        program's classes in this module (`self.metric = SegmentationMetric(n)`): that class's method."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or isinstance(func.value, ast.Call):
+            return []
+        receiver = call_name(func.value)
+        if not receiver:
+            return []
+        found: List[Tuple[Module, ast.FunctionDef]] = []
+        for assign in module.assignments(receiver):
+            if isinstance(assign.value, ast.Call):
+                found += self.methods(last_name(assign.value), func.attr)
+        return found
 
     def constant(self, node: ast.expr) -> ast.expr:
         if isinstance(node, ast.Name) and node.id in self.constants:
@@ -659,7 +705,7 @@ class Program:
             branch = module.rank_branch(call, stop=function)
             if branch is not None and not (is_collective(call, module) and both_arms_call(branch, last_name(call))):
                 continue
-            if _under_initialized_check(module, call, function) or _under_type_test(module, call, function):
+            if _under_initialized_check(module, call, function) or under_type_test(module, call, function):
                 continue
             if is_collective(call, module):
                 return call_name(call)
@@ -755,7 +801,7 @@ def both_arms_call(branch: ast.If, name: str) -> bool:
     return calls(branch.body) and calls(branch.orelse)
 
 
-def _under_type_test(module: Module, node: ast.AST, function: ast.FunctionDef) -> bool:
+def under_type_test(module: Module, node: ast.AST, function: ast.FunctionDef) -> bool:
     """Inside `if isinstance(value, torch.Tensor):` (or `type(value) == ...`) on one of the function's parameters:
     whether the call reaches it depends on what its caller passes (a helper that gathers tensors and keeps floats
     as they are), so no call site is said to reach it."""

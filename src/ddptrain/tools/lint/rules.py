@@ -980,7 +980,25 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
 
 # ---- DDP017 ---------------------------------------------------------------------------------------
 LOG_CALLS = {"print", "info", "log", "add_scalar", "add_scalars", "log_metrics", "log_metric"}
-METRIC_WORDS = ("acc", "top1", "top5", "correct", "loss", "metric", "precision", "recall", "f1")
+# a metric's name holds one of these anywhere, or one of METRIC_PARTS as a whole part (`em`, `val_ppl`, `mAP`)
+METRIC_WORDS = (
+    "acc",
+    "top1",
+    "top5",
+    "correct",
+    "loss",
+    "metric",
+    "precision",
+    "recall",
+    "f1",
+    "iou",
+    "psnr",
+    "ssim",
+    "bleu",
+    "perplexity",
+)
+MATH_MODULES = {"torch", "math", "np", "numpy", "F", "jnp", "tf", "scipy", "cmath"}
+METRIC_PARTS = {"em", "ppl", "map", "auc", "err", "dice", "wer"}
 # (collect_results/merge_results: mmcv's and OpenPCDet's gathering of every rank's results through files or
 # all_gather, which rank 0 then combines)
 REDUCING_WORDS = (
@@ -993,43 +1011,156 @@ REDUCING_WORDS = (
     "collect_results",
     "merge_results",
 )
+FILE_MERGES = ("collect_results", "merge_results")
+SHARD_COUNTS = ("num_shards", "num_replicas", "nshards")  # a custom per-rank split: ShardedDataIterator(...)
 
 
 def _reduces(program: Program, module: Module, function: ast.AST) -> bool:
-    """Whether a function reduces over ranks itself or through the program's functions it calls."""
+    """Whether a function combines values over ranks itself or through the program's functions and objects it
+    calls. A call the program defines counts by what it runs (`synchronize()` that only waits at a barrier combines
+    nothing), a library's by its name (`all_reduce`, `synchronize_between_processes`)."""
+    return module.memo(("reduces", id(function)), lambda: _reduces_in(program, module, function, 4))
+
+
+def _reduces_in(program: Program, module: Module, function: ast.AST, depth: int) -> bool:
     for call in module.calls_in(function):
-        name = last_name(call).lower()
-        if any(word in name for word in REDUCING_WORDS):  # (a barrier or a broadcast reduces nothing)
+        targets = program.resolve(call, module) or program.bound_methods(call, module)
+        if any(word in last_name(call).lower() for word in FILE_MERGES):
+            return True  # each rank's part written to a file, read back by rank 0: barriers are all they call
+        if not targets or depth == 0:  # a library's call, or one too deep to read: judged by its name
+            if any(word in last_name(call).lower() for word in REDUCING_WORDS) and not _within_process(module, call):
+                return True  # (a barrier or a broadcast reduces nothing)
+            continue
+        if any(callee is not function and _reduces_in(program, other, callee, depth - 1) for other, callee in targets):
             return True
-        for other, callee in program.resolve(call, module):
-            reached = program.reaches_collective(other, callee) if callee is not function else None
-            if reached and _combines_name(reached):
+    return False
+
+
+WITHIN_PROCESS = ("nn.parallel", "cuda.comm", "scatter_gather")  # DataParallel's gathers between one process's GPUs
+
+
+def _within_process(module: Module, call: ast.Call) -> bool:
+    """`torch.nn.parallel.gather(...)`, or `torch_gather(...)` imported from there: no other rank takes part."""
+    name = call_name(call)
+    if any(word in name for word in WITHIN_PROCESS) or name == "torch.gather" or keyword(call, "index") is not None:
+        return True  # (torch.gather / tensor.gather(dim, index=...): indexing, not a collective)
+    root = name.split(".")[0]
+    for node in module.imports:
+        for alias in node.names:  # type: ignore[attr-defined]
+            if (alias.asname or alias.name.split(".")[0]) == root:
+                source = (node.module + "." if isinstance(node, ast.ImportFrom) and node.module else "") + alias.name
+                return any(word in source for word in WITHIN_PROCESS)
+    return False
+
+
+def _shard_call(call: ast.Call) -> bool:
+    """A DistributedSampler, or a data iterator split per rank by keywords (`num_shards=`, `shard_id=`)."""
+    return last_name(call).endswith("DistributedSampler") or any(
+        keyword(call, name) is not None for name in SHARD_COUNTS
+    )
+
+
+def _shuffle_of(call: ast.Call) -> Optional[ast.expr]:
+    if last_name(call).endswith("DistributedSampler"):
+        return argument(call, 3, "shuffle")
+    return keyword(call, "shuffle")
+
+
+def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
+    """A shard maker built for evaluation: without shuffling, named for validation, under `if split == 'val':`,
+    or in a helper that one of its callers asks for an unshuffled (or validation) split."""
+    shuffle = _shuffle_of(call)
+    dataset = call.args[0] if call.args else keyword(call, "dataset")
+    names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
+    if is_const(shuffle, False) or _is_eval_name(names) or _under_eval_split(module, call):
+        return True
+    function = module.function_of(call)
+    if function is None or not isinstance(shuffle, ast.Name):
+        return False
+    parameters = [a.arg for a in function.args.args]
+    if shuffle.id not in parameters:
+        return False
+    position = parameters.index(shuffle.id) - (1 if parameters[:1] in (["self"], ["cls"]) else 0)
+    for other, site in program.sites_of(function.name):
+        passed = argument(site, position, shuffle.id)
+        if is_const(passed, False) or _is_eval_name(_sampler_target(other, site)):
+            return True
+    return False
+
+
+def _under_eval_split(module: Module, call: ast.Call) -> bool:
+    """Inside `if split == 'val':` (or `elif mode in ('test', 'val')`)."""
+    for parent in module.ancestors(call):
+        if isinstance(parent, ast.If) and isinstance(parent.test, ast.Compare):
+            words = [n.value for n in walk(parent.test) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            if any(_is_eval_name(w) and len(w) <= 10 for w in words):
                 return True
     return False
 
 
 def _evaluation_sharded(program: Program) -> bool:
-    """An evaluation DistributedSampler (shuffle=False, or named for validation) is built: each rank evaluates a
-    part. Without one every rank evaluates the whole set, and rank 0's figure is the model's."""
-    for module, call in program.calls():
-        if not last_name(call).endswith("DistributedSampler"):
-            continue
-        dataset = call.args[0] if call.args else keyword(call, "dataset")
-        names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
-        if is_const(keyword(call, "shuffle"), False) or _is_eval_name(names):
+    """An evaluation shard maker is built (see `_for_evaluation`): each rank evaluates a part. Without one every
+    rank evaluates the whole set, and rank 0's figure is the model's."""
+    return any(_shard_call(call) and _for_evaluation(program, module, call) for module, call in program.calls())
+
+
+def _logged_names(call: ast.Call) -> Set[str]:
+    """The names and attributes a call's arguments read: `acc`, `self.total_eval_loss[key]`."""
+    found: Set[str] = set()
+    for value in [*call.args, *[k.value for k in call.keywords]]:
+        for node in walk(value):
+            if isinstance(node, ast.Name):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+    return found
+
+
+def _name_parts(name: str) -> Set[str]:
+    return {part.lower() for part in re.split(r"[_\W\d]+|(?<=[a-z])(?=[A-Z])", name) if part}
+
+
+def _is_metric(names: Iterable[str]) -> bool:
+    return any(any(word in name.lower() for word in METRIC_WORDS) or _name_parts(name) & METRIC_PARTS for name in names)
+
+
+def _is_log_call(program: Program, module: Module, call: ast.Call) -> bool:
+    """`print`, `logger.info`, `writer.add_scalar`..., or a program function that passes one of its parameters to
+    one (`print_only_rank0(msg)`)."""
+    if _logs(call):
+        return True
+    return any(_logs_parameter(other, callee) for other, callee in program.resolve(call, module))
+
+
+def _logs(call: ast.Call) -> bool:
+    """A logging call by name — not the logarithm (`torch.log(x)`, `math.log(x)`, `x.log()`)."""
+    name = call_name(call)
+    if last_name(call) not in LOG_CALLS:
+        return False
+    return not (name.endswith(".log") or name == "log") or bool(
+        (call.args or call.keywords) and name.split(".")[0] not in MATH_MODULES
+    )
+
+
+def _logs_parameter(module: Module, function: ast.FunctionDef) -> bool:
+    def compute() -> bool:
+        parameters = {a.arg for a in function.args.args} - {"self", "cls"}
+        return any(_logs(call) and _logged_names(call) & parameters for call in module.calls_in(function))
+
+    return module.memo(("logs_parameter", id(function)), compute)
+
+
+def _in_loop(module: Module, node: ast.AST, function: ast.AST) -> bool:
+    for parent in module.ancestors(node):
+        if parent is function:
+            return False
+        if isinstance(parent, (ast.For, ast.While)):
             return True
     return False
 
 
-def _logged_names(call: ast.Call) -> Set[str]:
-    return {n.id for a in [*call.args, *[k.value for k in call.keywords]] for n in walk(a) if isinstance(n, ast.Name)}
-
-
-def _is_metric(names: Iterable[str]) -> bool:
-    return any(word in name.lower() for name in names for word in METRIC_WORDS)
-
-
 def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
+    yield from _unsynced_lightning_logs(program)
     if not program.distributed or not _evaluation_sharded(program):
         return
     for module in program.modules:
@@ -1038,10 +1169,10 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
             evaluates = _evaluates(calls)
             if not evaluates or _reduces(program, module, function):
                 continue
-            for call in calls:  # logged on rank 0, or on every rank (each its own shard)
-                if last_name(call) in LOG_CALLS and _is_metric(_logged_names(call)):
-                    yield module, call.lineno
-                    break
+            logged = [c for c in calls if _is_log_call(program, module, c) and _is_metric(_logged_names(c))]
+            if logged:  # logged on rank 0, or on every rank (each its own shard): the figure after the loop first
+                after = [c for c in logged if not _in_loop(module, c, function)]
+                yield module, (after or logged)[0].lineno
             loops = any(isinstance(n, (ast.For, ast.While)) for n in walk(function))
             returns = any(isinstance(n, ast.Return) and n.value is not None for n in walk(function))
             if returns and loops and _is_eval_name(function.name):  # an evaluation over a loader, not a loss helper
@@ -1065,11 +1196,86 @@ def _logged_by_callers(program: Program, name: str) -> Iterator[Hit]:
                 call
             ) & results:
                 break  # reduced before it is logged
-            if last_name(call) in LOG_CALLS:
+            if _is_log_call(program, module, call):
                 logged = _logged_names(call) & results
                 if logged and _is_metric(logged):
                     yield module, call.lineno
                     break
+
+
+# Lightning: `self.log(name, value)` of a plain tensor in a validation or test step logs each rank's own mean at
+# the epoch's end unless `sync_dist=True` (a torchmetrics Metric object syncs itself)
+LIGHTNING_EVAL_HOOKS = (
+    "validation_step",
+    "test_step",
+    "validation_epoch_end",
+    "test_epoch_end",
+    "on_validation_epoch_end",
+    "on_test_epoch_end",
+)
+
+
+def _lightning_ddp(program: Program) -> bool:
+    """A Lightning Trainer run with a DDP strategy (`strategy='ddp'`, `DDPStrategy(...)`, the old
+    `accelerator='ddp'`/`distributed_backend='ddp'`)."""
+    for _, call in program.calls():
+        name = last_name(call)
+        if name.startswith("DDP") and name.endswith(("Strategy", "Plugin")):
+            return True
+        if name == "Trainer":
+            for word in ("strategy", "accelerator", "distributed_backend"):
+                value = keyword(call, word)
+                if isinstance(value, ast.Constant) and isinstance(value.value, str) and "ddp" in value.value:
+                    return True
+    return False
+
+
+def _unsynced_lightning_logs(program: Program) -> Iterator[Hit]:
+    if not _lightning_ddp(program):
+        return
+    for module in program.modules:
+        for node in module.of_type(ast.ClassDef):
+            if any("Lightning" in last_name(b) for b in node.bases):
+                for method in _evaluation_methods(module, node):
+                    for call in module.calls_in(method):
+                        if call_name(call) in ("self.log", "self.log_dict") and _unsynced(module, call):
+                            yield module, call.lineno
+
+
+def _evaluation_methods(module: Module, node: ast.ClassDef) -> List[ast.FunctionDef]:
+    """A LightningModule's validation and test hooks, and the methods they call (`self._common_step(batch, "val")`)."""
+    methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+    reached = [methods[h] for h in LIGHTNING_EVAL_HOOKS if h in methods]
+    for hook in list(reached):
+        for call in module.calls_in(hook):
+            called = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+            if call_name(call) == f"self.{called}" and called in methods and methods[called] not in reached:
+                reached.append(methods[called])
+    return reached
+
+
+def _unsynced(module: Module, call: ast.Call) -> bool:
+    sync = keyword(call, "sync_dist")
+    if sync is not None and not is_const(sync, False):
+        return False
+    if is_const(keyword(call, "on_epoch"), False):
+        return False  # a per-step figure, each rank's by design
+    value = argument(call, 1, "value") if call_name(call) == "self.log" else argument(call, 0, "dictionary")
+    if value is None or isinstance(value, ast.Constant):
+        return False
+    metric_objects = {
+        call_name(t)
+        for assign in module.of_type(ast.Assign)
+        if isinstance(assign.value, ast.Call) and "torchmetrics" in _dotted_root(module, assign.value)
+        for t in assign.targets
+    }
+    return not (call_name(value) in metric_objects or last_name(value) in ("compute",))
+
+
+def _dotted_root(module: Module, call: ast.Call) -> str:
+    name = call_name(call)
+    root = name.split(".")[0]
+    return (module.import_tops.get(root) or "") + "." + name
 
 
 RULES: List[Rule] = [

@@ -102,6 +102,8 @@ def _value(node: ast.expr, env: Dict[str, str], file: Path) -> Optional[str]:
     if isinstance(node, ast.Attribute) and node.attr == "parent":
         inner = _value(node.value, env, file)
         return os.path.dirname(inner) if inner is not None else None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) and last_name(node.value) == "split":
+        return _split_head(node, env, file)  # os.path.split(path)[0]
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
         inner = _value(node.value.value, env, file)
         index = node.slice
@@ -113,6 +115,17 @@ def _value(node: ast.expr, env: Dict[str, str], file: Path) -> Optional[str]:
     if isinstance(node, ast.Call):
         return _call_value(node, env, file)
     return None
+
+
+def _split_head(node: ast.Subscript, env: Dict[str, str], file: Path) -> Optional[str]:
+    call = node.value
+    assert isinstance(call, ast.Call)
+    if not call_name(call).startswith(("os.", "osp.", "path.")) or len(call.args) != 1 or call.keywords:
+        return None
+    if not (isinstance(node.slice, ast.Constant) and node.slice.value == 0):
+        return None
+    inner = _value(call.args[0], env, file)
+    return os.path.split(inner)[0] if inner is not None else None
 
 
 def _call_value(node: ast.Call, env: Dict[str, str], file: Path) -> Optional[str]:
