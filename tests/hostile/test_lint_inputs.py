@@ -155,3 +155,33 @@ def test_installed_packages_and_far_away_folders_put_on_sys_path_are_not_read(tm
     assert run_lint([str(script)], as_json=True) == 0
     report = json.loads(capsys.readouterr().out)
     assert [Path(p).name for p in report["programs"][0]] == ["train.py", "_init_paths.py"]
+
+
+def test_helpers_that_all_call_one_another_are_read_in_bounded_time(tmp_path, capsys):
+    """Forty evaluation helpers, each calling all the others (whether any combines over ranks is asked through every
+    call, four levels deep): each is read once, the command ends and the shard's unreduced metric is found."""
+    import time
+
+    names = [f"helper{i}" for i in range(40)]
+    calls = "\n".join(f"        {name}(model, loader)" for name in names)
+    helpers = "\n".join(
+        f"def {name}(model, loader):\n    model.eval()\n    if loader is None:\n{calls}\n    return 0\n"
+        for name in names
+    )
+    source = (
+        DDP
+        + "from torch.utils.data import DataLoader, DistributedSampler\n"
+        + helpers
+        + "def evaluate(model, loader):\n    model.eval()\n    acc = helper0(model, loader)\n"
+        + "    print('val accuracy', acc)\n"
+        + "if __name__ == '__main__':\n    dist.init_process_group('gloo')\n"
+        + "    evaluate(model, DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False)))\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    started = time.monotonic()
+    assert run_lint([str(script)], as_json=True) == 0
+    assert time.monotonic() - started < 30  # seconds; read once per path, it takes hours
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    line = source.splitlines().index("    print('val accuracy', acc)") + 1
+    assert ("DDP017", line) in [(f["rule"], f["line"]) for f in findings]

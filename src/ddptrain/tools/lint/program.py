@@ -458,6 +458,13 @@ class Program:
         self.distributed = any(m.is_distributed() for m in self.modules)
         self.multiprocess = any(m.is_multiprocess() for m in self.modules)
         self._reaches: Dict[int, Optional[str]] = {}
+        self._memo: Dict[tuple, Any] = {}
+
+    def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """A rule's result that depends on the whole program (what calls resolve to), computed once per program."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     # ---- what the program runs -------------------------------------------------------------------------
     @functools.cached_property

@@ -1019,10 +1019,16 @@ def _reduces(program: Program, module: Module, function: ast.AST) -> bool:
     """Whether a function combines values over ranks itself or through the program's functions and objects it
     calls. A call the program defines counts by what it runs (`synchronize()` that only waits at a barrier combines
     nothing), a library's by its name (`all_reduce`, `synchronize_between_processes`)."""
-    return module.memo(("reduces", id(function)), lambda: _reduces_in(program, module, function, 4))
+    return _reduces_in(program, module, function, 4)
 
 
 def _reduces_in(program: Program, module: Module, function: ast.AST, depth: int) -> bool:
+    """Kept per function and depth in the program (which decides what a call resolves to): helpers that call one
+    another densely are read once each, not once per path."""
+    return program.memo(("reduces", id(function), depth), lambda: _reduces_reading(program, module, function, depth))
+
+
+def _reduces_reading(program: Program, module: Module, function: ast.AST, depth: int) -> bool:
     for call in module.calls_in(function):
         targets = program.resolve(call, module) or program.bound_methods(call, module)
         if any(word in last_name(call).lower() for word in FILE_MERGES):
@@ -1397,7 +1403,8 @@ RULES: List[Rule] = [
         WARNING,
         "evaluation sharded over ranks and its metric logged without a reduction over ranks: it describes one "
         "rank's shard (1/world_size of the data), not the model",
-        "all_reduce the sums (correct, count, loss x count) on every rank before logging",
+        "all_reduce the sums (correct, count, loss x count) on every rank before logging (Lightning: "
+        "self.log(..., sync_dist=True))",
         unreduced_metric_logged,
     ),
     Rule(
