@@ -491,3 +491,30 @@ if __name__ == "__main__":
         (tmp_path / "train.py").write_text(script.format(reduce=reduce))
         report = lint_paths([str(tmp_path / "train.py")], rules)
         assert [f.rule for f in report.findings] == expected, reduce
+
+
+HOROVOD_EVALUATION = """
+import horovod.torch as hvd
+val_loader = DataLoader(val_set, sampler=DistributedSampler(val_set, num_replicas=hvd.size(), rank=hvd.rank()))
+def validate(model, loader):
+    model.eval()
+    correct = torch.zeros(1)
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum()
+    {reduce}
+    print("val accuracy", correct.item() / len(loader.dataset))
+validate(model, val_loader)
+"""
+
+
+@pytest.mark.parametrize(
+    "reduce, found",
+    [
+        ("hvd.allreduce(correct, op=hvd.Sum)", True),  # out of place: the sum it returns is thrown away
+        ("correct = hvd.allreduce(correct, op=hvd.Sum)", False),
+        ("hvd.allreduce_(correct, op=hvd.Sum)", False),  # in place
+    ],
+)
+def test_horovods_out_of_place_allreduce_counts_only_where_its_result_is_kept(reduce, found):
+    assert ("DDP017" in _rules(HOROVOD_EVALUATION.format(reduce=reduce))) is found

@@ -620,7 +620,7 @@ def _is_compute(call: ast.Call) -> bool:
 
 # ---- DDP011 ---------------------------------------------------------------------------------------
 TCP_ADDRESS = re.compile(r"^tcp://[^\s]*:\d{2,5}/?$")
-PORT_OPTIONS = re.compile(r"^--?(master|dist|ddp|rdzv)?[_-]?port$")
+PORT_OPTIONS = re.compile(r"^--?(master|dist|ddp|rdzv|tcp|main)?[_-]?port$")
 
 
 def hard_coded_port(program: Program) -> Iterator[Hit]:
@@ -628,7 +628,8 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
         assigns = module.of_type(ast.Assign) if "MASTER_PORT" in module.source else []
         for node in [*assigns, *module.calls]:
             if isinstance(node, ast.Assign):
-                if _environ_port(node) and isinstance(_port_value(program, module, node, node.value), ast.Constant):
+                value = _port_value(program, module, node, node.value) if _environ_port(node) else None
+                if isinstance(value, ast.Constant) or (value is not None and _default_used(program, module, value)):
                     yield module, node.lineno
             elif last_name(node) == "init_process_group":
                 method = _port_value(program, module, node, keyword(node, "init_method") or ast.Constant(None))
@@ -645,6 +646,24 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                     yield module, node.lineno  # `--master-port` defaulting to a fixed number
         if "tcp://" in module.source:
             yield from _tcp_literals(module)
+
+
+def _default_used(program: Program, module: Module, value: ast.expr) -> bool:
+    """`def init_distributed(port=40111): ... os.environ['MASTER_PORT'] = str(port)`, called somewhere without a
+    port: the default is the port."""
+    function = module.function_of(value)
+    if function is None or not isinstance(value, ast.Name):
+        return False
+    parameters = function.args.args
+    defaults = dict(
+        zip([a.arg for a in parameters[len(parameters) - len(function.args.defaults) :]], function.args.defaults)
+    )
+    default = defaults.get(value.id)
+    if not (isinstance(default, ast.Constant) and str(default.value).isdigit()):
+        return False
+    position = [a.arg for a in parameters].index(value.id)
+    position -= 1 if [a.arg for a in parameters[:1]] in (["self"], ["cls"]) else 0
+    return any(argument(site, position, value.id) is None for _, site in program.sites_of(function.name))
 
 
 def _environ_port(node: ast.Assign) -> bool:
@@ -1050,6 +1069,8 @@ def _within_process(module: Module, call: ast.Call) -> bool:
     name = call_name(call)
     if any(word in name for word in WITHIN_PROCESS) or name == "torch.gather" or keyword(call, "index") is not None:
         return True  # (torch.gather / tensor.gather(dim, index=...): indexing, not a collective)
+    if "batchnorm" in name.lower() or "syncbn" in name.lower():
+        return True  # convert_sync_batchnorm builds layers: nothing is combined when it runs
     root = name.split(".")[0]
     for node in module.imports:
         for alias in node.names:  # type: ignore[attr-defined]
@@ -1172,8 +1193,10 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for function in module.functions:
             calls = module.calls_in(function)
-            evaluates = _evaluates(calls)
-            if not evaluates or _reduces(program, module, function):
+            if not _evaluates(calls):
+                continue
+            if _reduces(program, module, function):
+                yield from _logged_beside_a_reduction(program, module, function, calls)
                 continue
             logged = [c for c in calls if _is_log_call(program, module, c) and _is_metric(_logged_names(c))]
             if logged:  # logged on rank 0, or on every rank (each its own shard): the figure after the loop first
@@ -1183,6 +1206,145 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
             returns = any(isinstance(n, ast.Return) and n.value is not None for n in walk(function))
             if returns and loops and _is_eval_name(function.name):  # an evaluation over a loader, not a loss helper
                 yield from _logged_by_callers(program, function.name)
+
+
+def _logged_beside_a_reduction(
+    program: Program, module: Module, function: ast.AST, calls: List[ast.Call]
+) -> Iterator[Hit]:
+    """A function that combines some values over ranks and logs a validation figure none of whose values came out
+    of a combination: `val_loss_meter.avg` printed while only the metrics went through `all_gather`, or what
+    Horovod's out-of-place `hvd.allreduce(x)` returned thrown away."""
+    reduced = _reduced_values(program, module, function, calls)
+    for call in calls:
+        if not _is_log_call(program, module, call) or not _labelled_for_evaluation(call):
+            continue
+        values = _dotted_values(call)
+        if _is_metric(_logged_names(call)) and values and not values & reduced:
+            yield module, call.lineno
+            return
+
+
+def _labelled_for_evaluation(call: ast.Call) -> bool:
+    """The logged figure says it is a validation or test one: in its text, keys or names."""
+    texts = [n.value for n in walk(call) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return any(_is_eval_name(text) for text in [*texts, *_logged_names(call)])
+
+
+def _dotted_values(call: ast.Call) -> Set[str]:
+    """What a log call reads, as dotted names (`val_loss_meter`, `val_loss_meter.avg`), without `self` alone."""
+    found: Set[str] = set()
+    for value in [*call.args, *[k.value for k in call.keywords]]:
+        for node in walk(value):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                name = call_name(node)
+                if name and name not in ("self", "cls"):
+                    found.add(name)
+    return found
+
+
+def _reduced_values(program: Program, module: Module, function: ast.AST, calls: List[ast.Call]) -> Set[str]:
+    """The dotted names whose values come out of a combination over ranks in this function, in source order:
+    reduced in place (`dist.all_reduce(x)`, `metric_logger.synchronize...()`), assigned from a combining call
+    (`loss = reduce_mean(loss)`), computed from those, or a meter of the program fed with them."""
+    libraries = set(module.import_tops)
+    reduced: Set[str] = set()
+    assignments = [n for n in walk(function) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
+    events = sorted([*assignments, *calls], key=lambda n: (n.lineno, n.col_offset, isinstance(n, ast.Call)))
+    for node in events:
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            if node.value is not None and _dotted_in(node.value) & reduced:
+                reduced |= _assigned_names(node)
+        elif _combining_call(program, module, node):
+            statement = next(p for p in module.ancestors(node) if isinstance(p, ast.stmt))
+            if not isinstance(statement, ast.Expr):
+                reduced |= _assigned_names(statement)
+            elif not _out_of_place(module, node):  # its result thrown away: what it changed in place
+                changed = _in_place_targets(program, module, node)
+                reduced |= {name for name in changed if name.split(".")[0] not in libraries}
+        elif (
+            isinstance(node.func, ast.Attribute)
+            and not _is_log_call(program, module, node)
+            and any(_dotted_in(a) & reduced for a in node.args)
+        ):
+            receiver = {call_name(node.func.value), _root_name(node.func.value)}  # meter.update(reduced_loss)
+            reduced |= {name for name in receiver if name.split(".")[0] not in libraries}
+    return reduced - {"self", "cls", ""}
+
+
+def _dotted_in(node: ast.AST) -> Set[str]:
+    return {call_name(n) for n in walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def _root_name(node: ast.AST) -> str:
+    """`losses` for `losses[i]`, `self.meters[k]`'s `self.meters`."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return call_name(node)
+
+
+def _combining_call(program: Program, module: Module, call: ast.Call) -> bool:
+    if any(word in last_name(call).lower() for word in FILE_MERGES):
+        return True
+    targets = program.resolve(call, module) or program.bound_methods(call, module)
+    if targets:
+        return any(_reduces_in(program, other, callee, 3) for other, callee in targets)
+    return any(word in last_name(call).lower() for word in REDUCING_WORDS) and not _within_process(module, call)
+
+
+def _out_of_place(module: Module, call: ast.Call) -> bool:
+    """Horovod's `allreduce`/`allgather`/`broadcast` return a new tensor (the in-place forms end in `_`)."""
+    root = call_name(call).split(".")[0]
+    return module.import_tops.get(root) == "horovod" and not last_name(call).endswith("_")
+
+
+def _in_place_targets(program: Program, module: Module, call: ast.Call) -> Set[str]:
+    """What a combining call whose result is thrown away may have changed: for a function of the program, the
+    arguments it passes to an in-place collective (`reduce_tensor(t)` running `dist.all_reduce(t)`) and, for a
+    method, its object (`self.metric.update(pred, label)`); for a library's call, its first argument and its
+    object (`dist.all_reduce(x)`, `metric_logger.synchronize_between_processes()`)."""
+    found: Set[str] = set()
+    functions = program.resolve(call, module)
+    if functions:
+        for other, function in functions:
+            positions = _reduced_in_place(program, other, function)
+            found |= {name for i, a in enumerate(call.args) if i in positions for name in _dotted_in(a)}
+        return found
+    if call.args:
+        found |= _dotted_in(call.args[0])
+    if isinstance(call.func, ast.Attribute):
+        found |= {call_name(call.func.value), _root_name(call.func.value)}
+    return found
+
+
+def _reduced_in_place(program: Program, module: Module, function: ast.FunctionDef) -> Set[int]:
+    """The positions (as the caller counts them) of the parameters a function hands to an in-place collective."""
+
+    def compute() -> Set[int]:
+        parameters = [a.arg for a in function.args.args]
+        offset = 1 if parameters[:1] in (["self"], ["cls"]) else 0
+        found: Set[int] = set()
+        for call in module.calls_in(function):
+            first = call.args[0] if call.args else None
+            in_place = is_collective(call, module) or (
+                not program.resolve(call, module) and any(w in last_name(call).lower() for w in REDUCING_WORDS)
+            )
+            if in_place and isinstance(first, ast.Name) and first.id in parameters[offset:]:
+                found.add(parameters.index(first.id) - offset)
+        return found
+
+    return program.memo(("in place", id(function)), compute)
+
+
+def _assigned_names(statement: ast.stmt) -> Set[str]:
+    """What an assignment binds: `loss`, `self.best`, each of `a, b`, the container of `scores[key]`."""
+    if not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        return set()
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    found: Set[str] = set()
+    for target in targets:
+        for node in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+            found.add(_root_name(node.value if isinstance(node, ast.Starred) else node))
+    return found - {""}
 
 
 def _logged_by_callers(program: Program, name: str) -> Iterator[Hit]:
