@@ -464,8 +464,13 @@ def _wrapper_passed(
 
 
 def _saved_later(module: Module, call: ast.Call) -> bool:
-    """`ckp = model.state_dict()` then `torch.save(ckp, path)` in the same function."""
+    """`ckp = model.state_dict()` (or `ckp = {"state_dict": model.state_dict(), ...}`) then `torch.save(ckp, path)`
+    in the same function."""
     parent = module.parents.get(call)
+    while isinstance(parent, (ast.Dict, ast.List, ast.Tuple, ast.keyword)) or (
+        isinstance(parent, ast.Call) and call_name(parent) == "dict"
+    ):
+        parent = module.parents.get(parent)  # a value of the checkpoint dictionary
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
         return False
     name = parent.targets[0].id
