@@ -623,6 +623,16 @@ class Program:
                 found.setdefault(node.name, []).append((module, node))
         return found
 
+    @functools.cached_property
+    def method_names(self) -> Set[str]:
+        return {
+            statement.name
+            for found in self.classes.values()
+            for _, node in found
+            for statement in node.body
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+
     def methods(self, class_name: str, name: str, depth: int = 2) -> List[Tuple[Module, ast.FunctionDef]]:
         """A program class's method of that name, or its program base class's (`depth` levels up)."""
         found: List[Tuple[Module, ast.FunctionDef]] = []
@@ -640,6 +650,8 @@ class Program:
         func = call.func
         if not isinstance(func, ast.Attribute) or isinstance(func.value, ast.Call):
             return []
+        if func.attr not in self.method_names:
+            return []  # (most calls: .to(), .item(), .append() — no class of the program defines them)
         receiver = call_name(func.value)
         if not receiver:
             return []

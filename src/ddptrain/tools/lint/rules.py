@@ -1133,7 +1133,18 @@ def _under_eval_split(module: Module, call: ast.Call) -> bool:
 def _evaluation_sharded(program: Program) -> bool:
     """An evaluation shard maker is built (see `_for_evaluation`): each rank evaluates a part. Without one every
     rank evaluates the whole set, and rank 0's figure is the model's."""
-    return any(_shard_call(call) and _for_evaluation(program, module, call) for module, call in program.calls())
+    return any(_for_evaluation(program, module, call) for module in program.modules for call in _shard_calls(module))
+
+
+def _shard_calls(module: Module) -> List[ast.Call]:
+    """The module's DistributedSamplers and iterators split by keywords (looked for only where the words occur)."""
+
+    def compute() -> List[ast.Call]:
+        if "Sampler" not in module.source and not any(word in module.source for word in SHARD_COUNTS):
+            return []
+        return [call for call in module.calls if _shard_call(call)]
+
+    return module.memo(("shard calls",), compute)
 
 
 def _logged_names(call: ast.Call) -> Set[str]:
@@ -1391,7 +1402,15 @@ LIGHTNING_EVAL_HOOKS = (
 def _lightning_ddp(program: Program) -> bool:
     """A Lightning Trainer run with a DDP strategy (`strategy='ddp'`, `DDPStrategy(...)`, the old
     `accelerator='ddp'`/`distributed_backend='ddp'`)."""
-    for _, call in program.calls():
+    if not any("lightning" in name for module in program.modules for name in module.import_names):
+        return False
+    return any(module.memo(("lightning ddp",), lambda m=module: _runs_lightning_ddp(m)) for module in program.modules)
+
+
+def _runs_lightning_ddp(module: Module) -> bool:
+    if "ddp" not in module.source.lower():
+        return False
+    for call in module.calls:
         name = last_name(call)
         if name.startswith("DDP") and name.endswith(("Strategy", "Plugin")):
             return True
