@@ -6,6 +6,7 @@ flagging correct code. DDP004 (no drop_last: DistributedSampler pads, every rank
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
@@ -1404,7 +1405,9 @@ def _lightning_ddp(program: Program) -> bool:
     `accelerator='ddp'`/`distributed_backend='ddp'`)."""
     if not any("lightning" in name for module in program.modules for name in module.import_names):
         return False
-    return any(module.memo(("lightning ddp",), lambda m=module: _runs_lightning_ddp(m)) for module in program.modules)
+    return any(
+        module.memo(("lightning ddp",), functools.partial(_runs_lightning_ddp, module)) for module in program.modules
+    )
 
 
 def _runs_lightning_ddp(module: Module) -> bool:
