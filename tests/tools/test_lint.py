@@ -124,9 +124,10 @@ def test_a_folder_of_independent_scripts_is_linted_script_by_script(tmp_path, ca
     assert found == {("everyone.py", "DDP015"), ("common.py", "DDP011")}
     assert len(report["findings"]) == 2  # common.py's port: once, though two programs read it
     assert sorted(Path(p[0]).name for p in report["programs"]) == ["everyone.py", "guarded.py", "single.py"]
-    # read as one program (the former behaviour), the namesakes mix: guarded.py's save looks unguarded
+    # even read as one program, a namesake runs only where its own module's running code mentions it or a
+    # module imports it: everyone.py's call of its save_checkpoint does not make guarded.py's look unguarded
     merged = lint_program(gather([str(tmp_path)]).given)
-    assert ("guarded.py", "DDP015") in {(Path(f.file).name, f.rule) for f in merged}
+    assert ("guarded.py", "DDP015") not in {(Path(f.file).name, f.rule) for f in merged}
 
 
 def test_what_an_imported_module_never_runs_is_not_reported(tmp_path, capsys):
@@ -518,3 +519,41 @@ validate(model, val_loader)
 )
 def test_horovods_out_of_place_allreduce_counts_only_where_its_result_is_kept(reduce, found):
     assert ("DDP017" in _rules(HOROVOD_EVALUATION.format(reduce=reduce))) is found
+
+
+@pytest.mark.parametrize(
+    "imports, call, found",
+    [("from test import repeat_eval", "parse_config()", False), ("import test", "test.parse_config()", True)],
+)
+def test_a_namesake_in_an_imported_module_runs_only_where_it_is_used(tmp_path, capsys, imports, call, found):
+    """OpenPCDet's tools/train.py imports one helper from tools/test.py; both define parse_config(), and test.py's
+    (with a fixed port) runs only in its own __main__ block — unless train.py calls that one."""
+    _write(
+        tmp_path,
+        {
+            "test.py": """
+                def parse_config():
+                    os.environ["MASTER_PORT"] = "18888"
+
+                def repeat_eval(model):
+                    model.eval()
+
+                if __name__ == "__main__":
+                    parse_config()
+                """,
+            "train.py": f"""
+                {imports}
+                from test import repeat_eval
+
+                def parse_config():
+                    dist.init_process_group("gloo")
+
+                if __name__ == "__main__":
+                    {call}
+                    repeat_eval(model)
+                """,
+        },
+    )
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    report = json.loads(capsys.readouterr().out)
+    assert (("test.py", "DDP011") in {(Path(f["file"]).name, f["rule"]) for f in report["findings"]}) is found

@@ -459,6 +459,7 @@ class Program:
         self.multiprocess = any(m.is_multiprocess() for m in self.modules)
         self._reaches: Dict[int, Optional[str]] = {}
         self._memo: Dict[tuple, Any] = {}
+        self._mentioned_in: Dict[int, Set[str]] = {}  # names each module's running code mentions (see used_names)
 
     def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """A rule's result that depends on the whole program (what calls resolve to), computed once per program."""
@@ -478,20 +479,56 @@ class Program:
         for index, module in enumerate(self.modules):
             libraries = self._libraries(module)
             whole = index == 0 and not self.entry_is_script
-            found |= module.mentions(module.tree, libraries) if whole else module.at_import(libraries, index == 0)
+            mentioned = module.mentions(module.tree, libraries) if whole else module.at_import(libraries, index == 0)
+            self._mentioned_in[id(module)] = set(mentioned)
+            found |= mentioned
         walked: Set[int] = set()
+        waiting: Dict[int, Tuple[Module, ast.FunctionDef]] = {}  # not reachable yet: asked again when names are new
         pending = set(found)
         while pending:  # a function may become reachable only when a name it waits for is new
             candidates = {id(f): (m, f) for name in pending for m, f in self._waiting_for.get(name, ())}
+            candidates.update(waiting)
             pending = set()
-            for module, function in candidates.values():
-                if id(function) in walked or not self._reachable(module, function, found):
+            for key, (module, function) in candidates.items():
+                if key in walked:
                     continue
-                walked.add(id(function))
-                new = module.mentions(function, self._libraries(module)) - found
+                if not self._reachable(module, function, found):
+                    waiting[key] = (module, function)
+                    continue
+                waiting.pop(key, None)
+                walked.add(key)
+                mentioned = module.mentions(function, self._libraries(module))
+                self._mentioned_in[id(module)] |= mentioned
+                new = mentioned - found
                 found |= new
                 pending |= new
         return found
+
+    @functools.cached_property
+    def _namesakes(self) -> Set[str]:
+        """Names of module-level functions that more than one module of the program defines (`main`, `parse_args`)."""
+        seen: Set[str] = set()
+        twice: Set[str] = set()
+        for module in self.modules:
+            for statement in module.tree.body:
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    (twice if statement.name in seen else seen).add(statement.name)
+        return twice
+
+    def _namesake_used(self, module: Module, name: str) -> bool:
+        """A module-level function whose name another module's function shares runs where its own module's running
+        code mentions it, or where a module imports it (or its module) — not because a namesake is called."""
+        if name in self._mentioned_in.get(id(module), ()):
+            return True
+        sources = {module.stem, module.file.parent.name if module.stem == "__init__" else module.stem}
+        for other in self.modules:
+            if other is module:
+                continue
+            for imported in other.import_names:
+                source, _, last = imported.rpartition(".")
+                if (last in (name, "*") and source.rpartition(".")[2] in sources) or last in sources:
+                    return True
+        return False
 
     @functools.cached_property
     def _waiting_for(self) -> Dict[str, List[Tuple[Module, ast.FunctionDef]]]:
@@ -547,6 +584,8 @@ class Program:
         if isinstance(owner, ast.ClassDef):
             used = self._class_used(owner.name, names, 4)
             return used and (_called_implicitly(function.name) or function.name in names)
+        if function.name in names and owner is module.tree and function.name in self._namesakes:
+            return self._namesake_used(module, function.name)
         return function.name in names
 
     def _class_used(self, name: str, names: Set[str], depth: int) -> bool:
