@@ -557,3 +557,11 @@ def test_a_namesake_in_an_imported_module_runs_only_where_it_is_used(tmp_path, c
     run_lint([str(tmp_path / "train.py")], as_json=True)
     report = json.loads(capsys.readouterr().out)
     assert (("test.py", "DDP011") in {(Path(f["file"]).name, f["rule"]) for f in report["findings"]}) is found
+
+
+@pytest.mark.parametrize("body, found", [("hvd.allreduce(rt)", True), ("rt = hvd.allreduce(rt)", False)])
+def test_a_helper_that_throws_away_horovods_allreduce_combines_nothing(body, found):
+    """pytorch-distributed's reduce_mean: `rt = tensor.clone(); hvd.allreduce(rt); return rt` returns the local value."""
+    helper = f"def reduce_mean(tensor):\n    rt = tensor.clone()\n    {body}\n    return rt\n"
+    source = HOROVOD_EVALUATION.format(reduce="correct = reduce_mean(correct)")
+    assert ("DDP017" in _rules(helper + source)) is found

@@ -1059,7 +1059,9 @@ def _reduces_reading(program: Program, module: Module, function: ast.AST, depth:
         if any(word in last_name(call).lower() for word in FILE_MERGES):
             return True  # each rank's part written to a file, read back by rank 0: barriers are all they call
         if not targets or depth == 0:  # a library's call, or one too deep to read: judged by its name
-            if any(word in last_name(call).lower() for word in REDUCING_WORDS) and not _within_process(module, call):
+            if any(word in last_name(call).lower() for word in REDUCING_WORDS) and not (
+                _within_process(module, call) or _result_thrown_away(module, call)
+            ):
                 return True  # (a barrier or a broadcast reduces nothing)
             continue
         if any(callee is not function and _reduces_in(program, other, callee, depth - 1) for other, callee in targets):
@@ -1306,6 +1308,11 @@ def _combining_call(program: Program, module: Module, call: ast.Call) -> bool:
     if targets:
         return any(_reduces_in(program, other, callee, 3) for other, callee in targets)
     return any(word in last_name(call).lower() for word in REDUCING_WORDS) and not _within_process(module, call)
+
+
+def _result_thrown_away(module: Module, call: ast.Call) -> bool:
+    """`hvd.allreduce(rt)` as a statement: Horovod returns the combined tensor and leaves `rt` as it was."""
+    return _out_of_place(module, call) and isinstance(module.parents.get(call), ast.Expr)
 
 
 def _out_of_place(module: Module, call: ast.Call) -> bool:
