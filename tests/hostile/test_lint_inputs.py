@@ -185,3 +185,27 @@ def test_helpers_that_all_call_one_another_are_read_in_bounded_time(tmp_path, ca
     findings = json.loads(capsys.readouterr().out)["findings"]
     line = source.splitlines().index("    print('val accuracy', acc)") + 1
     assert ("DDP017", line) in [(f["rule"], f["line"]) for f in findings]
+
+
+def test_classes_that_inherit_from_each_other_end_the_method_lookup(tmp_path, capsys):
+    """`class A(B)` and `class B(A)` (an error only when Python runs it) with `self.metric = A()` and
+    `self.metric.update(...)` in an evaluation: the lookup of `update` through the bases ends, the command too."""
+    source = (
+        DDP
+        + "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n"
+        + "class A(B):\n    pass\nclass B(A):\n    pass\n"
+        + "class Other:\n    def update(self, pred, label):\n        pass\n"  # a method of that name elsewhere
+        + "class Runner:\n    def __init__(self):\n        self.metric = A()\n"
+        + "    def validate(self, model, loader):\n        model.eval()\n"
+        + "        for x, y in loader:\n            self.metric.update(model(x), y)\n"
+        + "        print('val accuracy', self.metric.accuracy)\n"
+        + "if __name__ == '__main__':\n"
+        + "    loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))\n"
+        + "    Runner().validate(model, loader)\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    assert run_lint([str(script)], as_json=True) == 0
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    line = source.splitlines().index("        print('val accuracy', self.metric.accuracy)") + 1
+    assert ("DDP017", line) in [(f["rule"], f["line"]) for f in findings]
