@@ -565,3 +565,101 @@ def test_a_helper_that_throws_away_horovods_allreduce_combines_nothing(body, fou
     helper = f"def reduce_mean(tensor):\n    rt = tensor.clone()\n    {body}\n    return rt\n"
     source = HOROVOD_EVALUATION.format(reduce="correct = reduce_mean(correct)")
     assert ("DDP017" in _rules(helper + source)) is found
+
+
+@pytest.mark.parametrize(
+    "source, rule",
+    [
+        # a program that ranks its processes by the local rank is written for one node: rank 0 of the node is rank 0
+        (
+            "dist.init_process_group('nccl', init_method='env://', rank={rank})\n"
+            "torch.cuda.set_device(local_rank)\nif local_rank == 0:\n    torch.save(model.module.state_dict(), 'a.pt')\n"
+            "print(os.environ['RANK'])\n",
+            "DDP019",
+        ),
+        (
+            "dist.init_process_group('nccl', init_method='env://', rank={rank})\n"
+            "torch.cuda.set_device(dist.get_rank())\n",
+            "DDP013",
+        ),
+    ],
+)
+@pytest.mark.parametrize("rank, expected", [("int(os.environ['RANK'])", True), ("local_rank", False)])
+def test_a_program_ranked_by_the_local_rank_is_single_node(source, rule, rank, expected):
+    program = "local_rank = int(os.environ['LOCAL_RANK'])\n" + source.format(rank=rank)
+    assert (rule in _rules(program)) is expected
+
+
+@pytest.mark.parametrize(
+    "visible, found", [("", True), ("os.environ['CUDA_VISIBLE_DEVICES'] = str(devices[rank])", False)]
+)
+def test_cuda_0_is_each_process_own_gpu_where_it_sees_one(visible, found):
+    """MSN's process_main makes one GPU visible per spawned process; then `cuda:0` is that process's GPU."""
+    source = f"""
+def process_main(rank, devices):
+    {visible or "pass"}
+    main(rank)
+
+def main(rank):
+    dist.init_process_group("nccl", rank=rank, world_size=2)
+    model = DDP(nn.Linear(2, 2).to("cuda:0"))
+
+mp.spawn(process_main, args=(devices,), nprocs=2)
+"""
+    assert ("DDP006" in _rules("import torch.multiprocessing as mp\n" + source)) is found
+
+
+@pytest.mark.parametrize(
+    "use, found",
+    [("vis = visdom.Visdom(port=args.port)", False), ("os.environ['MASTER_PORT'] = str(args.port)", True)],
+)
+def test_a_plain_port_option_counts_where_it_reaches_the_rendezvous(use, found):
+    source = f"""
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--port", type=int, default=8900)
+args = parser.parse_args()
+{use}
+dist.init_process_group("gloo")
+"""
+    assert ("DDP011" in _rules(source)) is found
+
+
+@pytest.mark.parametrize("shuffles, found", [("[False, False]", False), ("[True, False]", True)])
+def test_a_sampler_helper_every_caller_asks_not_to_shuffle_needs_no_set_epoch(shuffles, found):
+    """BLIP's create_sampler(datasets, shuffles, ...) zips its datasets with their shuffle flags."""
+    source = f"""
+def create_sampler(datasets, shuffles, num_tasks, global_rank):
+    samplers = []
+    for dataset, shuffle in zip(datasets, shuffles):
+        samplers.append(torch.utils.data.DistributedSampler(dataset, num_replicas=num_tasks, rank=global_rank, shuffle=shuffle))
+    return samplers
+
+dist.init_process_group("gloo")
+samplers = create_sampler([first, second], {shuffles}, 2, dist.get_rank())
+for epoch in range(10):
+    for x, y in DataLoader(first, sampler=samplers[0]):
+        loss = model(x).sum()
+        loss.backward()
+"""
+    assert ("DDP002" in _rules(source)) is found
+
+
+@pytest.mark.parametrize("launcher, found", [("pytorch", False), ("slurm", True)])
+def test_a_branch_no_caller_selects_does_not_run(launcher, found):
+    """KAIR's init_dist(launcher): every training script passes 'pytorch', so the SLURM setup and its port never run."""
+    source = f"""
+def init_dist(launcher):
+    if launcher == "pytorch":
+        dist.init_process_group("gloo")
+    elif launcher == "slurm":
+        init_slurm()
+
+def init_slurm():
+    os.environ["MASTER_PORT"] = "29500"
+    dist.init_process_group("gloo")
+
+if __name__ == "__main__":
+    init_dist("{launcher}")
+"""
+    assert ("DDP011" in _rules(source)) is found

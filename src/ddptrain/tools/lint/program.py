@@ -615,7 +615,42 @@ class Program:
                     return False
         names = self.used_names
         around = [f for f in module.functions if f.lineno <= line <= (f.end_lineno or f.lineno)]
-        return all(self._reachable(module, f, names) for f in around)
+        return all(self._reachable(module, f, names) and not self.dispatched_away(f) for f in around)
+
+    def dispatched_away(self, function: ast.FunctionDef) -> bool:
+        """Called only under `if launcher == 'slurm':` in a function every caller gives another constant
+        (`init_dist('pytorch')`): it never runs."""
+        return bool(self.memo(("dispatched away", id(function)), lambda: self._dispatched_away(function)))
+
+    def _dispatched_away(self, function: ast.FunctionDef) -> bool:
+        sites = self.sites_of(function.name)
+        if not sites:
+            return False
+        for module, site in sites:
+            caller = module.function_of(site)
+            branch = next((p for p in module.ancestors(site) if isinstance(p, ast.If)), None)
+            if caller is None or branch is None or not any(site in walk(s) for s in branch.body):
+                return False
+            test = branch.test
+            if not (
+                isinstance(test, ast.Compare)
+                and isinstance(test.left, ast.Name)
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq)
+                and isinstance(test.comparators[0], ast.Constant)
+            ):
+                return False
+            parameters = [a.arg for a in caller.args.args]
+            if test.left.id not in parameters:
+                return False
+            position = parameters.index(test.left.id) - (1 if parameters[:1] in (["self"], ["cls"]) else 0)
+            callers = self.sites_of(caller.name)
+            given = [argument(call, position, test.left.id) for _, call in callers]
+            if not callers or any(
+                not isinstance(value, ast.Constant) or value.value == test.comparators[0].value for value in given
+            ):
+                return False
+        return True
 
     def calls(self) -> Iterator[Tuple[Module, ast.Call]]:
         for module in self.modules:

@@ -132,8 +132,38 @@ def training_samplers(program: Program) -> Iterator[Tuple[Module, ast.Call]]:
             continue
         dataset = call.args[0] if call.args else keyword(call, "dataset")
         names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
-        if not _is_eval_name(names):
+        if not _is_eval_name(names) and not _callers_never_shuffle(program, module, call):
             yield module, call
+
+
+def _callers_never_shuffle(program: Program, module: Module, call: ast.Call) -> bool:
+    """`def create_sampler(datasets, shuffles, ...): for dataset, shuffle in zip(datasets, shuffles):
+    DistributedSampler(dataset, shuffle=shuffle)`, called by this program only with `[False, False]`."""
+    shuffle = keyword(call, "shuffle")
+    function = module.function_of(call)
+    if not isinstance(shuffle, ast.Name) or function is None:
+        return False
+    parameters = [a.arg for a in function.args.args]
+    source = shuffle.id
+    for loop in (n for n in walk(function) if isinstance(n, ast.For)):
+        zipped = loop.iter
+        if isinstance(zipped, ast.Call) and last_name(zipped) == "zip" and isinstance(loop.target, ast.Tuple):
+            targets = [t.id if isinstance(t, ast.Name) else "" for t in loop.target.elts]
+            if shuffle.id in targets and len(zipped.args) == len(targets):
+                flags = zipped.args[targets.index(shuffle.id)]
+                source = flags.id if isinstance(flags, ast.Name) else ""
+    if source not in parameters:
+        return False
+    position = parameters.index(source)
+    sites = program.sites_of(function.name)
+    values = [argument(site, position, source) for _, site in sites]
+    return bool(sites) and all(_all_false(value) for value in values)
+
+
+def _all_false(value: Optional[ast.expr]) -> bool:
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return bool(value.elts) and all(is_const(e, False) for e in value.elts)
+    return is_const(value, False)
 
 
 def _repeats_epochs(program: Program) -> bool:
@@ -318,7 +348,7 @@ def _maybe_nccl(program: Program, backend: ast.expr) -> bool:
 
 # ---- DDP006 ---------------------------------------------------------------------------------------
 def hard_coded_device(program: Program) -> Iterator[Hit]:
-    if not program.distributed:
+    if not program.distributed or _one_visible_device_per_process(program):
         return
     for module, call in program.calls():
         if last_name(call) in ("DistributedDataParallel", "DDP"):
@@ -335,6 +365,20 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
             scope = function or _top_statement(module, call)
             if not names_in(scope) & {"local_rank", "LOCAL_RANK", "gpu", "device_id"}:
                 yield module, call.lineno
+
+
+def _one_visible_device_per_process(program: Program) -> bool:
+    """`os.environ['CUDA_VISIBLE_DEVICES'] = str(devices[rank])` in each process: there, `cuda:0` is its own GPU."""
+    for module in program.modules:
+        if "CUDA_VISIBLE_DEVICES" not in module.source:
+            continue
+        for node in module.of_type(ast.Assign):
+            visible = any(
+                isinstance(t, ast.Subscript) and is_const(t.slice, "CUDA_VISIBLE_DEVICES") for t in node.targets
+            )
+            if visible and module.function_of(node) is not None and names_in(node.value) & (RANK_NAMES | {"gpu"}):
+                return True
+    return False
 
 
 def _top_statement(module: Module, node: ast.AST) -> ast.AST:
@@ -648,7 +692,8 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
             elif last_name(node) == "add_argument" and node.args and isinstance(node.args[0], ast.Constant):
                 default = keyword(node, "default")
                 option = PORT_OPTIONS.match(str(node.args[0].value))
-                if option and isinstance(default, ast.Constant) and str(default.value).isdigit():
+                fixed = option and isinstance(default, ast.Constant) and str(default.value).isdigit()
+                if fixed and (option.group(1) or _rendezvous_port(program, node)):  # type: ignore[union-attr]
                     yield module, node.lineno  # `--master-port` defaulting to a fixed number
         if "tcp://" in module.source:
             yield from _tcp_literals(module)
@@ -670,6 +715,27 @@ def _default_used(program: Program, module: Module, value: ast.expr) -> bool:
     position = [a.arg for a in parameters].index(value.id)
     position -= 1 if [a.arg for a in parameters[:1]] in (["self"], ["cls"]) else 0
     return any(argument(site, position, value.id) is None for _, site in program.sites_of(function.name))
+
+
+def _rendezvous_port(program: Program, option: ast.Call) -> bool:
+    """A plain `--port` option is the rendezvous port where its value reaches `MASTER_PORT`, an init_method or a
+    `tcp://` address (not a visdom or TensorBoard port)."""
+    dest = keyword(option, "dest")
+    name = str(dest.value) if isinstance(dest, ast.Constant) else "port"
+    for module in program.modules:
+        for node in module.of_type(ast.Attribute, ast.Name):  # args.port, or a parameter `port` it is passed as
+            if (node.attr if isinstance(node, ast.Attribute) else node.id) != name:
+                continue
+            for parent in module.ancestors(node):
+                if isinstance(parent, ast.stmt):
+                    if isinstance(parent, ast.Assign) and _environ_port(parent):
+                        return True
+                    break
+                if isinstance(parent, ast.Call) and last_name(parent) in ("init_process_group", "TCPStore"):
+                    return True
+                if isinstance(parent, ast.JoinedStr) and any(is_const_str(v, "tcp://") for v in parent.values):
+                    return True
+    return False
 
 
 def _environ_port(node: ast.Assign) -> bool:
@@ -770,8 +836,22 @@ def _attribute_from_process_index(program: Program, attr: str) -> bool:
     )
 
 
+def single_node(program: Program) -> bool:
+    """The program ranks its processes by the local rank (`init_process_group(..., rank=local_rank)`,
+    `DistributedSampler(..., rank=args.local_rank)`): it is written for one node, where the local rank is the rank."""
+    return program.memo(("single node",), lambda: any(_ranked_locally(call) for _, call in program.calls()))
+
+
+def _ranked_locally(call: ast.Call) -> bool:
+    name = last_name(call)
+    if name != "init_process_group" and not name.endswith("Sampler"):
+        return False
+    rank = keyword(call, "rank")
+    return rank is not None and "local_rank" in last_name(rank).lower()
+
+
 def global_rank_device(program: Program) -> Iterator[Hit]:
-    if not program.distributed:
+    if not program.distributed or single_node(program):
         return
     for module, call in program.calls():
         name = last_name(call)
@@ -938,7 +1018,7 @@ def _runs_on_several_nodes(program: Program) -> bool:
 
 
 def save_per_node(program: Program) -> Iterator[Hit]:
-    if not program.distributed or not _runs_on_several_nodes(program):
+    if not program.distributed or not _runs_on_several_nodes(program) or single_node(program):
         return
     for module, call in program.calls():
         if call_name(call) != "torch.save" and not any(
@@ -1274,7 +1354,9 @@ def _reduced_values(program: Program, module: Module, function: ast.AST, calls: 
             if node.value is not None and _dotted_in(node.value) & reduced:
                 reduced |= _assigned_names(node)
         elif _combining_call(program, module, node):
-            statement = next(p for p in module.ancestors(node) if isinstance(p, ast.stmt))
+            statement = next((p for p in module.ancestors(node) if isinstance(p, ast.stmt)), None)
+            if statement is None:
+                continue
             if not isinstance(statement, ast.Expr):
                 reduced |= _assigned_names(statement)
             elif not _out_of_place(module, node):  # its result thrown away: what it changed in place
