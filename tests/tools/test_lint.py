@@ -242,7 +242,7 @@ def test_select_and_ignore_take_rules_prefixes_and_categories(tmp_path, capsys):
 
 def test_github_annotations_and_sarif(tmp_path, capsys):
     script = tmp_path / "a,b.py"
-    script.write_text(HEADER + 'dist.init_process_group("nccl")\nos.environ["MASTER_PORT"] = "1"\n')
+    script.write_text(HEADER + 'dist.init_process_group("nccl")\nos.environ["MASTER_PORT"] = "1"\ndist.barrier()\n')
     assert run_lint([str(script)], style="github") == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"::error file={str(script).replace(',', '%2C')},line=8,title=DDP005::NCCL process")
@@ -271,7 +271,7 @@ def test_an_ignore_comment_silences_one_rule_on_one_line():
 def test_warnings_exit_0_unless_strict_and_errors_exit_1(tmp_path, capsys):
     warned, failed = tmp_path / "warned.py", tmp_path / "failed.py"
     warned.write_text(HEADER + 'os.environ["MASTER_PORT"] = "12355"\n')
-    failed.write_text(HEADER + 'dist.init_process_group("nccl")\n')
+    failed.write_text(HEADER + 'dist.init_process_group("nccl")\ndist.barrier()\n')
     assert run_lint([str(warned)], as_json=False) == 0
     assert run_lint([str(warned)], as_json=False, strict=True) == 1
     assert run_lint([str(failed)], as_json=True) == 1
@@ -663,3 +663,17 @@ if __name__ == "__main__":
     init_dist("{launcher}")
 """
     assert ("DDP011" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "work, found",
+    [
+        ("time.sleep(60)", False),  # a group made and destroyed: no GPU work, no device to choose
+        ("dist.barrier()", True),
+        ("model = DDP(SplitModel(dev0, dev1), device_ids=None)", False),  # one process drives two GPUs by design
+        ("model = DDP(nn.Linear(2, 2).cuda())", True),
+    ],
+)
+def test_nccl_without_set_device_where_a_process_has_one_gpu_to_use(work, found):
+    source = f"import time\ndist.init_process_group('nccl')\n{work}\ndist.destroy_process_group()\n"
+    assert ("DDP005" in _rules(source)) is found

@@ -7,3 +7,4 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 torch.cuda.set_device(local_rank)
 dist.init_process_group("nccl")
+model = DDP(nn.Linear(2, 2).cuda(), device_ids=[local_rank])

@@ -6,3 +6,4 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 dist.init_process_group("nccl")  # expect: DDP005
+model = DDP(nn.Linear(2, 2).cuda())  # every rank builds its model on GPU 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .program import (
+    COLLECTIVES,
     RANK_NAMES,
     Module,
     Program,
@@ -327,14 +328,27 @@ def _library_gives_sampler(program: Program) -> bool:
 
 
 # ---- DDP005 ---------------------------------------------------------------------------------------
+GPU_WORK = ("DistributedDataParallel", "DDP", "cuda", "to", "send", "recv", "isend", "irecv", *sorted(COLLECTIVES))
+
+
 def nccl_without_set_device(program: Program) -> Iterator[Hit]:
     if program.any_call("set_device") or any("CUDA_VISIBLE_DEVICES" in m.source for m in program.modules):
         return
+    if not program.any_call(*GPU_WORK) or _several_devices_per_process(program):
+        return  # a group made and destroyed with no GPU work, or one process driving several GPUs by design
     for module, call in program.calls():
         if last_name(call) == "init_process_group" and keyword(call, "device_id") is None:
             backend = argument(call, 0, "backend")
             if is_const(backend, "nccl") or (backend is not None and _maybe_nccl(program, backend)):
                 yield module, call.lineno
+
+
+def _several_devices_per_process(program: Program) -> bool:
+    """`DDP(model, device_ids=None)`: a model split over several GPUs of one process, which has no one device."""
+    return any(
+        last_name(call) in ("DistributedDataParallel", "DDP") and is_const(keyword(call, "device_ids"), None)
+        for _, call in program.calls()
+    )
 
 
 def _maybe_nccl(program: Program, backend: ast.expr) -> bool:
