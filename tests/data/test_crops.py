@@ -141,3 +141,26 @@ def test_a_decoded_image_given_to_the_transform_is_cropped_from_its_own_size():
     torch.manual_seed(0)
     out = train_transform(SIZE, 0.08)(image)
     assert out.shape == (3, SIZE, SIZE) and out.dtype == torch.uint8
+
+
+@pytest.mark.parametrize("size", [160, 224])
+def test_a_cpu_crop_holds_torchvisions_resize_of_the_region_byte_for_byte(size):
+    """The loader's own call into torch's uint8 resampling gives exactly the pixels torchvision's `resize` would:
+    training samples do not change with the faster path."""
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as F
+
+    from ddptrain.data.crops import resize_region
+
+    rng = np.random.default_rng(size)
+    image = torch.from_numpy(np.asarray(photo(rng, 500, 375))).permute(2, 0, 1)
+    for _ in range(20):
+        h, w = int(rng.integers(40, 376)), int(rng.integers(40, 501))
+        top, left = int(rng.integers(0, 376 - h)), int(rng.integers(0, 501 - w))
+        region = image[:, top : top + h, left : left + w]
+        flip = bool(rng.integers(0, 2))
+        ours = resize_region(region, size, InterpolationMode.BILINEAR, flip)
+        theirs = F.resize(region.unsqueeze(0), [size, size], interpolation=InterpolationMode.BILINEAR, antialias=True)[
+            0
+        ]
+        assert torch.equal(ours, theirs.flip(-1) if flip else theirs)

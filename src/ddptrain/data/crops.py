@@ -156,9 +156,14 @@ def resize_region(region: torch.Tensor, size: int, mode: InterpolationMode, flip
     on the region's device, its pixels stored channel-last (as decoders write them; `stack` keeps them so).
 
     The region is first copied out channel-last and whole: torch's uint8 resampling is about twice as fast on
-    that than on a strided view of the decoded image."""
+    that than on a strided view of the decoded image. Bilinear on the CPU calls torch's uint8 resampling directly:
+    the same kernel and bytes as torchvision's `resize`, without its dispatch (130 rather than 150 µs for a
+    training crop of a 500 x 375 photo to 160 px, one thread)."""
     pixels = region.unsqueeze(0).contiguous(memory_format=torch.channels_last)
-    out = F.resize(pixels, [size, size], interpolation=mode, antialias=True)[0]
+    if pixels.device.type == "cpu" and mode == InterpolationMode.BILINEAR:
+        out = torch.nn.functional.interpolate(pixels, (size, size), mode="bilinear", antialias=True)[0]
+    else:
+        out = F.resize(pixels, [size, size], interpolation=mode, antialias=True)[0]
     return out.flip(-1) if flip else out
 
 
