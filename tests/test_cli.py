@@ -58,7 +58,9 @@ def test_help_lint_and_make_dataset_run_without_torch(no_torch, tmp_path):
     proc, _ = run(["train", "--help"], no_torch)
     assert proc.returncode == 0 and "--lr" in proc.stdout and "optimisation recipe" in proc.stdout
     script = tmp_path / "x.py"
-    script.write_text('import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl")\nx = torch.ones(1).cuda()\n')
+    script.write_text(
+        'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl")\nx = torch.ones(1).cuda()\n'
+    )
     proc, _ = run(["lint", script], no_torch)
     assert proc.returncode == 1 and "DDP" in proc.stdout, proc.stderr[-2000:]  # a finding, found without torch
     proc, _ = run(["make-dataset", "--out", tmp_path / "d", "--classes", 2, "--per-class", 2], no_torch)

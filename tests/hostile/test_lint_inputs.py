@@ -209,3 +209,43 @@ def test_classes_that_inherit_from_each_other_end_the_method_lookup(tmp_path, ca
     findings = json.loads(capsys.readouterr().out)["findings"]
     line = source.splitlines().index("        print('val accuracy', self.metric.accuracy)") + 1
     assert ("DDP017", line) in [(f["rule"], f["line"]) for f in findings]
+
+
+def test_config_files_that_loop_are_huge_or_undecodable_are_skipped_not_followed(tmp_path, capsys):
+    """DDP011 reads the repository's YAML files for a configured rendezvous port: a folder link back to the root
+    is not followed, a file over 1 MB or of binary junk is skipped or read as far as it decodes, and the port in
+    the one readable config is still found."""
+    from ..tools.test_lint_configs import TRAINER
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "trainer.py").write_text(TRAINER)
+    (repo / "config").mkdir()
+    (repo / "config" / "loop").symlink_to(repo, target_is_directory=True)
+    (repo / "config" / "huge.yaml").write_text("dist_config:\n  dist_url: tcp://h:12345\n" + "# x\n" * 300_000)
+    (repo / "config" / "junk.yml").write_bytes(b"\xff\xfe\x00dist_config:\n\x00\x80  dist_url: \xc3\n" * 1000)
+    (repo / "config" / "link.yaml").symlink_to(repo / "config" / "huge.yaml")
+    assert run_lint([str(repo / "trainer.py")], as_json=True) == 0
+    assert [f for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "DDP011"] == []
+    (repo / "config" / "real.yaml").write_text("dist_config:\n  dist_url: 'tcp://127.0.0.1:23456'\n")
+    assert run_lint([str(repo / "trainer.py")], as_json=True) == 0
+    found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "DDP011"]
+    assert [(Path(f["file"]).name, f["line"]) for f in found] == [("trainer.py", 10)]
+
+
+def test_json_configs_nested_past_the_limit_or_broken_are_skipped(tmp_path, capsys):
+    """A JSON file nested 10,000 deep (past Python's recursion limit), one cut off mid-way and one that is a list:
+    lint ends, reads none of them as a config, and finds the port of the real one."""
+    from ..tools.test_lint_configs import TRAINER
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "trainer.py").write_text(TRAINER)
+    (repo / "deep.json").write_text('{"dist_config": ' * 10_000 + '{"dist_url": "tcp://h:12345"}' + "}" * 10_000)
+    (repo / "cut.json").write_text('{"dist_config": {"dist_url": "tcp://h:12345"')
+    (repo / "list.json").write_text('[{"dist_config": {"dist_url": "tcp://h:12345"}}]')
+    assert run_lint([str(repo / "trainer.py")], as_json=True) == 0
+    assert [f for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "DDP011"] == []
+    (repo / "real.json").write_text('{"dist_config": {"dist_url": "tcp://h:12345"}}')
+    assert run_lint([str(repo / "trainer.py")], as_json=True) == 0
+    assert [f["line"] for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "DDP011"] == [10]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
+from . import configs
 from .program import Module
 from .syspath import path_additions
 
@@ -78,6 +79,7 @@ def gather(paths: Sequence[str]) -> Sources:
     """Parse the files given (a folder: every .py file under it) and note the shell scripts beside them."""
     _module_files.cache_clear()  # what the folders held at the last call (in this process) may have changed
     _namespace_folder.cache_clear()
+    configs.clear()
     sources = Sources()
     for raw in paths:
         path = Path(raw)
@@ -89,7 +91,7 @@ def gather(paths: Sequence[str]) -> Sources:
                 elif file.suffix in SHELL_SUFFIXES:
                     sources.shell_scripts.append(file)
         elif path.is_file():
-            sources.scope.append(_repository_root(path.resolve().parent))
+            sources.scope.append(repository_root(path.resolve().parent))
             _add(sources, path, str(path))
         else:
             sources.problems.append(f"{raw}: no such file or folder")
@@ -123,7 +125,7 @@ def _root_of(path: Path) -> Optional[Path]:
     if path.is_dir():
         return path.resolve()
     if path.is_file():
-        return _repository_root(path.resolve().parent)
+        return repository_root(path.resolve().parent)
     return None
 
 
@@ -153,7 +155,7 @@ def _add(sources: Sources, path: Path, shown: str) -> None:
     sources.given.append(module)
 
 
-def _repository_root(folder: Path) -> Path:
+def repository_root(folder: Path) -> Path:
     """The folder above `folder` that holds a repository marker (at most a few levels up), else `folder`."""
     here = folder
     for _ in range(MAX_LEVELS_UP + 1):

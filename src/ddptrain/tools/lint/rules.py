@@ -9,8 +9,11 @@ import ast
 import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
+from .configs import fixed_settings
+from .discover import repository_root
 from .program import (
     COLLECTIVES,
     RANK_NAMES,
@@ -692,12 +695,12 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
         assigns = module.of_type(ast.Assign) if "MASTER_PORT" in module.source else []
         for node in [*assigns, *module.calls]:
             if isinstance(node, ast.Assign):
-                value = _port_value(program, module, node, node.value) if _environ_port(node) else None
-                if isinstance(value, ast.Constant) or (value is not None and _default_used(program, module, value)):
+                if _environ_port(node) and _fixed_port(program, module, node):
                     yield module, node.lineno
             elif last_name(node) == "init_process_group":
                 method = _port_value(program, module, node, keyword(node, "init_method") or ast.Constant(None))
-                if isinstance(method, ast.Constant) and str(method.value).startswith("tcp://"):
+                literal = isinstance(method, ast.Constant) and str(method.value).startswith("tcp://")
+                if literal or _configured(program, module, node, method, address=True):
                     yield module, node.lineno
             elif last_name(node) == "TCPStore":
                 port = _port_value(program, module, node, argument(node, 1, "port") or ast.Constant(None))
@@ -711,6 +714,15 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                     yield module, node.lineno  # `--master-port` defaulting to a fixed number
         if "tcp://" in module.source:
             yield from _tcp_literals(module)
+
+
+def _fixed_port(program: Program, module: Module, node: ast.Assign) -> bool:
+    """`os.environ["MASTER_PORT"] = ...` a literal, a parameter's default that a caller leaves, or a configured
+    value that the repository's YAML files fix."""
+    value = _port_value(program, module, node, node.value)
+    if isinstance(value, ast.Constant) or _default_used(program, module, value):
+        return True
+    return _configured(program, module, node, value, address=False)
 
 
 def _default_used(program: Program, module: Module, value: ast.expr) -> bool:
@@ -729,6 +741,92 @@ def _default_used(program: Program, module: Module, value: ast.expr) -> bool:
     position = [a.arg for a in parameters].index(value.id)
     position -= 1 if [a.arg for a in parameters[:1]] in (["self"], ["cls"]) else 0
     return any(argument(site, position, value.id) is None for _, site in program.sites_of(function.name))
+
+
+def _configured(program: Program, module: Module, at: ast.AST, value: ast.expr, address: bool) -> bool:
+    """A port (`address`: an init_method) read from a configuration whose YAML files in the program's repository
+    fix it: `init_method=hp.dist_config.dist_url` with `dist_url: "tcp://localhost:54321"` under `dist_config:`,
+    or a `port` parameter filled from `**opt['dist_params']` with `port: 29500` under `dist_params:`."""
+    entry = program.modules[0].file if program.modules else Path()
+    if entry == Path() or not entry.is_absolute():
+        return False  # source given as text: no repository to read
+    root = repository_root(entry.parent)
+    return any(fixed_settings(keys, root, address) for keys in _config_keys(program, module, at, value, depth=3))
+
+
+def _config_keys(program: Program, module: Module, at: ast.AST, value: ast.expr, depth: int) -> List[Tuple[str, ...]]:
+    """The key paths a value may come from: `hp.dist_config.dist_url` -> (dist_config, dist_url), `cfg["port"]`
+    and `cfg.get("port")` -> (port,); a parameter: what its callers pass (`**opt["dist_params"]` -> (dist_params,
+    port)), through `**kwargs` passed on, a few calls deep."""
+    keys = _chain(value, module)
+    if keys:
+        return [keys]
+    function = module.function_of(at)
+    if depth <= 0 or function is None or not isinstance(value, ast.Name):
+        return []
+    return _parameter_keys(program, function, value.id, depth)
+
+
+def _parameter_keys(program: Program, function: ast.FunctionDef, name: str, depth: int) -> List[Tuple[str, ...]]:
+    parameters = [a.arg for a in function.args.args + function.args.kwonlyargs]
+    by_kwargs = function.args.kwarg is not None and function.args.kwarg.arg == name
+    if name not in parameters and not by_kwargs:
+        return []
+    position = parameters.index(name) if name in parameters else len(parameters)
+    position -= 1 if parameters[:1] in (["self"], ["cls"]) else 0
+    found: List[Tuple[str, ...]] = []
+    for caller, site in program.sites_of(function.name):
+        given = None if by_kwargs else argument(site, position, name)
+        if given is not None:
+            found += _config_keys(program, caller, site, _port_value(program, caller, site, given), depth - 1)
+            continue
+        for spread in (kw.value for kw in site.keywords if kw.arg is None):  # f(..., **opt["dist_params"])
+            source = _last_assignment(caller, site, spread)
+            keys = _chain(source, caller)
+            if keys:
+                found.append(keys if by_kwargs else (*keys, name))
+                continue
+            outer = caller.function_of(site)
+            kwargs = outer.args.kwarg.arg if outer is not None and outer.args.kwarg is not None else None
+            if outer is not None and kwargs and is_name(source, kwargs) and depth > 1:  # def f(**kwargs): g(**kwargs)
+                found += [(*k, name) for k in _parameter_keys(program, outer, kwargs, depth - 1)]
+    return found
+
+
+def _chain(node: ast.expr, module: Module) -> Tuple[str, ...]:
+    """The keys of a configuration read as attributes, string subscripts or `.get("key")` below a local name;
+    () for anything else (a module's constant, an environment variable, a computed key)."""
+    keys: List[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            keys.append(node.attr)
+            node = node.value
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ):
+            keys.append(node.slice.value)
+            node = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and last_name(node) == "get"
+            and isinstance(node.func, ast.Attribute)
+            and node.args
+        ):
+            if not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                return ()
+            keys.append(node.args[0].value)
+            node = node.func.value
+        else:
+            break
+    if not keys or not isinstance(node, ast.Name) or node.id in module.imported or node.id in ("os", "environ"):
+        return ()
+    return tuple(reversed(keys))
+
+
+def is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
 
 
 def _rendezvous_port(program: Program, option: ast.Call) -> bool:

@@ -1,0 +1,155 @@
+"""Rendezvous settings a program reads from the YAML and JSON configuration files of its repository.
+
+`init_process_group(init_method=hp.dist_config.dist_url)` hard-codes nothing in Python, but a `config/*.yaml` that
+says `dist_config: {dist_url: "tcp://localhost:54321"}` does: every run of that config on a node rendezvouses on
+the same port; so does hifi-gan's `config_v1.json` with `"dist_config": {"dist_url": "tcp://localhost:54321"}`.
+YAML files are read as indented `key: value` lines (no YAML library: this is lint's only use of them, and it must
+stay fast and torch-free), JSON files that mention a port with `json`; only values that look like a port or a
+`tcp://host:port` address are kept, each with the path of keys above it.
+
+Hostile folders are bounded: symbolic links are not followed, files over `MAX_BYTES` and folders past
+`MAX_FILES` configuration files are skipped, unreadable or undecodable files are read as far as they decode,
+JSON nested past `MAX_DEPTH` is not followed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Sequence, Tuple
+
+SUFFIXES = (".yaml", ".yml", ".json")
+SKIPPED_FOLDERS = {".git", ".hg", "node_modules", "__pycache__", ".venv", "venv", "site-packages", ".tox"}
+MAX_FILES = 5000
+MAX_BYTES = 1 << 20
+MAX_DEPTH = 32
+JSON_PORT = re.compile(r'tcp://|port"\s*:\s*"?\d', re.IGNORECASE)  # worth parsing
+KEY_LINE = re.compile(r"^(\s*(?:-\s+)?)([A-Za-z_][\w.-]*)\s*:(?:\s+(.*?))?\s*$")
+PORT = re.compile(r"^\d{2,5}$")
+TCP_ADDRESS = re.compile(r"^tcp://[^\s]*:\d{2,5}/?$")
+
+
+@dataclass(frozen=True)
+class Setting:
+    keys: Tuple[str, ...]  # the keys above the value, outermost first
+    value: str
+    file: Path
+    line: int
+
+
+def fixed_settings(keys: Sequence[str], root: Path, address: bool) -> List[Setting]:
+    """The settings under `root` whose key path ends with `keys` and whose value is a fixed port (`address`: a
+    `tcp://host:port` address). A single key must be a top-level one: `args.port` is not `visdom: {port: 8097}`."""
+    wanted = tuple(keys)
+    pattern = TCP_ADDRESS if address else PORT
+    return [
+        s
+        for s in _settings(root)
+        if s.keys[-len(wanted) :] == wanted and (len(wanted) > 1 or len(s.keys) == 1) and pattern.match(s.value)
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _settings(root: Path) -> Tuple[Setting, ...]:
+    found: List[Setting] = []
+    for path in _yaml_files(root):
+        found.extend(_read(path))
+    return tuple(found)
+
+
+def clear() -> None:
+    """Forget what the folders held (a long-lived process linting again after they changed)."""
+    _settings.cache_clear()
+
+
+def _yaml_files(root: Path) -> List[Path]:
+    files: List[Path] = []
+    for folder, subfolders, names in os.walk(root, followlinks=False):
+        subfolders[:] = sorted(d for d in subfolders if d not in SKIPPED_FOLDERS)
+        for name in sorted(names):
+            if name.endswith(SUFFIXES):
+                files.append(Path(folder) / name)
+                if len(files) >= MAX_FILES:
+                    return files
+    return files
+
+
+def _read(path: Path) -> List[Setting]:
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_BYTES:
+            return []
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return _read_json(path, text) if path.suffix == ".json" else _read_yaml(path, text)
+
+
+def _read_json(path: Path, text: str) -> List[Setting]:
+    if not JSON_PORT.search(text):
+        return []
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(data, dict):
+        return []  # records (annotations, a dataset's index), not a configuration
+    settings: List[Setting] = []
+
+    def visit(node: Any, keys: Tuple[str, ...], depth: int) -> None:
+        if depth > MAX_DEPTH:
+            return
+        if isinstance(node, dict):
+            for key, value in node.items():
+                visit(value, (*keys, str(key)), depth + 1)
+        elif isinstance(node, list):  # a list's items hold the list's keys
+            for value in node:
+                visit(value, keys, depth + 1)
+        elif keys and isinstance(node, (str, int)) and not isinstance(node, bool):
+            value = str(node)
+            if PORT.match(value) or TCP_ADDRESS.match(value):
+                settings.append(Setting(keys, value, path, _line_of(text, keys[-1])))
+
+    visit(data, (), 0)
+    return settings
+
+
+def _line_of(text: str, key: str) -> int:
+    at = text.find(f'"{key}"')
+    return text.count("\n", 0, at) + 1 if at >= 0 else 1
+
+
+def _read_yaml(path: Path, text: str) -> List[Setting]:
+    settings: List[Setting] = []
+    above: List[Tuple[int, str]] = []  # (indent, key) of the keys that hold the lines below them
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or stripped in ("---", "..."):
+            continue
+        match = KEY_LINE.match(_without_comment(line))
+        if match is None:
+            continue
+        indent, key, value = len(match.group(1)), match.group(2), (match.group(3) or "")
+        while above and above[-1][0] >= indent:
+            above.pop()
+        if not value:
+            above.append((indent, key))
+            continue
+        value = value.strip("\"'")
+        if PORT.match(value) or TCP_ADDRESS.match(value):
+            settings.append(Setting((*[k for _, k in above], key), value, path, number))
+    return settings
+
+
+def _without_comment(line: str) -> str:
+    """`port: 29500  # the default` -> `port: 29500` (a `#` inside quotes stays)."""
+    quote = ""
+    for i, char in enumerate(line):
+        if char in "\"'" and (not quote or quote == char):
+            quote = "" if quote else char
+        elif char == "#" and not quote and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line

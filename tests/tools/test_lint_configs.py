@@ -1,0 +1,131 @@
+"""DDP011 through a repository's YAML files: a rendezvous port the Python code reads from a configuration that
+fixes it (`init_method=hp.dist_config.dist_url`, `**opt["dist_params"]`)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from ddptrain.tools.lint import run_lint
+from ddptrain.tools.lint.configs import fixed_settings
+
+TRAINER = """\
+import argparse
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import yaml
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def train(rank, hp, num_gpus):
+    torch.cuda.set_device(rank)
+    dist.init_process_group(backend="nccl", init_method=hp["dist_config"]["dist_url"], world_size=num_gpus, rank=rank)
+    model = DDP(torch.nn.Linear(2, 2).cuda(), device_ids=[rank])
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-c", "--config", required=True)
+    args = parser.parse_args()
+    with open(args.config) as f:
+        hp = yaml.safe_load(f)
+    mp.spawn(train, args=(hp, torch.cuda.device_count()), nprocs=torch.cuda.device_count())
+"""
+
+LAUNCHER = """\
+import os
+import torch
+import torch.distributed as dist
+
+def init_dist(launcher, backend="nccl", **kwargs):
+    if launcher == "slurm":
+        _init_dist_slurm(backend, **kwargs)
+
+def _init_dist_slurm(backend, port=None):
+    torch.cuda.set_device(int(os.environ["SLURM_LOCALID"]))
+    if port is not None:
+        os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group(backend=backend)
+"""
+
+MAIN = """\
+import argparse
+import yaml
+from dist_util import init_dist
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-opt", required=True)
+    args = parser.parse_args()
+    opt = yaml.safe_load(open(args.opt))
+    init_dist("slurm", **opt["dist_params"])
+"""
+
+
+def _repository(root: Path, files: dict) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    (root / ".git").mkdir(exist_ok=True)
+    return root
+
+
+def _ports(path: Path, capsys) -> list:
+    run_lint([str(path)], as_json=True)
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    return [(Path(f["file"]).name, f["line"]) for f in findings if f["rule"] == "DDP011"]
+
+
+def test_an_init_method_read_from_a_config_that_fixes_its_port_is_found(tmp_path, capsys):
+    config = (
+        'model:\n  width: 64\n#####\ndist_config:\n  dist_backend: nccl\n  dist_url: "tcp://localhost:54321"  # x\n'
+    )
+    repo = _repository(tmp_path / "repo", {"trainer.py": TRAINER, "config/default.yaml": config})
+    assert _ports(repo / "trainer.py", capsys) == [("trainer.py", 10)]
+    (repo / "config" / "default.yaml").write_text(config.replace("tcp://localhost:54321", "env://"))
+    assert _ports(repo / "trainer.py", capsys) == []  # the launcher's environment: nothing fixed
+
+
+def test_a_port_parameter_filled_from_a_config_section_through_kwargs_is_found(tmp_path, capsys):
+    options = "name: x\ndist_params:\n  backend: nccl\n  port: 29500\ntrain:\n  lr: 0.1\n"
+    repo = _repository(tmp_path / "repo", {"main.py": MAIN, "dist_util.py": LAUNCHER, "options/train.yml": options})
+    assert _ports(repo / "main.py", capsys) == [("dist_util.py", 12)]
+    (repo / "options" / "train.yml").write_text(options.replace("  port: 29500\n", ""))
+    assert _ports(repo / "main.py", capsys) == []
+
+
+def test_a_same_named_key_elsewhere_in_the_config_is_not_the_rendezvous_port(tmp_path, capsys):
+    """`args.port` reaching MASTER_PORT is not a visdom server's `port: 8097`, nor a port under another section."""
+    script = TRAINER.replace('init_method=hp["dist_config"]["dist_url"]', 'init_method="env://"')
+    script = script.replace(
+        "    torch.cuda.set_device(rank)\n",
+        "    torch.cuda.set_device(rank)\n    os.environ['MASTER_PORT'] = str(args.port)\n",
+    )
+    script = "import os\n" + script
+    config = "visdom:\n  port: 8097\nserver:\n  dist_url: tcp://localhost:54321\n"
+    repo = _repository(tmp_path / "repo", {"trainer.py": script, "config/default.yaml": config})
+    assert _ports(repo / "trainer.py", capsys) == []
+
+
+def test_settings_keep_the_keys_above_them_and_skip_lists_comments_and_other_values(tmp_path):
+    (tmp_path / "a.yaml").write_text(
+        "# port: 1111\nouter:\n  inner:\n    port: '2222'   # quoted\n  hosts:\n    - name: x\n      port: 3333\n"
+        "  url: 'tcp://h:4444'\nport: not-a-port\nother: {port: 5555}\n"
+    )
+    assert [s.value for s in fixed_settings(["inner", "port"], tmp_path, address=False)] == ["2222"]
+    assert [s.value for s in fixed_settings(["hosts", "port"], tmp_path, address=False)] == ["3333"]
+    assert [s.line for s in fixed_settings(["outer", "url"], tmp_path, address=True)] == [8]
+    assert fixed_settings(["port"], tmp_path, address=False) == []  # no top-level port: the one there is words
+
+
+def test_a_json_config_fixes_the_port_too(tmp_path, capsys):
+    """hifi-gan's shape: `h.dist_config["dist_url"]` from a `config_v1.json`; a JSON file without that section, or
+    annotations that only mention ports in passing, change nothing."""
+    script = TRAINER.replace('hp["dist_config"]["dist_url"]', 'hp.dist_config["dist_url"]')
+    config = {"resblock": "1", "dist_config": {"dist_backend": "nccl", "dist_url": "tcp://localhost:54321"}}
+    repo = _repository(tmp_path / "repo", {"train.py": script, "config_v1.json": json.dumps(config, indent=4)})
+    (repo / "annotations.json").write_text(json.dumps([{"port": 8080, "dist_url": "tcp://x:1234"}]))
+    assert _ports(repo / "train.py", capsys) == [("train.py", 10)]
+    (repo / "config_v1.json").write_text(json.dumps({"dist_config": {"dist_url": "env://"}}))
+    assert _ports(repo / "train.py", capsys) == []
+    assert [s.keys for s in fixed_settings(["dist_url"], repo, address=True)] == []  # the list's items: no top level
