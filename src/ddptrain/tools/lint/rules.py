@@ -411,39 +411,51 @@ def _top_statement(module: Module, node: ast.AST) -> ast.AST:
 # ---- DDP007 ---------------------------------------------------------------------------------------
 def _wraps(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
     """(name, line, scope) of each `name = DDP(...)`, also through a helper of the program that returns the
-    wrapper (`model = wrap_ddp(model, local_rank)`)."""
+    wrapper (`model = wrap_ddp(model, local_rank)`) or a tuple holding it (`model, opt = distributed_opt(...)`)."""
     found = []
     assigns = [n for n in module.of_type(ast.Assign) if isinstance(n.value, ast.Call)]
     for node in assigns:
         value = node.value
         assert isinstance(value, ast.Call)
-        if last_name(value) in ("DistributedDataParallel", "DDP") or any(
-            _returns_wrapper(other, callee) for other, callee in program.resolve(value, module)
-        ):
-            for target in node.targets:
-                if isinstance(target, (ast.Name, ast.Attribute)):
-                    found.append((call_name(target), node.lineno, module.scope_of(node)))
+        positions: Set[Optional[int]] = {WHOLE}
+        if last_name(value) not in ("DistributedDataParallel", "DDP"):
+            positions = {_wrapper_returned(other, callee) for other, callee in program.resolve(value, module)}
+        for target in node.targets:
+            if isinstance(target, ast.Tuple):
+                named = [(i, t) for i, t in enumerate(target.elts) if i in positions]
+            else:
+                named = [(WHOLE, target)] if WHOLE in positions else []
+            for _, name in named:
+                if isinstance(name, (ast.Name, ast.Attribute)):
+                    found.append((call_name(name), node.lineno, module.scope_of(node)))
     return found
 
 
-def _returns_wrapper(module: Module, function: ast.FunctionDef) -> bool:
-    """Every `return` of the function gives a DDP(...) call or a name last assigned one (kept per function)."""
-    return bool(module.memo(("returns_wrapper", id(function)), lambda: _all_returns_wrapper(module, function)))
+WHOLE = -1  # a function returns the wrapper itself (not an element of a tuple)
 
 
-def _all_returns_wrapper(module: Module, function: ast.FunctionDef) -> bool:
+def _wrapper_returned(module: Module, function: ast.FunctionDef) -> Optional[int]:
+    """Where every `return` of the function gives a DDP(...) call or a name last assigned one: WHOLE, or its
+    position in the returned tuple (`return model, opt`); None otherwise (kept per function)."""
+    return module.memo(("returns_wrapper", id(function)), lambda: _position_returned(module, function))
+
+
+def _position_returned(module: Module, function: ast.FunctionDef) -> Optional[int]:
     if not any(word in module.source for word in ("DistributedDataParallel", "DDP")):
-        return False
+        return None
     returns = [n for n in walk(function) if isinstance(n, ast.Return) and module.function_of(n) is function]
-    if not returns:
-        return False
-    for node in returns:
-        value = node.value
+    positions = {_wrapper_position(module, node) for node in returns}
+    return positions.pop() if len(positions) == 1 else None
+
+
+def _wrapper_position(module: Module, node: ast.Return) -> Optional[int]:
+    values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+    for position, value in enumerate(values):
         if isinstance(value, ast.Name):
             value = _last_assignment(module, node, value)
-        if not (isinstance(value, ast.Call) and last_name(value) in ("DistributedDataParallel", "DDP")):
-            return False
-    return True
+        if isinstance(value, ast.Call) and last_name(value) in ("DistributedDataParallel", "DDP"):
+            return position if isinstance(node.value, ast.Tuple) else WHOLE
+    return None
 
 
 def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> bool:
@@ -469,11 +481,12 @@ def saves_wrapped_state(program: Program) -> Iterator[Hit]:
         ):
             continue  # the program loads its files back into the wrapper: the prefix is its own format
         for call in module.calls:  # `save_model(args, model)` whose helper saves `model.state_dict()`: pass .module
-            if any(
-                any(_saves_state_of(other, other.calls_in(callee), {parameter}))
-                for other, callee, parameter in _wrapper_passed(program, module, call, wraps)
-            ):
-                yield module, call.lineno
+            for other, callee, parameter in _wrapper_passed(program, module, call, wraps):
+                saved = list(_saves_state_of(other, other.calls_in(callee), {parameter}))
+                if saved and "save" in last_name(call).lower():
+                    yield module, call.lineno
+                else:  # `train(model, ...)` that saves `model.state_dict()` among other work: found where it saves
+                    yield from saved
         for hit in _saves_state_of(module, module.calls, wraps):
             saves = [c for c in module.calls if c.lineno == hit[1]]
             if not any(_on_single_process_path(module, c) for c in saves):
@@ -509,10 +522,8 @@ def _saves_state_of(module: Module, calls: List[ast.Call], wraps) -> Iterator[Hi
 def _wrapper_passed(
     program: Program, module: Module, call: ast.Call, wraps
 ) -> Iterator[Tuple[Module, ast.FunctionDef, str]]:
-    """`save_model(args, model, optimizer)` with `model` the wrapper: (the helper's module, the helper, the name its
-    parameter gives the wrapper)."""
-    if "save" not in last_name(call).lower():
-        return
+    """`save_model(args, model, optimizer)` or `train_validate(model, ...)` with `model` the wrapper: (the function's
+    module, the function, the name its parameter gives the wrapper)."""
     for position, value in [*enumerate(call.args), *((k.arg, k.value) for k in call.keywords)]:
         if not isinstance(value, (ast.Name, ast.Attribute)) or not _is_wrapper(module, call, call_name(value), wraps):
             continue
