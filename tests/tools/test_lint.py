@@ -677,3 +677,35 @@ if __name__ == "__main__":
 def test_nccl_without_set_device_where_a_process_has_one_gpu_to_use(work, found):
     source = f"import time\ndist.init_process_group('nccl')\n{work}\ndist.destroy_process_group()\n"
     assert ("DDP005" in _rules(source)) is found
+
+
+def test_a_function_called_through_a_package_and_its_subpackage_is_the_programs(tmp_path, capsys):
+    """`encoding.utils.save_checkpoint(...)` runs the package's own `save_checkpoint`, whose torch.save makes the
+    call a checkpoint save: under `args.gpu == 0` in a job over several nodes, every node writes it (DDP019)."""
+    _write(
+        tmp_path,
+        {
+            "encoding/__init__.py": "from . import utils\n",
+            "encoding/utils/__init__.py": "from .files import *\n",
+            "encoding/utils/files.py": """\
+                def save_checkpoint(state, filename):
+                    torch.save(state, filename)
+                """,
+            "train.py": """\
+                import encoding
+                def main_worker(gpu, ngpus_per_node, args):
+                    args.gpu = gpu
+                    args.rank = args.rank * ngpus_per_node + gpu
+                    dist.init_process_group("gloo", world_size=args.world_size, rank=args.rank)
+                    model = DDP(nn.Linear(2, 2))
+                    for epoch in range(3):
+                        if args.gpu == 0:
+                            encoding.utils.save_checkpoint({"model": model.module.state_dict()}, "checkpoint.pt")
+                if __name__ == "__main__":
+                    main_worker(0, 1, None)
+                """,
+        },
+    )
+    assert run_lint([str(tmp_path / "train.py")], as_json=True) == 0
+    found = [(Path(f["file"]).name, f["rule"]) for f in json.loads(capsys.readouterr().out)["findings"]]
+    assert found == [("train.py", "DDP019")]

@@ -678,6 +678,17 @@ class Program:
             if owner in module.imported:  # a module, or a package whose __init__ re-exports its modules' names
                 target = module.imported[owner]
                 return [(m, f) for m, f in found if m.stem == target or (m.file.parent.name == target and m.file.name)]
+        if isinstance(func, ast.Attribute) and isinstance(
+            func.value, ast.Attribute
+        ):  # encoding.utils.save_checkpoint()
+            root = call_name(func.value).split(".", 1)[0]
+            if root in module.imported and root not in ("self", "cls"):
+                package, target = module.imported[root], func.value.attr
+                return [
+                    (m, f)
+                    for m, f in found
+                    if package in m.file.parts and (m.stem == target or m.file.parent.name == target)
+                ]
         return []
 
     @staticmethod

@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .configs import fixed_settings
 from .discover import repository_root
@@ -1135,9 +1135,32 @@ def _per_node_test(program: Program, module: Module, test: ast.expr) -> bool:
 
 
 def _runs_on_several_nodes(program: Program) -> bool:
-    return program.any_call("get_rank") or any(
-        module.words & (MULTI_NODE_NAMES | {"RANK"}) for module in program.modules
+    return (
+        program.any_call("get_rank")
+        or any(module.words & (MULTI_NODE_NAMES | {"RANK"}) for module in program.modules)
+        or any(_rank_from_node_rank(module) for module in program.modules)
     )
+
+
+def _rank_from_node_rank(module: Module) -> bool:
+    """`args.rank = args.rank * ngpus_per_node + gpu`: the job's rank computed from the node's (the `--rank` option
+    counts nodes, as in PyTorch's ImageNet example)."""
+    if "rank" not in module.source:
+        return False
+    return any(
+        isinstance(node.op, ast.Mult)
+        and len({_node_part(names_in(node.left)), _node_part(names_in(node.right))} - {""}) == 2
+        for node in module.of_type(ast.BinOp)
+    )
+
+
+def _node_part(names: FrozenSet[str]) -> str:
+    """Which factor of `node_rank * processes_per_node` these names make, if either."""
+    if names & {"rank", "node_rank", "NODE_RANK", "nr"}:
+        return "node"
+    if any("gpus" in n or "per_node" in n or n in ("device_count", "nproc", "nprocs") for n in names):
+        return "width"
+    return ""
 
 
 def save_per_node(program: Program) -> Iterator[Hit]:
