@@ -729,7 +729,7 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
 
 def _fixed_port(program: Program, module: Module, node: ast.Assign) -> bool:
     """`os.environ["MASTER_PORT"] = ...` a literal, a parameter's default that a caller leaves, or a configured
-    value that the repository's YAML files fix."""
+    value that the repository's YAML or JSON files fix."""
     value = _port_value(program, module, node, node.value)
     if isinstance(value, ast.Constant) or _default_used(program, module, value):
         return True
@@ -755,8 +755,8 @@ def _default_used(program: Program, module: Module, value: ast.expr) -> bool:
 
 
 def _configured(program: Program, module: Module, at: ast.AST, value: ast.expr, address: bool) -> bool:
-    """A port (`address`: an init_method) read from a configuration whose YAML files in the program's repository
-    fix it: `init_method=hp.dist_config.dist_url` with `dist_url: "tcp://localhost:54321"` under `dist_config:`,
+    """A port (`address`: an init_method) read from a configuration whose YAML or JSON files in the program's
+    repository fix it: `init_method=hp.dist_config.dist_url` with `dist_url: "tcp://localhost:54321"` under `dist_config:`,
     or a `port` parameter filled from `**opt['dist_params']` with `port: 29500` under `dist_params:`."""
     entry = program.modules[0].file if program.modules else Path()
     if entry == Path() or not entry.is_absolute():
