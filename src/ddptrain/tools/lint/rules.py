@@ -888,14 +888,33 @@ def _tcp_literals(module: Module) -> Iterator[Hit]:
         else:
             parts = node.values
             first, last = parts[0], parts[-1]
-            if not (is_const_str(first, "tcp://") and isinstance(last, ast.Constant)):
+            if not is_const_str(first, "tcp://"):
                 continue
-            if not re.fullmatch(r":\d{2,5}/?", str(last.value)):
+            literal = isinstance(last, ast.Constant) and re.fullmatch(r":\d{2,5}/?", str(last.value))
+            if not (literal or _computed_port(module, node, parts)):
                 continue
         parent = module.parents.get(node)
         if isinstance(parent, ast.Expr) or (isinstance(parent, ast.keyword) and parent.arg in ("help", "init_method")):
             continue
         yield module, node.lineno
+
+
+PORT_ARITHMETIC = {"os", "getuid", "sys", "platform", "hash", "int", "abs"}
+
+
+def _computed_port(module: Module, at: ast.JoinedStr, parts: List[ast.expr]) -> bool:
+    """`f"tcp://127.0.0.1:{port}"` with `port = 2**15 + hash(os.getuid()) % 2**14`: computed, but the same number
+    for every job of the user (two jobs on a node collide as with a literal)."""
+    if len(parts) < 2 or not isinstance(parts[-1], ast.FormattedValue):
+        return False
+    before = parts[-2]
+    if not (isinstance(before, ast.Constant) and str(before.value).endswith(":")):
+        return False
+    value = _last_assignment(module, at, parts[-1].value)
+    if value is parts[-1].value:  # a parameter, an option, nothing assigned here
+        return False
+    numbers = any(isinstance(n, ast.Constant) and type(n.value) is int for n in walk(value))
+    return numbers and names_in(value) <= PORT_ARITHMETIC
 
 
 def is_const_str(node: ast.AST, prefix: str) -> bool:

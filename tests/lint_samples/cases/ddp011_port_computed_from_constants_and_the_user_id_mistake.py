@@ -1,0 +1,22 @@
+"""ddptrain lint sample ddp011_port_computed_from_constants_and_the_user_id: the mistake (lines marked `# expect:` get exactly those findings)."""
+import os, math, sys, argparse
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+
+
+def worker(rank, args):
+    dist.init_process_group("gloo", init_method=args.dist_url, world_size=args.n_gpu, rank=rank)
+    model = DDP(nn.Linear(2, 2))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n_gpu", type=int, default=2)
+    port = 2**15 + 2**14 + hash(os.getuid() if sys.platform != "win32" else 1) % 2**14  # the same for every job of the user
+    parser.add_argument("--dist_url", default=f"tcp://127.0.0.1:{port}")  # expect: DDP011 (no fix)
+    args = parser.parse_args()
+    mp.spawn(worker, nprocs=args.n_gpu, args=(args,))
