@@ -69,6 +69,12 @@ def write_synthetic(root: Path, classes: int, per_class: int, seed: int = 0, sta
     return root
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _lint_cache_of_the_session(tmp_path_factory) -> None:
+    """`ddptrain lint` run by the tests keeps its cache in a folder of the test session, never in ~/.cache."""
+    os.environ["DDPTRAIN_LINT_CACHE"] = str(tmp_path_factory.mktemp("lint-cache"))
+
+
 def cli_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.pop("DDPTRAIN_WORKER", None)

@@ -243,6 +243,14 @@ def _add_reading_commands(sub) -> None:
         help="processes reading paths of different repositories side by side (default 0: one per CPU; 1: none; "
         "--fix and --diff use one)",
     )
+    lint.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where the reports of repositories are kept, used again while none of the files they read changed "
+        "(compared by content; default: $DDPTRAIN_LINT_CACHE, else ~/.cache/ddptrain/lint)",
+    )
+    lint.add_argument("--no-cache", action="store_true", help="read everything again; keep nothing")
 
     rep = sub.add_parser(
         "report",
@@ -420,6 +428,9 @@ def cmd_bench(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
 
 def cmd_lint(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
     from .tools.lint import run_lint
+    from .tools.lint.cache import default_folder
+
+    cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else default_folder()
 
     return run_lint(
         args.paths,
@@ -431,6 +442,7 @@ def cmd_lint(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
         fix=args.fix,
         diff=args.diff,
         jobs=args.jobs,
+        cache_folder=cache,
     )
 
 

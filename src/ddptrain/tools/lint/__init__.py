@@ -20,9 +20,11 @@ import sys
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from .cache import Cache, group_key
 from .discover import Program as FoundProgram
 from .discover import Sources, gather, independent_groups, programs
 from .fixes import FIXES, apply, edits_for, line_key
@@ -57,6 +59,7 @@ class Report:
     problems: List[str]
     files: int
     programs: List[List[str]]  # each program's files, its entry point first
+    scope: List[str] = field(default_factory=list)  # the folders imports were looked for in (cache.py)
 
 
 @contextlib.contextmanager
@@ -78,20 +81,36 @@ def _collector_paused():
             gc.unfreeze()
 
 
-def lint_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]] = None, jobs: int = 1) -> Report:
+def lint_paths(
+    paths: Sequence[str], rules: Optional[Sequence[Rule]] = None, jobs: int = 1, cache: Optional[Cache] = None
+) -> Report:
     """Lint the programs the paths hold; a finding in a module several programs share is reported once. Paths of
     different repositories cannot import from one another: with `jobs` > 1 they are read in that many processes
-    (where processes fork), with the same report as in one."""
+    (where processes fork), with the same report as in one. With a `cache`, a group of paths whose files have not
+    changed since it was last linted is answered from it (cache.py), with the same report."""
     groups = independent_groups(paths)
-    if jobs > 1 and len(groups) > 1 and _can_fork():
-        parts = _in_processes(groups, rules, jobs)
+    chosen = select() if rules is None else list(rules)
+    keys = [group_key(group, chosen) for group in groups] if cache is not None else []
+    parts: List[Optional[Report]] = [None] * len(groups)
+    if cache is not None:
+        for index, group in enumerate(groups):
+            stored = cache.get(keys[index], group)
+            parts[index] = Report(*stored) if stored is not None else None
+    todo = [index for index, part in enumerate(parts) if part is None]
+    if jobs > 1 and len(todo) > 1 and _can_fork():
+        made = _in_processes([groups[i] for i in todo], chosen, jobs)
     else:
-        parts = [_lint_group(group, rules) for group in groups]
+        made = [_lint_group(groups[i], chosen) for i in todo]
+    for index, report in zip(todo, made):
+        parts[index] = report
+        if cache is not None:
+            cache.put(keys[index], groups[index], report.scope, report)
+    done = [part for part in parts if part is not None]
     return Report(
-        sorted({f for part in parts for f in part.findings}, key=lambda f: (f.file, f.line, f.rule)),
-        [problem for part in parts for problem in part.problems],
-        sum(part.files for part in parts),
-        [program for part in parts for program in part.programs],
+        sorted({f for part in done for f in part.findings}, key=lambda f: (f.file, f.line, f.rule)),
+        [problem for part in done for problem in part.problems],
+        sum(part.files for part in done),
+        [program for part in done for program in part.programs],
     )
 
 
@@ -148,7 +167,8 @@ def _report(sources: Sources, found: List[FoundProgram], rules: Optional[Sequenc
     for program in found:
         findings.update(lint_program(program.modules, rules))
     ordered = sorted(findings, key=lambda f: (f.file, f.line, f.rule))
-    return Report(ordered, sources.problems, len(sources.given), [[m.path for m in p.modules] for p in found])
+    programs = [[m.path for m in p.modules] for p in found]
+    return Report(ordered, sources.problems, len(sources.given), programs, [str(s) for s in sources.scope])
 
 
 @dataclass
@@ -276,7 +296,9 @@ def run_lint(
     fix: bool = False,
     diff: bool = False,
     jobs: int = 1,
+    cache_folder: Optional[Path] = None,
 ) -> int:
+    """The `lint` command: its exit status. `cache_folder`: where reports of unchanged repositories are kept."""
     out = out or sys.stdout
     if jobs < 0:
         print(f"error: --jobs {jobs}: give 0 (one process per CPU), 1 (none) or more", file=sys.stderr)
@@ -301,11 +323,14 @@ def run_lint(
         if diff and not fix:
             return 1 if changes else 0
     else:
+        cache = Cache(cache_folder) if cache_folder is not None else None
         try:
-            report = lint_paths(paths, rules, jobs or default_jobs())
+            report = lint_paths(paths, rules, jobs or default_jobs(), cache)
         except WorkerDied as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        if cache is not None and cache.problem:
+            print(f"note: {cache.problem}", file=sys.stderr)
     _print(report, rules, "json" if as_json else style, out)
     if report.problems:
         return 2

@@ -66,6 +66,11 @@ def clear() -> None:
     _settings.cache_clear()
 
 
+def candidate_files(root: Path) -> List[Path]:
+    """The YAML and JSON files under `root` that configuration settings are read from (cache.py hashes them)."""
+    return _yaml_files(root)
+
+
 def _yaml_files(root: Path) -> List[Path]:
     files: List[Path] = []
     for folder, subfolders, names in os.walk(root, followlinks=False):

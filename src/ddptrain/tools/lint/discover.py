@@ -104,7 +104,7 @@ def independent_groups(paths: Sequence[str]) -> List[List[str]]:
     their first path. Each group is read as if it were linted alone, so groups can be read in parallel."""
     groups: List[Tuple[List[Path], List[str]]] = []
     for raw in paths:
-        root = _root_of(Path(raw))
+        root = root_of(Path(raw))
         roots = [root] if root is not None else []  # a missing path: a group of its own, for its message
         joined = [g for g in groups if any(_overlap(r, other) for r in roots for other in g[0])]
         if not joined:
@@ -121,7 +121,7 @@ def independent_groups(paths: Sequence[str]) -> List[List[str]]:
     return [sorted(members, key=order.__getitem__) for _, members in groups]
 
 
-def _root_of(path: Path) -> Optional[Path]:
+def root_of(path: Path) -> Optional[Path]:
     if path.is_dir():
         return path.resolve()
     if path.is_file():
