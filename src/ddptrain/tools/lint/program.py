@@ -402,8 +402,8 @@ class Module:
         scope: Optional[ast.AST] = None
         if isinstance(flag, ast.Attribute) and name.startswith("self."):
             scope = next((p for p in self.ancestors(at) if isinstance(p, ast.ClassDef)), None)
-        elif isinstance(flag, ast.Name):
-            scope = self.scope_of(at)
+        elif isinstance(flag, ast.Name) or (isinstance(flag, ast.Attribute) and name):
+            scope = self.scope_of(at)  # `save_cp = ...`, or `args.save_logs = ... and is_master(args)`
         else:
             return []
         if scope is None:
@@ -657,6 +657,18 @@ class Program:
             for call in module.calls:
                 yield module, call
 
+    def calls_named(self, *names: str) -> List[Tuple[Module, ast.Call]]:
+        """The calls whose last name is one of `names`, in the order calls() yields them: looked up in the call
+        sites, not found by going through every call of every module once per rule."""
+        if len(names) == 1:
+            return self.call_sites.get(names[0], [])
+        found = [site for name in dict.fromkeys(names) for site in self.call_sites.get(name, [])]
+        return sorted(found, key=lambda site: self._call_order[id(site[1])])
+
+    @functools.cached_property
+    def _call_order(self) -> Dict[int, int]:
+        return {id(call): index for index, (_, call) in enumerate(self.calls())}
+
     def resolve(self, call: ast.Call, module: Module) -> List[Tuple[Module, ast.FunctionDef]]:
         """The program's functions a call may run: `f()` defined in this module or imported by name, `self.f()` a
         method of this module, `mod.f()` from a module of the program imported as `mod`; nothing for calls into
@@ -836,7 +848,7 @@ def _rank_like(test: ast.expr) -> bool:
     return any(
         isinstance(node, ast.Compare)
         and any(isinstance(c, ast.Constant) and c.value == 0 for c in node.comparators)
-        and any(n in ("gpu", "device_id", "dev") for n in names_in(node.left))
+        and any(n in ("gpu", "device_id", "dev", "device", "gpu_id") for n in names_in(node.left))
         for node in walk(test)
     )
 

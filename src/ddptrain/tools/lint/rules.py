@@ -28,6 +28,7 @@ from .program import (
     last_name,
     names_in,
     selects_ranks,
+    under_type_test,
     walk,
 )
 
@@ -90,25 +91,57 @@ class Rule:
 def data_parallel(program: Program) -> Iterator[Hit]:
     if not program.distributed:
         return  # a single-process script (a baseline beside DDP ones): DataParallel is its multi-GPU path
-    for module, call in program.calls():
-        if last_name(call) != "DataParallel":
-            continue
+    for module, call in program.calls_named(*_data_parallel_classes(program)):
         fallback = any(
             isinstance(parent, ast.If) and names_in(parent.test) & DISTRIBUTED_WORDS
             for parent in module.ancestors(call)
         )
-        if not fallback:  # in the else of `if args.distributed:` it is the single-process path
-            yield module, call.lineno
+        if fallback or _after_distributed_return(module, call):
+            continue  # in the else of `if args.distributed:` (or after its `return`) it is the single-process path
+        function = module.function_of(call)
+        if function is not None and under_type_test(module, call, function):
+            continue  # `if isinstance(module, DataParallel):` re-wrapping what the caller already made DataParallel
+        yield module, call.lineno
+
+
+def _after_distributed_return(module: Module, node: ast.AST) -> bool:
+    """After `if is_distributed(): return DDP(...)` in the same function: only a single-process run gets here."""
+    function = module.function_of(node)
+    if function is None:
+        return False
+    line = getattr(node, "lineno", 0)
+    return any(
+        isinstance(statement, ast.If)
+        and statement.lineno < line
+        and not statement.orelse
+        and _tells_distributed(statement.test)
+        and not _negative(statement.test)
+        and isinstance(statement.body[-1], ast.Return)
+        for statement in function.body
+    )
+
+
+def _data_parallel_classes(program: Program) -> List[str]:
+    """DataParallel and the program's subclasses of it, three levels down (`DataParallelWithCallback` of the
+    synchronized-BatchNorm code many GAN repositories copy): each is DataParallel."""
+    found, pending = ["DataParallel"], ["DataParallel"]
+    for _ in range(3):
+        pending = sorted({sub for name in pending for sub in program._subclasses.get(name, ())} - set(found))
+        found += pending
+    return found
 
 
 def _tells_distributed(test: ast.expr) -> bool:
     """A condition on whether the run is distributed: `args.distributed`, `use_ddp`, `world_size > 1`, `mode ==
-    "ddp"`..."""
+    "ddp"`, `multi_gpu` in a program that runs DDP..."""
     words = [
         *names_in(test),
         *(n.value for n in walk(test) if isinstance(n, ast.Constant) and isinstance(n.value, str)),
     ]
-    return any(n in DISTRIBUTED_WORDS or "ddp" in n.lower() or "distributed" in n.lower() for n in words)
+    return any(
+        n in DISTRIBUTED_WORDS or n in ("multi_gpu", "multigpu") or "ddp" in n.lower() or "distributed" in n.lower()
+        for n in words
+    )
 
 
 # ---- DDP002 ---------------------------------------------------------------------------------------
@@ -131,8 +164,8 @@ def _sampler_target(module: Module, call: ast.Call) -> str:
 
 def training_samplers(program: Program) -> Iterator[Tuple[Module, ast.Call]]:
     """DistributedSamplers that shuffle and are not named or built for evaluation."""
-    for module, call in program.calls():
-        if last_name(call) != "DistributedSampler" or is_const(keyword(call, "shuffle"), False):
+    for module, call in program.calls_named("DistributedSampler"):
+        if is_const(keyword(call, "shuffle"), False):
             continue
         dataset = call.args[0] if call.args else keyword(call, "dataset")
         names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
@@ -223,9 +256,9 @@ def set_epoch_missing(program: Program) -> Iterator[Hit]:
 
 # ---- DDP003 ---------------------------------------------------------------------------------------
 def shuffle_with_sampler(program: Program) -> Iterator[Hit]:
-    for module, call in program.calls():
+    for module, call in program.calls_named("DataLoader"):
         sampler, shuffle = keyword(call, "sampler"), keyword(call, "shuffle")
-        if last_name(call) == "DataLoader" and sampler is not None and is_const(shuffle, True):
+        if sampler is not None and is_const(shuffle, True):
             yield module, call.lineno
 
 
@@ -245,8 +278,8 @@ SHARDING_WORDS = {"world_size", "num_replicas", "num_shards", "shard", "split_da
 def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
     if not program.distributed or _library_gives_sampler(program) or program.any_call(*RANK_PARTITIONERS):
         return  # a library gives the loader its sampler, or the program splits its data by rank itself
-    for module, call in program.calls():
-        if last_name(call) != "DataLoader" or not is_const(keyword(call, "shuffle"), True):
+    for module, call in program.calls_named("DataLoader"):
+        if not is_const(keyword(call, "shuffle"), True):
             continue
         if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
             continue
@@ -335,22 +368,26 @@ GPU_WORK = ("DistributedDataParallel", "DDP", "cuda", "to", "send", "recv", "ise
 
 
 def nccl_without_set_device(program: Program) -> Iterator[Hit]:
-    if program.any_call("set_device") or any("CUDA_VISIBLE_DEVICES" in m.source for m in program.modules):
+    if _sets_device(program) or any("CUDA_VISIBLE_DEVICES" in m.source for m in program.modules):
         return
     if not program.any_call(*GPU_WORK) or _several_devices_per_process(program):
         return  # a group made and destroyed with no GPU work, or one process driving several GPUs by design
-    for module, call in program.calls():
-        if last_name(call) == "init_process_group" and keyword(call, "device_id") is None:
+    for module, call in program.calls_named("init_process_group"):
+        if keyword(call, "device_id") is None:
             backend = argument(call, 0, "backend")
             if is_const(backend, "nccl") or (backend is not None and _maybe_nccl(program, backend)):
                 yield module, call.lineno
 
 
+def _sets_device(program: Program) -> bool:
+    """A `set_device` call the program can run (one in a SLURM helper it never calls sets nothing)."""
+    return any(program.runs(module, call.lineno) for module, call in program.calls_named("set_device"))
+
+
 def _several_devices_per_process(program: Program) -> bool:
     """`DDP(model, device_ids=None)`: a model split over several GPUs of one process, which has no one device."""
     return any(
-        last_name(call) in ("DistributedDataParallel", "DDP") and is_const(keyword(call, "device_ids"), None)
-        for _, call in program.calls()
+        is_const(keyword(call, "device_ids"), None) for _, call in program.calls_named("DistributedDataParallel", "DDP")
     )
 
 
@@ -367,7 +404,7 @@ def _maybe_nccl(program: Program, backend: ast.expr) -> bool:
 def hard_coded_device(program: Program) -> Iterator[Hit]:
     if not program.distributed or _one_visible_device_per_process(program):
         return
-    for module, call in program.calls():
+    for module, call in program.calls_named("DistributedDataParallel", "DDP", "to", "device", "cuda"):
         if last_name(call) in ("DistributedDataParallel", "DDP"):
             ids = keyword(call, "device_ids") or (call.args[1] if len(call.args) > 1 else None)
             ids = _last_assignment(module, call, ids) if ids is not None else None
@@ -555,8 +592,8 @@ def _saved_later(module: Module, call: ast.Call) -> bool:
 
 # ---- DDP008 -----------------------------------------------------------------------------------------
 def weights_only_false(program: Program) -> Iterator[Hit]:
-    for module, call in program.calls():
-        if last_name(call) == "load" and is_const(keyword(call, "weights_only"), False):
+    for module, call in program.calls_named("load"):
+        if is_const(keyword(call, "weights_only"), False):
             yield module, call.lineno
 
 
@@ -923,9 +960,7 @@ def is_const_str(node: ast.AST, prefix: str) -> bool:
 
 # ---- DDP012 ---------------------------------------------------------------------------------------
 def sqrt_world_clip(program: Program) -> Iterator[Hit]:
-    for module, clip in program.calls():
-        if last_name(clip) != "clip_grad_norm_":
-            continue
+    for module, clip in program.calls_named("clip_grad_norm_"):
         limit = argument(clip, 1, "max_norm")
         if limit is None:
             continue
@@ -995,7 +1030,7 @@ def _ranked_locally(call: ast.Call) -> bool:
 def global_rank_device(program: Program) -> Iterator[Hit]:
     if not program.distributed or single_node(program):
         return
-    for module, call in program.calls():
+    for module, call in program.calls_named("set_device", "DistributedDataParallel", "DDP", "device"):
         name = last_name(call)
         candidates: List[ast.expr] = []
         if name == "set_device" and call.args:
@@ -1096,19 +1131,29 @@ def _attribute_flag_set_on_some_ranks(
 def same_path_every_rank(program: Program) -> Iterator[Hit]:
     if not program.distributed:
         return
-    for module, call in program.calls():
+    for module, call in program.calls_named("save"):
         if call_name(call) != "torch.save" or len(call.args) < 2:
             continue
         target = _last_assignment(module, call, call.args[1])
         if names_in(target) & RANK_NAMES or (isinstance(target, ast.Call) and last_name(target) == "BytesIO"):
             continue  # one file per rank, or memory
         function = module.function_of(call)
-        if function is not None and any(w in function.name.lower() for w in ("master", "main", "rank0", "primary")):
+        if function is not None and _guards_by_name(function.name):
             continue  # save_on_master and the like guard inside
         if function is not None and not program.sites_of(function.name) and module.function_of(function) is None:
             continue  # a utility this program never calls
+        if _on_single_process_path(module, call):
+            continue  # the else of `if args.distributed:`: one process, one writer
         if not program.guarded(module, call) and _per_node_branch(program, module, call) is None:
             yield module, call.lineno
+
+
+def _guards_by_name(name: str) -> bool:
+    """`save_on_master`, `save_main_process`, `rank0_save`: a helper whose name says it writes on one rank only —
+    not `main` or `train_main`, the entry functions every rank runs."""
+    lowered = name.lower()
+    main = any(w in lowered for w in ("on_main", "main_process", "main_rank", "is_main", "main_only"))
+    return main or any(w in lowered for w in ("master", "rank0", "rank_0", "primary"))
 
 
 # ---- DDP019 ---------------------------------------------------------------------------------------
