@@ -709,3 +709,36 @@ def test_a_function_called_through_a_package_and_its_subpackage_is_the_programs(
     assert run_lint([str(tmp_path / "train.py")], as_json=True) == 0
     found = [(Path(f["file"]).name, f["rule"]) for f in json.loads(capsys.readouterr().out)["findings"]]
     assert found == [("train.py", "DDP019")]
+
+
+def test_a_repository_that_is_a_package_is_read_when_it_imports_itself_by_name(tmp_path, capsys):
+    """pseudoESM/train.py with `from pseudoESM.trainer import Trainer` (run from the folder above, the repository
+    being a package): trainer.py is read. A folder beside the repository is never searched for other names."""
+    _write(
+        tmp_path,
+        {
+            "pseudoESM/__init__.py": "",
+            "pseudoESM/setup.py": "",
+            "pseudoESM/train.py": """
+                from pseudoESM.trainer import fit
+                import helpers
+
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    fit(model)
+                    helpers.save(model)
+                """,
+            "pseudoESM/trainer.py": """
+                def fit(model):
+                    torch.save(model.module.state_dict(), "last.pt")
+                """,
+            "helpers.py": """
+                def save(model):
+                    torch.save(model.module.state_dict(), "other.pt")
+                """,
+        },
+    )
+    assert run_lint([str(tmp_path / "pseudoESM" / "train.py")], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p).name for p in report["programs"][0]] == ["train.py", "__init__.py", "trainer.py"]
+    assert {(Path(f["file"]).name, f["rule"]) for f in report["findings"]} == {("trainer.py", "DDP015")}

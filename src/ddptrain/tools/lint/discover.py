@@ -266,7 +266,20 @@ def _absolute(sources: Sources, path: Path, name: str) -> List[Path]:
             if found:
                 sources._absolute[key] = found
                 break
+        else:
+            sources._absolute[key] = _own_package(sources, name)
     return list(sources._absolute[key])
+
+
+def _own_package(sources: Sources, name: str) -> List[Path]:
+    """A repository that is itself a package (an `__init__.py` at its root) imported by its own name from its
+    scripts (`from pseudoESM.trainer import Trainer` in pseudoESM/train.py, run from the folder above): its modules.
+    Only that name is looked up above the root, never a neighbouring folder's."""
+    first = name.split(".")[0]
+    for top in sources.scope:
+        if top.name == first and (top / "__init__.py").is_file():
+            return _module_files(name, top.parent)
+    return []
 
 
 def _namespace_modules(sources: Sources, path: Path, name: str, names: Sequence[str]) -> List[Path]:
