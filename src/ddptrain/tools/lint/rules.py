@@ -1059,9 +1059,13 @@ def _training_loop(loop: ast.AST) -> bool:
     )
 
 
+EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
+
+
 def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
     for module in program.modules:
-        for node in module.of_type(ast.Break, ast.Return):
+        exits = [call for call in module.calls if call_name(call) in EXIT_CALLS]
+        for node in [*module.of_type(ast.Break, ast.Return), *exits]:
             loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
             if loop is None or not _training_loop(loop):
                 continue
@@ -1107,24 +1111,38 @@ def _attribute_flag_set_on_some_ranks(
     rank-0 branch, or in a method only rank 0 calls) and the class never sends it to the other ranks."""
     attributes = {f for f in flags if f.startswith("self.")}
     owner = next((p for p in module.ancestors(loop) if isinstance(p, ast.ClassDef)), None)
-    if not attributes or owner is None:
+    if attributes and owner is not None and _class_decides_on_some_ranks(program, module, owner, attributes):
+        yield module, exit_node.lineno
         return
-    decided = []  # each assignment of a decision (not the `= False` of a reset): on some ranks only?
+    for flag in sorted(f for f in flags if "." in f and not f.startswith("self.")):
+        receiver, _, attribute = flag.rpartition(".")  # `solver.stop`, `solver = Solver(...)` in this module
+        for assign in module.assignments(receiver):
+            if not isinstance(assign.value, ast.Call):
+                continue
+            for other, cls in program.classes.get(last_name(assign.value), []):
+                if _class_decides_on_some_ranks(program, other, cls, {f"self.{attribute}"}):
+                    yield module, exit_node.lineno
+                    return
+
+
+def _class_decides_on_some_ranks(program: Program, module: Module, owner: ast.ClassDef, attributes: Set[str]) -> bool:
+    """Every decision the class stores in these attributes (not the `= False` of a reset) is made on some ranks
+    only, and the class never sends it to the other ranks."""
+    decided = []
     for node in walk(owner):
         if (
             isinstance(node, ast.Call)
             and is_collective(node, module)
             and {a.split(".", 1)[1] for a in attributes} & names_in(node)
         ):
-            return  # the class shares the flag
+            return False  # the class shares the flag
         if (
             isinstance(node, ast.Assign)
             and {call_name(t) for t in node.targets} & attributes
             and not isinstance(node.value, ast.Constant)
         ):
             decided.append(program.guarded(module, node))
-    if decided and all(decided):  # (an assignment on every rank, `self.stop = shared[0]`, shares it)
-        yield module, exit_node.lineno
+    return bool(decided) and all(decided)  # (an assignment on every rank, `self.stop = shared[0]`, shares it)
 
 
 # ---- DDP015 ---------------------------------------------------------------------------------------

@@ -1,0 +1,37 @@
+"""ddptrain lint sample ddp014_a_solver_flag_and_sys_exit: the fixed; `ddptrain lint` finds nothing here."""
+import sys
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class Solver:
+    def __init__(self, rank):
+        self.rank = rank
+        self.model = DDP(nn.Linear(8, 2))
+        self.stop = False
+        self.best = float("inf")
+
+    def train(self):
+        self.model(torch.zeros(4, 8)).sum().backward()
+
+    def validate(self):
+        loss = torch.zeros(1)
+        dist.all_reduce(loss)  # every rank holds the same loss, so every rank takes the same decision
+        self.stop = loss.item() >= self.best
+        self.best = min(self.best, loss.item())
+
+
+def main():
+    dist.init_process_group("gloo")
+    solver = Solver(dist.get_rank())
+    for epoch in range(100):
+        solver.train()
+        solver.validate()
+        if solver.stop:
+            sys.exit()
+
+
+if __name__ == "__main__":
+    main()

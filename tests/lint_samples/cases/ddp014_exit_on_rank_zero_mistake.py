@@ -1,0 +1,19 @@
+"""ddptrain lint sample ddp014_exit_on_rank_zero: the mistake (lines marked `# expect:` get exactly those findings)."""
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main():
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(8, 2))
+    for step in range(1000):
+        loss = model(torch.zeros(4, 8)).sum()
+        loss.backward()
+        if dist.get_rank() == 0 and loss.item() < 1e-3:
+            exit()  # expect: DDP014
+
+
+if __name__ == "__main__":
+    main()
