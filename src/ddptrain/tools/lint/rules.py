@@ -368,15 +368,22 @@ GPU_WORK = ("DistributedDataParallel", "DDP", "cuda", "to", "send", "recv", "ise
 
 
 def nccl_without_set_device(program: Program) -> Iterator[Hit]:
-    if _sets_device(program) or any("CUDA_VISIBLE_DEVICES" in m.source for m in program.modules):
+    if any("CUDA_VISIBLE_DEVICES" in m.source for m in program.modules):
         return
     if not program.any_call(*GPU_WORK) or _several_devices_per_process(program):
         return  # a group made and destroyed with no GPU work, or one process driving several GPUs by design
-    for module, call in program.calls_named("init_process_group"):
-        if keyword(call, "device_id") is None:
-            backend = argument(call, 0, "backend")
-            if is_const(backend, "nccl") or (backend is not None and _maybe_nccl(program, backend)):
-                yield module, call.lineno
+    found = [
+        (module, call)
+        for module, call in program.calls_named("init_process_group")
+        if keyword(call, "device_id") is None and _nccl(program, argument(call, 0, "backend"))
+    ]
+    if found and not _sets_device(program):  # (what the program runs is worked out only where it matters)
+        for module, call in found:
+            yield module, call.lineno
+
+
+def _nccl(program: Program, backend: Optional[ast.expr]) -> bool:
+    return is_const(backend, "nccl") or (backend is not None and _maybe_nccl(program, backend))
 
 
 def _sets_device(program: Program) -> bool:
