@@ -5,14 +5,13 @@ in a folder no import can name, a configuration file, the rules chosen, the lint
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 
 from ddptrain.tools.lint import cache as lint_cache
 from ddptrain.tools.lint import lint_paths, select
 from ddptrain.tools.lint.cache import Cache
 
-from .test_lint_configs import TRAINER
+from .test_lint_configs import TRAINER, _repository
 
 MAIN = """\
 import torch
@@ -30,14 +29,6 @@ if __name__ == "__main__":
 # The same size: one writes one path from every rank (DDP015), the other one file per rank.
 SHARED = 'import torch\n\ndef save(model, rank):\n    torch.save(model.state_dict(), "xxxxxxxxxx")\n'
 PER_RANK = 'import torch\n\ndef save(model, rank):\n    torch.save(model.state_dict(), f"{rank}.pt")\n'
-
-
-def _repository(root: Path, files: dict) -> Path:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(textwrap.dedent(text))
-    (root / ".git").mkdir(exist_ok=True)
-    return root
 
 
 def _found(paths, cache, rules=None):
