@@ -1,5 +1,6 @@
 """`ddptrain lint`: every rule fires on the mistake and stays quiet on the corrected script."""
 
+import ast
 import gc
 import json
 import re
@@ -10,6 +11,7 @@ import pytest
 
 from ddptrain.tools.lint import RULES, lint_paths, lint_program, lint_source, run_lint
 from ddptrain.tools.lint.discover import gather
+from ddptrain.tools.lint.program import argument, call_position
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -742,3 +744,14 @@ def test_a_repository_that_is_a_package_is_read_when_it_imports_itself_by_name(t
     report = json.loads(capsys.readouterr().out)
     assert [Path(p).name for p in report["programs"][0]] == ["train.py", "__init__.py", "trainer.py"]
     assert {(Path(f["file"]).name, f["rule"]) for f in report["findings"]} == {("trainer.py", "DDP015")}
+
+
+def test_a_parameter_is_found_where_its_callers_pass_it():
+    """Positions as a caller counts them: a method's `self` is not passed; a keyword-only parameter has none."""
+    tree = ast.parse("class A:\n    def f(self, a, /, b, *, c): pass\ndef g(x, y=1): pass\n")
+    method, function = tree.body[0].body[0], tree.body[1]
+    assert [call_position(method, n) for n in ("self", "a", "b", "c", "d")] == [-1, 0, 1, None, None]
+    assert [call_position(function, n) for n in ("x", "y")] == [0, 1]
+    call = ast.parse("g(5, y=7)").body[0].value
+    assert [ast.unparse(argument(call, call_position(function, n), n)) for n in ("x", "y")] == ["5", "7"]
+    assert argument(call, None, "x") is None

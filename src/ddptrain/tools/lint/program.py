@@ -176,8 +176,18 @@ def keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
     return None
 
 
-def argument(call: ast.Call, position: int, name: str) -> Optional[ast.expr]:
-    return keyword(call, name) or (call.args[position] if len(call.args) > position else None)
+def argument(call: ast.Call, position: Optional[int], name: str) -> Optional[ast.expr]:
+    """What a call passes for a parameter: by its name, else at its position (None: keyword-only)."""
+    return keyword(call, name) or (call.args[position] if position is not None and len(call.args) > position else None)
+
+
+def call_position(function: ast.FunctionDef, name: str) -> Optional[int]:
+    """Where a caller passes the parameter `name` positionally: its index among the positional parameters, less a
+    leading `self`/`cls` (a method is called on its object); None where it is not a positional parameter."""
+    positional = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    if name not in positional:
+        return None
+    return positional.index(name) - (1 if positional[:1] in (["self"], ["cls"]) else 0)
 
 
 def is_const(node: Optional[ast.AST], value) -> bool:
@@ -640,10 +650,9 @@ class Program:
                 and isinstance(test.comparators[0], ast.Constant)
             ):
                 return False
-            parameters = [a.arg for a in caller.args.args]
-            if test.left.id not in parameters:
+            position = call_position(caller, test.left.id)
+            if position is None:
                 return False
-            position = parameters.index(test.left.id) - (1 if parameters[:1] in (["self"], ["cls"]) else 0)
             callers = self.sites_of(caller.name)
             given = [argument(call, position, test.left.id) for _, call in callers]
             if not callers or any(

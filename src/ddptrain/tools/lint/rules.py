@@ -22,6 +22,7 @@ from .program import (
     argument,
     both_arms_call,
     call_name,
+    call_position,
     is_collective,
     is_const,
     keyword,
@@ -793,8 +794,7 @@ def _default_used(program: Program, module: Module, value: ast.expr) -> bool:
     default = defaults.get(value.id)
     if not (isinstance(default, ast.Constant) and str(default.value).isdigit()):
         return False
-    position = [a.arg for a in parameters].index(value.id)
-    position -= 1 if [a.arg for a in parameters[:1]] in (["self"], ["cls"]) else 0
+    position = call_position(function, value.id)
     return any(argument(site, position, value.id) is None for _, site in program.sites_of(function.name))
 
 
@@ -827,8 +827,7 @@ def _parameter_keys(program: Program, function: ast.FunctionDef, name: str, dept
     by_kwargs = function.args.kwarg is not None and function.args.kwarg.arg == name
     if name not in parameters and not by_kwargs:
         return []
-    position = parameters.index(name) if name in parameters else len(parameters)
-    position -= 1 if parameters[:1] in (["self"], ["cls"]) else 0
+    position = call_position(function, name)
     found: List[Tuple[str, ...]] = []
     for caller, site in program.sites_of(function.name):
         given = None if by_kwargs else argument(site, position, name)
@@ -1427,10 +1426,9 @@ def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
     function = module.function_of(call)
     if function is None or not isinstance(shuffle, ast.Name):
         return False
-    parameters = [a.arg for a in function.args.args]
-    if shuffle.id not in parameters:
+    position = call_position(function, shuffle.id)
+    if position is None:
         return False
-    position = parameters.index(shuffle.id) - (1 if parameters[:1] in (["self"], ["cls"]) else 0)
     for other, site in program.sites_of(function.name):
         passed = argument(site, position, shuffle.id)
         if is_const(passed, False) or _is_eval_name(_sampler_target(other, site)):
@@ -1661,16 +1659,15 @@ def _reduced_in_place(program: Program, module: Module, function: ast.FunctionDe
     """The positions (as the caller counts them) of the parameters a function hands to an in-place collective."""
 
     def compute() -> Set[int]:
-        parameters = [a.arg for a in function.args.args]
-        offset = 1 if parameters[:1] in (["self"], ["cls"]) else 0
         found: Set[int] = set()
         for call in module.calls_in(function):
             first = call.args[0] if call.args else None
             in_place = is_collective(call, module) or (
                 not program.resolve(call, module) and any(w in last_name(call).lower() for w in REDUCING_WORDS)
             )
-            if in_place and isinstance(first, ast.Name) and first.id in parameters[offset:]:
-                found.add(parameters.index(first.id) - offset)
+            position = call_position(function, first.id) if in_place and isinstance(first, ast.Name) else None
+            if position is not None and position >= 0:
+                found.add(position)
         return found
 
     return program.memo(("in place", id(function)), compute)
