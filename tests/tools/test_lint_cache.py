@@ -95,3 +95,15 @@ def test_other_rules_or_another_version_of_the_linter_are_another_entry(tmp_path
     monkeypatch.setattr(lint_cache, "code_version", lambda: "another version")
     assert _found([repo], cache)[0] == [("helpers.py", 4, "DDP015")]
     assert cache.hits == 0
+
+
+def test_a_marker_that_moves_the_repository_root_is_seen(tmp_path):
+    """A folder given inside a repository reads the repository's configuration files; a pyproject.toml added in
+    that folder (no Python file changes) makes the folder its own repository, without them."""
+    config = 'dist_config:\n  dist_url: "tcp://localhost:54321"\n'
+    repo = _repository(tmp_path / "repo", {"sub/trainer.py": TRAINER, "config/default.yaml": config})
+    cache = Cache(tmp_path / "cache")
+    assert _found([repo / "sub"], cache)[0] == [("trainer.py", 10, "DDP011")]
+    (repo / "sub" / "pyproject.toml").write_text("[project]\nname = 'sub'\n")
+    assert _found([repo / "sub"], cache)[0] == []
+    assert _found([repo / "sub"], None)[0] == []

@@ -6,8 +6,8 @@ An entry's key names what was asked: the paths as given and the repository root 
 (findings show paths relative to it), the rules chosen and the linter's own code (a hash of its source files, so an
 upgrade or an edited rule never reads an old report). An entry holds the report and the folders it read: every
 folder an import was looked for in (the given folders, each file's repository, the folders its modules put on
-sys.path) and the repository root above each entry point (configuration files, DDP011). Before it is used, those
-folders are listed and hashed again — the Python files in each (shell scripts too in the folders given, which say
+sys.path). Before it is used, those folders and the repository root above each entry point as it is found now
+(configuration files, DDP011; a marker file added above moves it) are listed and hashed again — the Python files in each (shell scripts too in the folders given, which say
 what runs), only below names an import can spell (an identifier) where the folder was not given, and the YAML and
 JSON files configs.py would read — and compared with the fingerprint stored with it: a file edited, added,
 removed or renamed there makes it a miss, and the report is made again.
@@ -141,8 +141,10 @@ class Cache:
         if data is None:
             return None
         try:
+            programs = data["programs"]
+            roots = config_roots(programs)  # where they are now: a marker file added above moves them
             if data["format"] != FORMAT or data["fingerprint"] != fingerprint(
-                data["scope"], given, data["roots"], _files(data["programs"], given)
+                data["scope"], given, roots, _files(programs, given)
             ):
                 return None
             found = [Finding(**f) for f in data["findings"]]
@@ -161,7 +163,6 @@ class Cache:
         data = {
             "format": FORMAT,
             "scope": list(scope),
-            "roots": roots,
             "fingerprint": fingerprint(scope, given, roots, _files(report.programs, given)),
             "findings": [asdict(f) for f in report.findings],
             "problems": report.problems,
