@@ -130,3 +130,19 @@ def test_lint_paths_without_a_cache_writes_nothing(tmp_path, monkeypatch):
     lint_paths([str(repo)])
     run_lint([str(repo)])
     assert not (tmp_path / "home").exists()
+
+
+def test_files_named_with_undecodable_bytes_or_a_newline_are_kept_and_compared(tmp_path):
+    repo = _repository(tmp_path / "repo", {"train.py": MAIN, "helpers.py": SHARED})
+    odd = os.fsdecode(os.fsencode(str(repo)) + b"/caf\xe9.py")
+    Path(odd).write_text(SHARED)
+    (repo / "new\nline.py").write_text("x = 1\n")
+    cache = Cache(tmp_path / "cache")
+    cold, first = _found([repo], cache)
+    warm, second = _found([repo], cache)
+    assert cache.hits == 1 and cache.problem is None
+    assert cold == warm and (first.programs, first.files) == (second.programs, second.files)
+    assert ("helpers.py", 4, "DDP015") in cold
+    Path(odd).write_text(SHARED.replace('"xxxxxxxxxx"', 'f"{rank}.pt"'))
+    assert _found([repo], cache)[0] == _found([repo], None)[0]
+    assert cache.hits == 1  # the undecodable name's file changed: read again
