@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ddptrain.tools.lint import RULES, lint_paths, lint_program, lint_source, run_lint
+from ddptrain.tools.lint import RULES, fix_paths, lint_paths, lint_program, lint_source, run_lint
 from ddptrain.tools.lint.discover import gather
 from ddptrain.tools.lint.program import argument, call_position
 
@@ -436,6 +436,27 @@ def test_linting_leaves_the_garbage_collector_as_it_found_it(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _nodes_named(name: str) -> list:
+    """The syntax-tree nodes alive that define or name `name`."""
+    gc.collect()
+    return [
+        o for o in gc.get_objects() if isinstance(o, ast.AST) and name in (getattr(o, "id", ""), getattr(o, "name", ""))
+    ]
+
+
+@pytest.mark.parametrize("fix", [False, True])
+def test_a_program_calling_lint_gets_its_memory_back(tmp_path, fix):
+    """The syntax trees lint reads (a gigabyte for a large corpus) are not kept alive by its caches once the report
+    is returned: a notebook or a service that lints keeps none of them."""
+    (tmp_path / "train.py").write_text(
+        HEADER + "def zz_train_step(model):\n    torch.save(model.state_dict(), 'ckpt.pt')\n"
+        "dist.init_process_group('nccl')\nsampler = DistributedSampler([])\nzz_train_step(DDP(nn.Linear(1, 1)))\n"
+    )
+    report = fix_paths([str(tmp_path)])[0] if fix else lint_paths([str(tmp_path)])
+    assert report.findings  # the function was read and its body walked
+    assert _nodes_named("zz_train_step") == []
 
 
 SHARDED_EVALUATION = """

@@ -29,7 +29,7 @@ from .discover import Program as FoundProgram
 from .discover import Sources, gather, independent_groups, programs
 from .fixes import FIXES, apply, edits_for, line_key
 from .formats import github_annotation, sarif
-from .program import Module, Program
+from .program import Module, Program, forget_trees
 from .rules import ANY_PROGRAM, DDP, ERROR, RULES, Finding, Rule, select
 
 __all__ = ["Finding", "RULES", "Rule", "lint_paths", "lint_program", "lint_source", "run_lint", "select"]
@@ -82,12 +82,25 @@ def _collector_paused():
 
 
 def lint_paths(
-    paths: Sequence[str], rules: Optional[Sequence[Rule]] = None, jobs: int = 1, cache: Optional[Cache] = None
+    paths: Sequence[str],
+    rules: Optional[Sequence[Rule]] = None,
+    jobs: int = 1,
+    cache: Optional[Cache] = None,
+    release: bool = True,
 ) -> Report:
     """Lint the programs the paths hold; a finding in a module several programs share is reported once. Paths of
     different repositories cannot import from one another: with `jobs` > 1 they are read in that many processes
     (where processes fork), with the same report as in one. With a `cache`, a group of paths whose files have not
-    changed since it was last linted is answered from it (cache.py), with the same report."""
+    changed since it was last linted is answered from it (cache.py), with the same report. `release`: free the
+    syntax trees read before returning (a process that exits right after, the command line, need not)."""
+    try:
+        return _lint_paths(paths, rules, jobs, cache)
+    finally:
+        if release:
+            forget_trees()
+
+
+def _lint_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]], jobs: int, cache: Optional[Cache]) -> Report:
     groups = independent_groups(paths)
     chosen = select() if rules is None else list(rules)
     keys = [group_key(group, chosen) for group in groups] if cache is not None else []
@@ -182,8 +195,11 @@ class FileFix:
 def fix_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]] = None) -> Tuple[Report, List[FileFix]]:
     """Each file's fixable findings fixed one at a time on its bytes, each fix kept only where the file still parses
     and its programs, linted again, lost that finding and gained none; then the report of what remains."""
-    with _collector_paused():
-        return _fix_paths(paths, rules)
+    try:
+        with _collector_paused():
+            return _fix_paths(paths, rules)
+    finally:
+        forget_trees()
 
 
 def _fix_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]]) -> Tuple[Report, List[FileFix]]:
@@ -325,7 +341,7 @@ def run_lint(
     else:
         cache = Cache(cache_folder) if cache_folder is not None else None
         try:
-            report = lint_paths(paths, rules, jobs or default_jobs(), cache)
+            report = lint_paths(paths, rules, jobs or default_jobs(), cache, release=False)  # the process ends next
         except WorkerDied as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

@@ -238,6 +238,14 @@ def selects_ranks(test: ast.expr) -> bool:
     return True
 
 
+def forget_trees() -> None:
+    """Empty the caches keyed by syntax-tree nodes (`walk`, `call_name`, ...): each entry keeps its node's subtree
+    alive, so after a large folder they hold millions of nodes (a gigabyte for the four corpora of docs/lint.md) for
+    as long as the process lives. Freeing them costs time too (2-3 s there), which a process about to exit skips."""
+    for cached in (walk, call_name, last_name, names_in, selects_ranks):
+        cached.cache_clear()
+
+
 @dataclass
 class Module:
     path: str  # as findings show it
@@ -545,14 +553,6 @@ class Program:
         """For each name, the functions its first mention may make reachable: those of that name, and the methods
         of a class that name (or a subclass's, four levels down) puts in use."""
         users: Dict[str, Set[str]] = {}
-
-        def users_of(name: str, depth: int) -> Set[str]:
-            found = {name}
-            if depth > 0:
-                for sub in self._subclasses.get(name, ()):
-                    found |= users_of(sub, depth - 1)
-            return found
-
         waiting: Dict[str, List[Tuple[Module, ast.FunctionDef]]] = {}
         for module in self._filtered_modules:
             for function in module.functions:
@@ -560,7 +560,7 @@ class Program:
                 owner = module.parents.get(function)
                 if isinstance(owner, ast.ClassDef):
                     if owner.name not in users:
-                        users[owner.name] = users_of(owner.name, 4)
+                        users[owner.name] = _with_subclasses(owner.name, self._subclasses, 4)
                     for name in users[owner.name]:
                         waiting.setdefault(name, []).append((module, function))
         return waiting
@@ -875,6 +875,17 @@ def _called_implicitly(name: str) -> bool:
 
 def _is_main_guard(statement: ast.stmt) -> bool:
     return isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test)
+
+
+def _with_subclasses(name: str, subclasses: Dict[str, Set[str]], depth: int) -> Set[str]:
+    """A class's name and its subclasses' to `depth` levels down. (A function of the module, not one nested in the
+    program's method: a recursive closure is a reference cycle that would keep the program and its trees alive
+    until the next full collection.)"""
+    found = {name}
+    if depth > 0:
+        for sub in subclasses.get(name, ()):
+            found |= _with_subclasses(sub, subclasses, depth - 1)
+    return found
 
 
 def _mentioned(node: ast.AST) -> Tuple[FrozenSet[str], FrozenSet[Tuple[str, str]]]:
