@@ -21,7 +21,7 @@ from .cliparse import Parser, parse
 from .config import Config, LaunchConfig, add_config_flags, add_option_flags, build_config, options
 from .errors import ConfigError, DdptrainError
 from .logs import setup_logging
-from .runtime.env import detect, inside_worker
+from .runtime.env import LAUNCH_DIR_ENV, detect, inside_worker
 from .runtime.explain import explain
 from .runtime.preempt import Preempted
 from .runtime.startup import StartupClock, mark_command_start
@@ -537,7 +537,7 @@ def _print_error(command: str, error: DdptrainError) -> None:
 
 def _first_to_report(key: str) -> bool:
     """Whether this process is the first of its node to report an error of kind `key` in this job (attempt): a
-    token file made with O_EXCL in the temporary folder decides."""
+    token file made with O_EXCL in the launcher's scratch folder (else the temporary folder) decides."""
     import hashlib
     import tempfile
 
@@ -545,7 +545,8 @@ def _first_to_report(key: str) -> bool:
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     name = hashlib.sha1(f"{job}:{attempt}:{key}".encode()).hexdigest()[:20]
     try:
-        os.close(os.open(Path(tempfile.gettempdir()) / f"ddptrain-reported-{name}", os.O_CREAT | os.O_EXCL, 0o600))
+        folder = Path(os.environ.get(LAUNCH_DIR_ENV) or tempfile.gettempdir())  # the launcher's: removed at its end
+        os.close(os.open(folder / f"ddptrain-reported-{name}", os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         return False
     except OSError:

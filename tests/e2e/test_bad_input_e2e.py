@@ -108,6 +108,8 @@ TORCHRUN_LOG_LINE = re.compile(r"^[IWE]\d{4} .*torch/distributed/", re.MULTILINE
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_batch_larger_than_a_rank_shard(tmp_path, tiny_shapes, verbose):
+    scratch = tmp_path / "tmp"  # the temporary folder of the launcher and its workers
+    scratch.mkdir()
     proc = run_cli(
         [
             "train",
@@ -123,12 +125,16 @@ def test_batch_larger_than_a_rank_shard(tmp_path, tiny_shapes, verbose):
             *(["--verbose"] if verbose else []),
         ],
         check=False,
+        env_extra={"TMPDIR": str(scratch)},
     )
     assert proc.returncode != 0 and "less than one optimizer step of --batch-size 64" in proc.stderr
     # every rank found the same problem: it is said once, then the launcher's one-line summary
     assert proc.stderr.count("less than one optimizer step") == 1, proc.stderr
     assert "worker processes failed" in proc.stderr
     assert bool(TORCHRUN_LOG_LINE.search(proc.stderr)) == verbose, proc.stderr  # torchrun's lines: --verbose only
+    # nothing left behind: neither torchrun's `torchelastic_*` error-file folder nor the workers' report tokens
+    # (torch's compile cache, one per user and reused by every run, is torch's to keep)
+    assert sorted(p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor_")) == []
 
 
 def test_busy_master_port_is_named(tmp_path, tiny_shapes):

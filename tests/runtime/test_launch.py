@@ -100,3 +100,16 @@ def test_a_rendezvous_store_that_cannot_stay_on_loopback_is_said(monkeypatch, ca
         rendezvous = LoopbackRendezvous(None)
     rendezvous.close()
     assert rendezvous.store is None and "listens on every interface" in caplog.text
+
+
+def test_a_workers_claim_to_report_lies_in_the_launchers_scratch_folder(tmp_path, monkeypatch):
+    """An error every rank meets is printed by the first worker of the node to claim it. The claim is a file in the
+    launcher's scratch folder, which the launcher removes, not one more file in the temporary folder per failed job."""
+    from ddptrain.cli import _first_to_report
+    from ddptrain.runtime.env import LAUNCH_DIR_ENV
+
+    monkeypatch.setenv(LAUNCH_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job-1")
+    assert _first_to_report("loader-DataError") is True
+    assert _first_to_report("loader-DataError") is False  # another rank of the node
+    assert [p.name.startswith("ddptrain-reported-") for p in tmp_path.iterdir()] == [True]

@@ -11,6 +11,7 @@ from typing import Mapping, Optional
 from ..errors import ConfigError
 
 WORKER_ENV = "DDPTRAIN_WORKER"  # set by ddptrain's launcher for the workers it starts
+LAUNCH_DIR_ENV = "DDPTRAIN_LAUNCH_DIR"  # the launcher's own scratch folder on this node, removed when it ends
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any, Callable, List, Optional, Sequence
 from ..config import LaunchConfig
 from ..errors import ConfigError, DdptrainError, LaunchError
 from ..util import first_line
-from .env import WORKER_ENV, available_cpus
+from .env import LAUNCH_DIR_ENV, WORKER_ENV, available_cpus
 from .explain import explain
 from .preempt import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted
 from .startup import LAUNCHED_ENV, mark_launch
@@ -247,9 +249,14 @@ def launch(
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // (spec.nproc or 1))))
     previous_usr1 = signal.signal(signal.SIGUSR1, _forward_usr1)  # torchrun's agent handles SIGTERM itself
     started, interrupts = time.time(), _Interrupts().install()
+    # This node's scratch folder for this launch: torchrun's agent keeps the workers' error files there (left to
+    # itself it makes a `torchelastic_*` folder in the temporary folder that nothing removes), the workers their
+    # tokens (cli.py); removed when the launch ends, after a failure has been read from it.
+    scratch = tempfile.mkdtemp(prefix="ddptrain-launch-")
+    os.environ[LAUNCH_DIR_ENV] = scratch
     try:
         mark_launch()
-        _run_workers(argv, entrypoint)
+        _run_workers([f"--log-dir={scratch}", *argv], entrypoint)
     except SignalException as stopped:
         raise _signal_outcome(signal.Signals(stopped.sigval), started, run, interrupts.killed) from None
     except ChildFailedError as failure:
@@ -268,6 +275,8 @@ def launch(
         signal.signal(signal.SIGUSR1, previous_usr1)
         os.environ.pop(WORKER_ENV, None)
         os.environ.pop(LAUNCHED_ENV, None)
+        os.environ.pop(LAUNCH_DIR_ENV, None)
+        shutil.rmtree(scratch, ignore_errors=True)
         if local is not None:
             local.close()
     return 0
