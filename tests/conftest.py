@@ -75,6 +75,13 @@ def _lint_cache_of_the_session(tmp_path_factory) -> None:
     os.environ["DDPTRAIN_LINT_CACHE"] = str(tmp_path_factory.mktemp("lint-cache"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _temporary_folder_of_the_session(tmp_path_factory) -> None:
+    """The processes the tests start (commands, torchrun, servers, Chromium) keep their temporary files in a folder of
+    the test session, which pytest prunes, not in the machine's /tmp."""
+    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("tmp"))
+
+
 def cli_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.pop("DDPTRAIN_WORKER", None)

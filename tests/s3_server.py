@@ -41,7 +41,9 @@ class S3Store:
         args += [f"-{name}.port={port}" for name, port in ports.items()]
         args += [f"-{name}.port.grpc={port}" for name, port in grpc.items()]
         args += [f"-s3.config={config}", "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0"]
-        args += ["-s3.iam=false", f"-admin.port={free_port()}", f"-admin.port.grpc={free_port()}", *extra]
+        admin = {"admin.port": free_port(), "admin.port.grpc": free_port()}
+        args += ["-s3.iam=false", *(f"-{flag}={port}" for flag, port in admin.items()), *extra]
+        self.ports = {self.port, *ports.values(), *grpc.values(), *admin.values()}
         self.log = open(folder / "weed.log", "w")  # noqa: SIM115 (closed in close)
         try:
             self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=folder)
@@ -103,6 +105,11 @@ class S3Store:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+        # the sockets `weed mini` makes in /tmp whatever TMPDIR says, one per service, named by the port given it
+        for port in self.ports:
+            for socket_file in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
+                if socket_file.is_socket():
+                    socket_file.unlink()
 
 
 @pytest.fixture(scope="session")
