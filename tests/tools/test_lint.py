@@ -442,7 +442,9 @@ def _nodes_named(name: str) -> list:
     """The syntax-tree nodes alive that define or name `name`."""
     gc.collect()
     return [
-        o for o in gc.get_objects() if isinstance(o, ast.AST) and name in (getattr(o, "id", ""), getattr(o, "name", ""))
+        o
+        for o in gc.get_objects()
+        if issubclass(type(o), ast.AST) and name in (getattr(o, "id", ""), getattr(o, "name", ""))
     ]
 
 
