@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from ddptrain.config import Config, LaunchConfig
-from ddptrain.errors import ConfigError
+from ddptrain.errors import ConfigError, LaunchError
 from ddptrain.runtime.launch import check_nproc, network_environment, parse_torchrun_argv, torchrun_argv
 
 
@@ -113,3 +113,16 @@ def test_a_workers_claim_to_report_lies_in_the_launchers_scratch_folder(tmp_path
     assert _first_to_report("loader-DataError") is True
     assert _first_to_report("loader-DataError") is False  # another rank of the node
     assert [p.name.startswith("ddptrain-reported-") for p in tmp_path.iterdir()] == [True]
+
+
+def test_a_temporary_folder_that_cannot_hold_the_launchers_folder_is_one_line(tmp_path, monkeypatch):
+    """A temporary folder that is not a folder (or is full) stops the launch before any worker, naming it and the fix."""
+    import tempfile
+
+    from ddptrain.runtime.launch import launch
+
+    not_a_folder = tmp_path / "tmp"
+    not_a_folder.write_text("a file")
+    monkeypatch.setattr(tempfile, "tempdir", str(not_a_folder))
+    with pytest.raises(LaunchError, match=r"scratch folder in the temporary folder .*/tmp: .*set TMPDIR"):
+        launch(LaunchConfig(nproc=1), ["train"])

@@ -247,13 +247,10 @@ def launch(
     os.environ[WORKER_ENV] = "1"
     # An even share of the cores per process; torchrun would otherwise force 1 thread each.
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // (spec.nproc or 1))))
+    scratch = _scratch_folder()
+    os.environ[LAUNCH_DIR_ENV] = scratch
     previous_usr1 = signal.signal(signal.SIGUSR1, _forward_usr1)  # torchrun's agent handles SIGTERM itself
     started, interrupts = time.time(), _Interrupts().install()
-    # This node's scratch folder for this launch: torchrun's agent keeps the workers' error files there (left to
-    # itself it makes a `torchelastic_*` folder in the temporary folder that nothing removes), the workers their
-    # tokens (cli.py); removed when the launch ends, after a failure has been read from it.
-    scratch = tempfile.mkdtemp(prefix="ddptrain-launch-")
-    os.environ[LAUNCH_DIR_ENV] = scratch
     try:
         mark_launch()
         _run_workers([f"--log-dir={scratch}", *argv], entrypoint)
@@ -280,6 +277,19 @@ def launch(
         if local is not None:
             local.close()
     return 0
+
+
+def _scratch_folder() -> str:
+    """This node's scratch folder for one launch: torchrun's agent keeps the workers' error files there (left to
+    itself it makes a `torchelastic_*` folder in the temporary folder that nothing removes), the workers their claims
+    to report (cli.py); `launch` removes it when the launch ends, after a failure has been read from it."""
+    try:
+        return tempfile.mkdtemp(prefix="ddptrain-launch-")
+    except OSError as error:
+        raise LaunchError(
+            f"cannot make the launcher's scratch folder in the temporary folder {tempfile.gettempdir()}: "
+            f"{error.strerror or error}; set TMPDIR to a folder this user can write"
+        ) from None
 
 
 def _run_workers(argv: Sequence[str], entrypoint: Optional[Entrypoint]) -> None:
