@@ -270,13 +270,17 @@ def launch(
     finally:
         interrupts.uninstall()
         signal.signal(signal.SIGUSR1, previous_usr1)
-        os.environ.pop(WORKER_ENV, None)
-        os.environ.pop(LAUNCHED_ENV, None)
-        os.environ.pop(LAUNCH_DIR_ENV, None)
-        shutil.rmtree(scratch, ignore_errors=True)
+        _forget_launch(scratch)
         if local is not None:
             local.close()
     return 0
+
+
+def _forget_launch(scratch: str) -> None:
+    """What a launch leaves in this process's environment and the temporary folder, undone when it ends."""
+    for name in (WORKER_ENV, LAUNCHED_ENV, LAUNCH_DIR_ENV):
+        os.environ.pop(name, None)
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _scratch_folder() -> str:
