@@ -30,10 +30,10 @@ def _tags(run_dir) -> set:
 def test_slow_input_is_reported_as_input_bound(tiny_shapes, tmp_path):
     run_dir = tmp_path / "run"
     proc = run_cli(
-        ["train", "--data", tiny_shapes, "--out", run_dir, *FLAGS, "--workers", 1],
+        ["train", "--data", tiny_shapes, "--out", run_dir, *FLAGS, "--workers", 0],
         env_extra=fault_env("slow_data:0.2", rank="all"),
-    )  # too slow for prefetching to hide
-    assert "input-bound: rank" in proc.stderr and "raise --workers (now 1" in proc.stderr
+    )  # decoding in the training process: no prefetching can hide it, however slow a loaded machine makes the steps
+    assert "input-bound: rank" in proc.stderr and "raise --workers (now 0" in proc.stderr, proc.stderr[-3000:]
     record = read_metrics(run_dir)[0]
     assert record["data_wait_frac_max"] > 0.2
     assert len(record["rank_work_s"]) == 2 and record["step_time_s"] > 0 and record["max_mem_mb"] > 0
