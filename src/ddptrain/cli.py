@@ -24,7 +24,7 @@ from .logs import setup_logging
 from .runtime.env import LAUNCH_DIR_ENV, detect, inside_worker
 from .runtime.explain import explain
 from .runtime.preempt import Preempted
-from .runtime.startup import StartupClock, mark_command_start
+from .runtime.startup import StartupClock, forget_command_start, mark_command_start
 from .version import __version__
 
 log = logging.getLogger("ddptrain")
@@ -488,12 +488,26 @@ COMMANDS = {
 }
 
 
+_FREEZE_AT_EXIT = False
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    mark_command_start()
+    marked = mark_command_start()
+    try:
+        return _main(argv)
+    finally:
+        if marked:
+            forget_command_start()
+
+
+def _main(argv: Optional[List[str]]) -> int:
     # Registered first, so it runs after every other exit handler: the objects left then (torch's modules and
     # tensors) are kept out of the interpreter's last cycle collections, which otherwise take 1-2 s per process
     # after the work is done. Files and sinks are closed explicitly before this point.
-    atexit.register(gc.freeze)
+    global _FREEZE_AT_EXIT
+    if not _FREEZE_AT_EXIT:  # once, however often a program calls main()
+        atexit.register(gc.freeze)
+        _FREEZE_AT_EXIT = True
     clock = StartupClock()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(build_parser(), argv)

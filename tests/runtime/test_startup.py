@@ -1,7 +1,11 @@
 import json
 import logging
+import subprocess
+import sys
 
-from ddptrain.runtime.startup import LAUNCHED_ENV, REPORT_ENV, T0_ENV, StartupClock
+from ddptrain.runtime.startup import LAUNCHED_ENV, REPORT_ENV, T0_ENV, StartupClock, mark_command_start
+
+from ..conftest import cli_env
 
 
 def test_phases_add_up_to_the_time_since_the_command_started(tmp_path, caplog):
@@ -21,3 +25,31 @@ def test_phases_add_up_to_the_time_since_the_command_started(tmp_path, caplog):
 def test_a_single_process_starts_its_own_clock():
     clock = StartupClock({T0_ENV: "50.0"})
     assert clock.marks[0][0] == "command start" and clock.t0 == 50.0
+
+
+def test_a_program_calling_main_twice_gets_each_commands_own_start_up_time(tiny_shapes, tmp_path):
+    """An embedding program (a notebook, a sweep driver) runs two trainings in one process with a pause between
+    them: the second start-up report counts from the second call, and no start mark is left behind for the
+    programs it starts afterwards."""
+    script = f"""
+import json, os, sys, time
+from ddptrain.cli import main
+os.environ[{REPORT_ENV!r}] = {str(tmp_path / "startup.json")!r}
+flags = ["--data", {str(tiny_shapes)!r}, "--model", "timm:test_resnet", "--img-size", "32", "--batch-size", "4",
+         "--epochs", "1", "--val-split", "0.25", "--workers", "0", "--device", "cpu"]
+assert main(["train", *flags, "--out", {str(tmp_path / "first")!r}]) == 0
+left = {T0_ENV!r} in os.environ
+time.sleep(6)
+assert main(["train", *flags, "--out", {str(tmp_path / "second")!r}]) == 0
+print(json.dumps({{"left": left or {T0_ENV!r} in os.environ}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=cli_env({}), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"left": False}
+    assert json.loads((tmp_path / "startup.json").read_text())["total_s"] < 6.0, "the pause counted as start-up"
+
+
+def test_a_launched_worker_keeps_its_launchers_start_mark():
+    environ = {T0_ENV: "50.0"}
+    assert mark_command_start(environ) is False and environ == {T0_ENV: "50.0"}
+    assert mark_command_start({}) is True

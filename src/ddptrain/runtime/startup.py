@@ -20,9 +20,19 @@ LAUNCHED_ENV = "DDPTRAIN_LAUNCHED_AT"
 REPORT_ENV = "DDPTRAIN_STARTUP_REPORT"
 
 
-def mark_command_start(environ=os.environ) -> None:
-    """Called first thing by the command line; a launched worker keeps its launcher's start."""
-    environ.setdefault(T0_ENV, repr(time.time()))
+def mark_command_start(environ=os.environ) -> bool:
+    """Called first thing by the command line; a launched worker keeps its launcher's start. Returns whether
+    this call made the mark: the command that made it removes it when it ends (`forget_command_start`), so a
+    program calling `ddptrain.cli.main` twice, or starting other programs afterwards, hands on no stale start."""
+    if T0_ENV in environ:
+        return False
+    environ[T0_ENV] = repr(time.time())
+    return True
+
+
+def forget_command_start(environ=os.environ) -> None:
+    """Undo `mark_command_start` (the launcher undoes its own mark)."""
+    environ.pop(T0_ENV, None)
 
 
 def mark_launch(environ=os.environ) -> None:
