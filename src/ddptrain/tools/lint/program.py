@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar, cast
 
 COLLECTIVES = {
     "all_reduce",
@@ -135,7 +135,22 @@ def _index(tree: ast.Module, parents: Dict[ast.AST, ast.AST]) -> List[ast.AST]:
     return nodes
 
 
-@functools.lru_cache(maxsize=1 << 15)
+_NODE_CACHES: List[Any] = []
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def node_cache(maxsize: int) -> Callable[[F], F]:
+    """`functools.lru_cache` for a function of syntax-tree nodes, registered so that `forget_trees` empties it."""
+
+    def wrap(function: F) -> F:
+        cached = functools.lru_cache(maxsize=maxsize)(function)
+        _NODE_CACHES.append(cached)
+        return cast(F, cached)
+
+    return wrap
+
+
+@node_cache(1 << 15)
 def walk(node: ast.AST) -> Tuple[ast.AST, ...]:
     """The node and every node under it, in ast.walk's order, without the shared leaves (`Load`, `Eq`): the
     rules walk subtrees thousands of times on a large program (a function's body for each of its calls, a test
@@ -146,7 +161,7 @@ def walk(node: ast.AST) -> Tuple[ast.AST, ...]:
     return tuple(found)
 
 
-@functools.lru_cache(maxsize=1 << 18)
+@node_cache(1 << 18)
 def call_name(node: ast.AST) -> str:
     """'torch.nn.DataParallel' for a call or attribute chain; '' for anything else."""
     if isinstance(node, ast.Call):
@@ -164,7 +179,7 @@ def call_name(node: ast.AST) -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=1 << 18)
+@node_cache(1 << 18)
 def last_name(node: ast.AST) -> str:
     return call_name(node).rsplit(".", 1)[-1]
 
@@ -194,7 +209,7 @@ def is_const(node: Optional[ast.AST], value) -> bool:
     return isinstance(node, ast.Constant) and node.value == value and type(node.value) is type(value)
 
 
-@functools.lru_cache(maxsize=1 << 17)
+@node_cache(1 << 17)
 def names_in(node: ast.AST) -> FrozenSet[str]:
     found = set()
     for sub in walk(node):
@@ -220,7 +235,7 @@ def is_collective(call: ast.Call, module: Module) -> bool:
     return owner in COLLECTIVE_OWNERS or owner.endswith(("distributed", "comm", "COMM_WORLD"))
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@node_cache(1 << 16)
 def selects_ranks(test: ast.expr) -> bool:
     """A condition that holds on some ranks only (`rank == 0`, `is_main_process()`, `local_rank in [-1, 0]`), as
     opposed to one that tells distributed from single-process runs (`local_rank != -1`, `world_size > 1`)."""
@@ -242,7 +257,7 @@ def forget_trees() -> None:
     """Empty the caches keyed by syntax-tree nodes (`walk`, `call_name`, ...): each entry keeps its node's subtree
     alive, so after a large folder they hold millions of nodes (a gigabyte for the four corpora of docs/lint.md) for
     as long as the process lives. Freeing them costs time too (2-3 s there), which a process about to exit skips."""
-    for cached in (walk, call_name, last_name, names_in, selects_ranks):
+    for cached in _NODE_CACHES:
         cached.cache_clear()
 
 
