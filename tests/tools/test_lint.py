@@ -169,6 +169,34 @@ def test_what_an_imported_module_never_runs_is_not_reported(tmp_path, capsys):
     assert found == {("lib.py", 17, "DDP015")}  # used_save's torch.save only
 
 
+@pytest.mark.parametrize("given", ["../repo/train.py", "../repo", "ABSOLUTE"])
+def test_a_finding_in_an_imported_module_names_it_the_way_the_user_named_the_script(
+    tmp_path, capsys, monkeypatch, given
+):
+    """Run from a folder beside the repository: the imported module's finding is `../repo/utils.py`, like the
+    script the user named, not an absolute path; a script named by its absolute path gets absolute paths."""
+    repo = _write(
+        tmp_path / "repo",
+        {
+            "utils.py": """
+                def setup(model):
+                    dist.init_process_group("gloo")
+                    return nn.DataParallel(model)
+                """,
+            "train.py": """
+                from utils import setup
+                model = setup(nn.Linear(2, 2))
+                """,
+        },
+    )
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    path = str(repo / "train.py") if given == "ABSOLUTE" else given
+    assert run_lint([path], as_json=True) == 0
+    files = {f["file"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert files == {str(repo / "utils.py") if given == "ABSOLUTE" else "../repo/utils.py"}
+
+
 def test_a_function_imported_under_another_name_runs_when_that_name_is_called(tmp_path, capsys):
     """`from train_lib import main as app_main` then `app_main()`: `main` runs, and its mistakes are reported."""
     _write(

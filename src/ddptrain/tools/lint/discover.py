@@ -44,6 +44,7 @@ class Sources:
     problems: List[str] = field(default_factory=list)
     shell_scripts: List[Path] = field(default_factory=list)
     scope: List[Path] = field(default_factory=list)  # folders an import may be found in
+    given_relative: Dict[Path, bool] = field(default_factory=dict)  # scope folder -> named by a relative path
     _parsed: Dict[Path, Optional[Module]] = field(default_factory=dict)
     _in_scope: Dict[str, bool] = field(default_factory=dict)
     _absolute: Dict[Tuple[Path, str, int], List[Path]] = field(default_factory=dict)
@@ -62,10 +63,19 @@ class Sources:
         if path not in self._parsed:
             self._parsed[path] = None
             try:
-                self._parsed[path] = Module(_shown(path), path.read_text(encoding="utf-8"), path)
+                self._parsed[path] = Module(self.shown(path), path.read_text(encoding="utf-8"), path)
             except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
                 pass
         return self._parsed[path]
+
+    def shown(self, path: Path) -> str:
+        """How findings name a file an import reached: the way the user named the folder or file it lies beside
+        (`../repo/utils.py` for `lint ../repo/train.py`, absolute for an absolute path), else relative to the
+        current folder where it is below it."""
+        for top, relative in self.given_relative.items():
+            if path == top or top in path.parents:
+                return os.path.relpath(path) if relative else str(path)
+        return _shown(path)
 
     def in_scope(self, path: Path) -> bool:
         text = str(path)
@@ -85,6 +95,7 @@ def gather(paths: Sequence[str]) -> Sources:
         path = Path(raw)
         if path.is_dir():
             sources.scope.append(path.resolve())
+            sources.given_relative.setdefault(sources.scope[-1], not path.is_absolute())
             for file in sorted(p for p in path.rglob("*") if p.is_file()):
                 if file.suffix == ".py":
                     _add(sources, file, str(Path(raw) / file.relative_to(path)))
@@ -92,6 +103,7 @@ def gather(paths: Sequence[str]) -> Sources:
                     sources.shell_scripts.append(file)
         elif path.is_file():
             sources.scope.append(repository_root(path.resolve().parent))
+            sources.given_relative.setdefault(sources.scope[-1], not path.is_absolute())
             _add(sources, path, str(path))
         else:
             sources.problems.append(f"{raw}: no such file or folder")
