@@ -3,6 +3,8 @@ import logging
 import subprocess
 import sys
 
+import pytest
+
 from ddptrain.runtime.startup import LAUNCHED_ENV, REPORT_ENV, T0_ENV, StartupClock, mark_command_start
 
 from ..conftest import cli_env
@@ -53,3 +55,13 @@ def test_a_launched_worker_keeps_its_launchers_start_mark():
     environ = {T0_ENV: "50.0"}
     assert mark_command_start(environ) is False and environ == {T0_ENV: "50.0"}
     assert mark_command_start({}) is True
+
+
+@pytest.mark.parametrize("value", ["yesterday", "", "nan", "inf", "-inf", "1e12"])  # 1e12: a moment 31,000 years ahead
+def test_a_start_mark_that_is_not_a_past_moment_counts_from_now(value):
+    """DDPTRAIN_T0 exported by hand (garbage, or a moment in the future) never fails a command nor shows a
+    negative or endless start-up."""
+    clock = StartupClock({T0_ENV: value, LAUNCHED_ENV: value})
+    clock.mark("first step")
+    assert 0 <= clock.total_s < 5 and all(0 <= s < 5 for s in clock.phases().values())
+    assert clock.marks[0][0] == "command start"  # no launcher phase from a bad mark

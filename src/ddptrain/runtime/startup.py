@@ -10,6 +10,7 @@ The standard library only.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -40,16 +41,27 @@ def mark_launch(environ=os.environ) -> None:
     environ[LAUNCHED_ENV] = repr(time.time())
 
 
+def _mark(environ: Mapping[str, str], name: str, default):
+    """A moment another process wrote into the environment. One that is not a number, or lies in the future (a
+    value someone exported by hand), is not this command's: the default stands in, so the report never fails
+    a run or shows negative phases."""
+    try:
+        at = float(environ[name])
+    except (KeyError, ValueError):
+        return default
+    return at if math.isfinite(at) and at <= time.time() else default
+
+
 class StartupClock:
     """Phase marks of one process, as seconds since the command started."""
 
     def __init__(self, environ: Mapping[str, str] = os.environ):
         now = time.time()
-        self.t0 = float(environ.get(T0_ENV, now))
+        self.t0 = _mark(environ, T0_ENV, now)
         self.marks: List[Tuple[str, float]] = []
-        launched = environ.get(LAUNCHED_ENV)
+        launched = _mark(environ, LAUNCHED_ENV, None)
         if launched is not None:
-            self.marks.append(("launcher", float(launched)))
+            self.marks.append(("launcher", max(launched, self.t0)))
             self.marks.append(("worker start", now))
         else:
             self.marks.append(("command start", now))
