@@ -19,12 +19,13 @@ $(VENV)/.installed: pyproject.toml setup.py src/ddptrain/data/_jpegregion.c
 demo: venv
 	$(VENV)/bin/ddptrain demo
 
-# Two pytest workers: most tests are real multi-process runs whose start-up (imports) leaves cores idle.
+# Two pytest workers: most tests are real multi-process runs whose start-up (imports) leaves cores idle. The 25
+# slowest tests are listed at the end, to keep the whole run short.
 PYTEST_WORKERS ?= 2
 
 test: venv
 	bash scripts/install-chromium.sh
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25
 
 # The unit tests only (no multi-process runs): well under a minute.
 test-fast: venv

@@ -153,7 +153,7 @@ def test_a_cpu_crop_holds_torchvisions_resize_of_the_region_byte_for_byte(size):
     from ddptrain.data.crops import resize_region
 
     rng = np.random.default_rng(size)
-    image = torch.from_numpy(np.asarray(photo(rng, 500, 375))).permute(2, 0, 1)
+    image = torch.from_numpy(np.array(photo(rng, 500, 375))).permute(2, 0, 1)
     for _ in range(20):
         h, w = int(rng.integers(40, 376)), int(rng.integers(40, 501))
         top, left = int(rng.integers(0, 376 - h)), int(rng.integers(0, 501 - w))
