@@ -237,16 +237,7 @@ def launch(
         local = LoopbackRendezvous(spec.master_port)
         spec = dataclasses.replace(spec, master_addr=LOOPBACK, master_port=local.port)
     argv = torchrun_argv(spec, worker_argv)
-    os.environ.update(network_environment(spec))
-    if spec.rdzv_endpoint:
-        # torchrun's c10d rendezvous shares one TCP store across rounds and keeps the bootstrap address it found in
-        # the first; when a node joins and the old rank 0 stays rank 0, it never publishes that address in the new
-        # round and the joiner waits for it until the store times out (torch 2.x, dynamic_rendezvous.py). Building
-        # it again each round is torch's own opt-out; workers then host their store themselves (runtime/dist.py).
-        os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
-    os.environ[WORKER_ENV] = "1"
-    # An even share of the cores per process; torchrun would otherwise force 1 thread each.
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // (spec.nproc or 1))))
+    _prepare_environment(spec)
     scratch = _scratch_folder()
     os.environ[LAUNCH_DIR_ENV] = scratch
     previous_usr1 = signal.signal(signal.SIGUSR1, _forward_usr1)  # torchrun's agent handles SIGTERM itself
@@ -274,6 +265,20 @@ def launch(
         if local is not None:
             local.close()
     return 0
+
+
+def _prepare_environment(spec: LaunchConfig) -> None:
+    """What the workers inherit from this process's environment (`_forget_launch` takes the markers back)."""
+    os.environ.update(network_environment(spec))
+    if spec.rdzv_endpoint:
+        # torchrun's c10d rendezvous shares one TCP store across rounds and keeps the bootstrap address it found in
+        # the first; when a node joins and the old rank 0 stays rank 0, it never publishes that address in the new
+        # round and the joiner waits for it until the store times out (torch 2.x, dynamic_rendezvous.py). Building
+        # it again each round is torch's own opt-out; workers then host their store themselves (runtime/dist.py).
+        os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    os.environ[WORKER_ENV] = "1"
+    # An even share of the cores per process; torchrun would otherwise force 1 thread each.
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // (spec.nproc or 1))))
 
 
 def _forget_launch(scratch: str) -> None:

@@ -41,15 +41,15 @@ def mark_launch(environ=os.environ) -> None:
     environ[LAUNCHED_ENV] = repr(time.time())
 
 
-def _mark(environ: Mapping[str, str], name: str, default):
+def _mark(environ: Mapping[str, str], name: str) -> Optional[float]:
     """A moment another process wrote into the environment. One that is not a number, or lies in the future (a
-    value someone exported by hand), is not this command's: the default stands in, so the report never fails
-    a run or shows negative phases."""
+    value someone exported by hand), is not this command's: None, as if there were none, so the report never
+    fails a run or shows negative phases."""
     try:
         at = float(environ[name])
     except (KeyError, ValueError):
-        return default
-    return at if math.isfinite(at) and at <= time.time() else default
+        return None
+    return at if math.isfinite(at) and at <= time.time() else None
 
 
 class StartupClock:
@@ -57,9 +57,10 @@ class StartupClock:
 
     def __init__(self, environ: Mapping[str, str] = os.environ):
         now = time.time()
-        self.t0 = _mark(environ, T0_ENV, now)
+        t0 = _mark(environ, T0_ENV)
+        self.t0 = now if t0 is None else t0
         self.marks: List[Tuple[str, float]] = []
-        launched = _mark(environ, LAUNCHED_ENV, None)
+        launched = _mark(environ, LAUNCHED_ENV)
         if launched is not None:
             self.marks.append(("launcher", max(launched, self.t0)))
             self.marks.append(("worker start", now))

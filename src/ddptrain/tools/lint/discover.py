@@ -68,6 +68,11 @@ class Sources:
                 pass
         return self._parsed[path]
 
+    def add_named(self, folder: Path, given: Path) -> None:
+        """A folder the user named (or the repository of a file they named), remembering in which form."""
+        self.scope.append(folder)
+        self.given_relative.setdefault(folder, not given.is_absolute())
+
     def shown(self, path: Path) -> str:
         """How findings name a file an import reached: the way the user named the folder or file it lies beside
         (`../repo/utils.py` for `lint ../repo/train.py`, absolute for an absolute path), else relative to the
@@ -94,16 +99,14 @@ def gather(paths: Sequence[str]) -> Sources:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            sources.scope.append(path.resolve())
-            sources.given_relative.setdefault(sources.scope[-1], not path.is_absolute())
+            sources.add_named(path.resolve(), path)
             for file in sorted(p for p in path.rglob("*") if p.is_file()):
                 if file.suffix == ".py":
                     _add(sources, file, str(Path(raw) / file.relative_to(path)))
                 elif file.suffix in SHELL_SUFFIXES:
                     sources.shell_scripts.append(file)
         elif path.is_file():
-            sources.scope.append(repository_root(path.resolve().parent))
-            sources.given_relative.setdefault(sources.scope[-1], not path.is_absolute())
+            sources.add_named(repository_root(path.resolve().parent), path)
             _add(sources, path, str(path))
         else:
             sources.problems.append(f"{raw}: no such file or folder")
