@@ -126,3 +126,48 @@ def test_what_it_cannot_decode_exactly_goes_to_the_whole_decode():
     assert images.decode_region(data, 1, 0, 0, 300, 10) is None  # below the image
     assert images.decode_region(data, 2, 0, 0, 10, 151) is None  # right of the image at half size
     assert images.decode_region(data, 1, 5, 5, 5, 9) is None  # empty
+
+
+def _exif_segment(tiff: bytes) -> bytes:
+    payload = b"Exif\x00\x00" + tiff
+    return b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload
+
+
+def _orientation_entry(order: str, value: int, kind: int = 3) -> bytes:
+    return (
+        (0x0112).to_bytes(2, order)
+        + kind.to_bytes(2, order)
+        + (1).to_bytes(4, order)
+        + value.to_bytes(2, order)
+        + b"\0\0"
+    )
+
+
+_BIG = b"MM\x00\x2a\x00\x00\x00\x08"
+_LIES = {
+    "orientation 9": _BIG + b"\x00\x01" + _orientation_entry("big", 9),
+    "orientation 0": _BIG + b"\x00\x01" + _orientation_entry("big", 0),
+    "a RATIONAL, not a number": _BIG + b"\x00\x01" + _orientation_entry("big", 6, kind=5),
+    "a directory past the end": b"MM\x00\x2a\x7f\xff\xff\xff",
+    "65535 entries in 12 bytes": _BIG + b"\xff\xff" + _orientation_entry("big", 6)[:10],
+    "cut inside the entry": _BIG + b"\x00\x01" + _orientation_entry("big", 6)[:9],
+    "not TIFF": b"XX\x00\x2a\x00\x00\x00\x08\x00\x00",
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("lie", list(_LIES), ids=list(_LIES))
+def test_an_exif_block_that_lies_leaves_the_photo_as_stored(lie):
+    """A damaged or hand-made EXIF orientation is no orientation: the photo is trained on as its pixels are stored,
+    never an error, a wrong size or a turn by a value EXIF does not define."""
+    plain = _jpeg(160, 120)
+    data = plain[:2] + _exif_segment(_LIES[lie]) + plain[2:]
+    assert images.image_geometry(data) == (160, 120, 1)
+    assert train_transform(48, 0.5).load(data).shape == (3, 48, 48)
+
+
+def test_an_exif_segment_whose_length_runs_past_the_file_reads_no_orientation():
+    plain = _jpeg(160, 120)
+    cut = plain[:2] + b"\xff\xe1\xff\xf0Exif\x00\x00MM\x00\x2a"  # says 65,520 bytes, has 12
+    assert images.exif_orientation(cut[6:]) == 1
+    assert images._jpeg_header(cut) is None  # no frame header within the file: not read as a JPEG

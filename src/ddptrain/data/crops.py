@@ -7,18 +7,24 @@ the output size on both sides — a crop is never upsampled where the full-size 
 The box is in full-size pixels whatever the decoder does, so the draws are the same for every decode path
 (the box's region alone, reduced, full, on the GPU): a function of (seed, epoch, sample) only. `render` crops and
 resizes in one step, in uint8, on whatever device the pixels are.
+
+A photo whose EXIF orientation says it is stored turned (a camera's portrait shot, stored landscape) is cropped
+as viewers show it: the box is drawn on the upright picture, mapped to the stored pixels (`Box.orient` keeps the
+turn), and the cropped region alone is turned upright (`orient`) before it is resized.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence, Tuple, Union
 
 import torch
 from PIL import Image
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as F
+
+from .images import orient, upright_size
 
 RATIO = (3.0 / 4.0, 4.0 / 3.0)  # RandomResizedCrop's aspect-ratio range
 REDUCTIONS = (8, 4, 2)  # what JPEG's DCT scaling offers (besides 1)
@@ -35,6 +41,7 @@ class Box:
     height: float
     width: float
     flip: bool = False
+    orient: int = 1  # the EXIF orientation that turns the box's stored pixels upright (1: none)
 
     def reduction(self, size: int) -> int:
         """The largest JPEG scale-down (8, 4, 2, else 1) that keeps this box at least `size` pixels on each side."""
@@ -49,7 +56,7 @@ class Box:
             return self
         top, left = math.ceil(self.top / f) * f, math.ceil(self.left / f) * f
         bottom, right = (self.top + self.height) // f * f, (self.left + self.width) // f * f
-        return Box(top, left, bottom - top, right - left, self.flip)
+        return replace(self, top=top, left=left, height=bottom - top, width=right - left)
 
     def scaled(self, factor: int) -> Tuple[int, int, int, int]:
         """(top, left, bottom, right) in the pixels of an image decoded at 1/factor of the full size, at least
@@ -68,7 +75,13 @@ class TrainCrop:
     size: int
     scale: Tuple[float, float] = (0.08, 1.0)
 
-    def box(self, width: int, height: int) -> Box:
+    def box(self, width: int, height: int, orientation: int = 1) -> Box:
+        """The box in the stored pixels of a `width` x `height` image, drawn on it as shown upright."""
+        return stored_box(self._draw(*upright_size(width, height, orientation)), orientation, width, height).snapped(
+            self.size
+        )
+
+    def _draw(self, width: int, height: int) -> Box:
         area = width * height
         low, high = math.log(RATIO[0]), math.log(RATIO[1])
         for _ in range(_TRIES):  # one draw of five numbers per try: area, ratio, top, left, flip
@@ -79,8 +92,8 @@ class TrainCrop:
             if 0 < w <= width and 0 < h <= height:
                 top = min(int(down * (height - h + 1)), height - h)
                 left = min(int(across * (width - w + 1)), width - w)
-                return Box(top, left, h, w, flip < 0.5).snapped(self.size)
-        return _fallback(width, height, flip < 0.5).snapped(self.size)
+                return Box(top, left, h, w, flip < 0.5)
+        return _fallback(width, height, flip < 0.5)
 
 
 def _fallback(width: int, height: int, flip: bool) -> Box:
@@ -105,17 +118,48 @@ class EvalCrop:
     def resize(self) -> int:
         return int(math.floor(self.size / self.crop_fraction))
 
-    def box(self, width: int, height: int) -> Box:
+    def box(self, width: int, height: int, orientation: int = 1) -> Box:
+        upright = self._upright_box(*upright_size(width, height, orientation))
+        return stored_box(upright, orientation, width, height).snapped(self.size)
+
+    def _upright_box(self, width: int, height: int) -> Box:
         resize = self.resize()
         short, long = min(width, height), max(width, height)
         resized_long = int(resize * long / short)
         rw, rh = (resize, resized_long) if width <= height else (resized_long, resize)
         sx, sy = width / rw, height / rh  # full-size pixels per resized pixel
         top, left = int(round((rh - self.size) / 2.0)), int(round((rw - self.size) / 2.0))
-        return Box(top * sy, left * sx, self.size * sy, self.size * sx).snapped(self.size)
+        return Box(top * sy, left * sx, self.size * sy, self.size * sx)
 
 
 Crop = Union[TrainCrop, EvalCrop]
+
+
+def _stored_point(x: float, y: float, orientation: int, width: int, height: int) -> Tuple[float, float]:
+    """The point of the stored `width` x `height` pixels (edge coordinates) shown at (x, y) of the upright image."""
+    return {
+        1: (x, y),
+        2: (width - x, y),
+        3: (width - x, height - y),
+        4: (x, height - y),
+        5: (y, x),
+        6: (y, height - x),
+        7: (width - y, height - x),
+        8: (width - y, x),
+    }[orientation]
+
+
+def stored_box(box: Box, orientation: int, width: int, height: int) -> Box:
+    """`box`, drawn on the upright image, as the region of the stored `width` x `height` pixels it shows; its
+    flip stays a mirror of the upright crop."""
+    if orientation == 1:
+        return box
+    corners = [
+        _stored_point(x, y, orientation, width, height)
+        for x, y in ((box.left, box.top), (box.left + box.width, box.top + box.height))
+    ]
+    (x0, x1), (y0, y1) = sorted(c[0] for c in corners), sorted(c[1] for c in corners)
+    return Box(y0, x0, y1 - y0, x1 - x0, box.flip, orientation)
 
 
 def as_chw(image: Union[Image.Image, torch.Tensor]) -> torch.Tensor:
@@ -148,7 +192,7 @@ def render(
     `size` x `size` in one step and mirrored if the box says so (`resize_region`)."""
     pixels = as_chw(image)
     top, left, bottom, right = box.scaled(1 if pixels.shape[-1] == full[0] else reduced)
-    return resize_region(pixels[:, top:bottom, left:right], size, mode, box.flip)
+    return resize_region(orient(pixels[:, top:bottom, left:right], box.orient), size, mode, box.flip)
 
 
 def resize_region(region: torch.Tensor, size: int, mode: InterpolationMode, flip: bool) -> torch.Tensor:

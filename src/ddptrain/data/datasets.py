@@ -15,7 +15,7 @@ from ..errors import DataError
 from ..util import mix_seed
 from .crops import stack
 from .gpudecode import Encoded, EncodedImage
-from .images import UNREADABLE_ERRORS, ImageLimits, decode_rgb, describe_unreadable, is_plain_jpeg
+from .images import UNREADABLE_ERRORS, ImageLimits, decode_upright, describe_unreadable, is_plain_jpeg
 from .index import Sample, Samples, as_samples
 from .transforms import IMAGENET_MEAN, IMAGENET_STD, Prepare, Stats, normalize
 
@@ -115,7 +115,7 @@ class ImageDataset(Dataset):
                     plan = self.transform.plan(data, self.limits)
                     return EncodedImage(torch.frombuffer(bytearray(data), dtype=torch.uint8), plan)
                 return self.transform.load(data, self.limits)
-            return self.transform(decode_rgb(data, limits=self.limits))
+            return self.transform(decode_upright(data, limits=self.limits))
         finally:
             generator.set_state(saved)
 

@@ -9,7 +9,7 @@ import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Optional, Tuple, Union
+from typing import TYPE_CHECKING, BinaryIO, Literal, Optional, Tuple, Union
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -20,6 +20,17 @@ if TYPE_CHECKING:
     import torch
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
+
+ORIENTATION_TAG = 0x0112  # EXIF: how the stored pixels turn to be shown upright (1: as stored)
+PIL_TRANSPOSE = {  # the same turns as PIL's ImageOps.exif_transpose
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
 
 # Errors that mean "this file is not a usable image"; anything else is a bug and propagates.
 UNREADABLE_ERRORS = (OSError, ValueError, SyntaxError, Image.DecompressionBombError, EOFError)
@@ -76,6 +87,7 @@ def open_rgb(
     min_side: Optional[int] = None,
     limits: ImageLimits = ImageLimits(),
     reduce: int = 1,
+    upright: bool = False,
 ) -> Image.Image:
     """Decode `path` to an RGB image.
 
@@ -83,6 +95,10 @@ def open_rgb(
     at least that long: the later crop or resize then sees the same geometry at a resolution still
     at or above its output size, for a fraction of the decoding work. `reduce` (2, 4 or 8) asks for
     that factor directly (see crops.Box.reduction); other files than JPEGs decode at full size.
+
+    Other files than JPEGs come out upright (their EXIF orientation applied, as Pillow itself does for TIFF as
+    it loads); a JPEG's pixels as stored, for the crop to turn only its region (`image_geometry`), unless
+    `upright`.
     """
     try:
         opened = Image.open(path)
@@ -90,11 +106,14 @@ def open_rgb(
         raise NotAnImageError("not an image (no image format recognised in its content)") from None
     with opened as img:
         _check_pixels(img.size[0], img.size[1], limits)  # from the header: nothing decoded yet
+        turned = upright or img.format != "JPEG"
+        known = pil_orientation(img) if turned else 1  # an orientation found only as it loads is not applied
         if img.format == "JPEG" and (min_side or reduce > 1):
             width, height = img.size
             img.draft("RGB", (min_side, min_side) if min_side else (width // reduce, height // reduce))
         img.load()  # decode now, inside the caller's error handling, so truncation surfaces here
-        return to_rgb(img)
+        left = pil_orientation(img) if known != 1 else 1  # Pillow may have turned it as it loaded (TIFF)
+        return to_rgb(img.transpose(PIL_TRANSPOSE[left]) if left != 1 else img)
 
 
 def _check_pixels(width: int, height: int, limits: ImageLimits) -> None:
@@ -165,9 +184,9 @@ def decode_rgb(
     decode_jpeg = _jpeg_decoder()
     header = _jpeg_header(data) if decode_jpeg is not None else None
     if header is not None:
-        width, height, components = header
+        width, height = header[0], header[1]
         _check_jpeg_pixels(width, height, limits)
-        if components in (1, 3) and reduce == 1 and not _draft_shrinks((width, height), min_side):
+        if header[2] in (1, 3) and reduce == 1 and not _draft_shrinks((width, height), min_side):
             try:
                 return decode_jpeg(data)
             except RuntimeError:
@@ -208,18 +227,78 @@ def region_decoder():
 
 
 def image_size(data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[int, int]:
-    """(width, height) from the header alone, within `limits`: a JPEG's frame header, else what PIL reads
-    before decoding. Raises as decoding would for what is not an image."""
+    """(width, height) of the stored pixels from the header alone, within `limits`: a JPEG's frame header, else
+    what PIL reads before decoding. Raises as decoding would for what is not an image."""
+    return image_geometry(data, limits)[:2]
+
+
+def image_geometry(data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[int, int, int]:
+    """(width, height, orientation): the size of the pixels the decoders give and the EXIF orientation (1-8) that
+    still turns them the way viewers show the picture — a camera's portrait photo is often stored landscape with
+    orientation 6 or 8. A JPEG's pixels are decoded as stored (its region alone is turned after the crop); other
+    files are decoded upright (`open_rgb`), so their orientation is 1 and their size the upright one. Read from the
+    header alone, within `limits` (a turned file of another format is decoded to learn its upright size)."""
     header = _jpeg_header(data)
     if header is not None:
         _check_jpeg_pixels(header[0], header[1], limits)
-        return header[0], header[1]
+        return header[0], header[1], header[3]
     try:
         with Image.open(io.BytesIO(data)) as img:
             _check_pixels(img.size[0], img.size[1], limits)
-            return img.size
+            orientation = pil_orientation(img)
+            if img.format == "JPEG" or orientation == 1:
+                return img.size[0], img.size[1], orientation
     except UnidentifiedImageError:
         raise NotAnImageError("not an image (no image format recognised in its content)") from None
+    # Turned, and not a JPEG (rare): Pillow turns some formats as it loads them and reports their size upright
+    # before (TIFF), others not, and that differs between its versions; the decoded picture's size is upright.
+    return (*open_rgb(io.BytesIO(data), limits=limits).size, 1)
+
+
+def pil_orientation(img: Image.Image) -> int:
+    """The EXIF orientation (1-8) of an opened image; 1 where it has none or an unreadable one."""
+    try:
+        value = img.getexif().get(ORIENTATION_TAG, 1)
+    except Exception:  # PIL's EXIF reader raises many kinds on damaged data; the pixels may still be fine
+        return 1
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def upright_size(width: int, height: int, orientation: int) -> Tuple[int, int]:
+    """(width, height) of a `width` x `height` stored image as shown upright (orientations 5-8 turn it a
+    quarter)."""
+    return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+
+
+def orient(pixels: torch.Tensor, orientation: int) -> torch.Tensor:
+    """Stored pixels (..., H, W) turned upright by their EXIF `orientation` (a view; PIL's exif_transpose)."""
+    if orientation == 2:
+        return pixels.flip(-1)
+    if orientation == 3:
+        return pixels.flip(-2, -1)
+    if orientation == 4:
+        return pixels.flip(-2)
+    if orientation == 5:
+        return pixels.transpose(-2, -1)
+    if orientation == 6:
+        return pixels.rot90(-1, (-2, -1))
+    if orientation == 7:
+        return pixels.transpose(-2, -1).flip(-2, -1)
+    if orientation == 8:
+        return pixels.rot90(1, (-2, -1))
+    return pixels
+
+
+def decode_upright(data: bytes, limits: ImageLimits = ImageLimits()) -> Union[Image.Image, torch.Tensor]:
+    """`decode_rgb` turned the way viewers show it (its EXIF orientation applied), for transforms that are not
+    ddptrain's own (those orient the crop only: transforms.Prepare)."""
+    image = decode_rgb(data, limits=limits)
+    orientation = image_geometry(data, limits)[2]
+    if orientation == 1:
+        return image
+    if isinstance(image, Image.Image):
+        return image.transpose(PIL_TRANSPOSE[orientation])
+    return orient(image, orientation)
 
 
 def is_plain_jpeg(data: bytes) -> bool:
@@ -242,10 +321,11 @@ _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start of fra
 
 
 def _jpeg_header(data: bytes) -> Optional[tuple]:
-    """(width, height, colour components) from a JPEG's start-of-frame segment; None if not a JPEG."""
+    """(width, height, colour components, EXIF orientation) from a JPEG's segments up to its start of frame; None
+    if not a JPEG."""
     if data[:2] != b"\xff\xd8":
         return None
-    at = 2
+    at, orientation = 2, 1
     while at + 4 <= len(data):
         if data[at] != 0xFF:
             return None
@@ -256,14 +336,41 @@ def _jpeg_header(data: bytes) -> Optional[tuple]:
         if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
             at += 2
             continue
+        length = int.from_bytes(data[at + 2 : at + 4], "big")
+        if marker == 0xE1 and orientation == 1:  # APP1: Exif (or XMP, which has no orientation we read)
+            orientation = exif_orientation(memoryview(data)[at + 4 : at + 2 + length])  # no copy
         if marker in _SOF_MARKERS:
             if at + 10 > len(data):
                 return None
             height = int.from_bytes(data[at + 5 : at + 7], "big")
             width = int.from_bytes(data[at + 7 : at + 9], "big")
-            return width, height, data[at + 9]
-        at += 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+            return width, height, data[at + 9], orientation
+        at += 2 + length
     return None
+
+
+def exif_orientation(segment: Union[bytes, memoryview]) -> int:
+    """The orientation tag (1-8) of an APP1 segment's EXIF block (its TIFF header and first directory); 1 where
+    there is none, or the block is not EXIF, is cut short, points outside itself or holds another value."""
+    if segment[:6] != b"Exif\x00\x00" or len(segment) < 14:
+        return 1
+    tiff = segment[6:]
+    if tiff[:2] not in (b"II", b"MM"):
+        return 1
+    order: Literal["little", "big"] = "little" if tiff[:2] == b"II" else "big"
+    if int.from_bytes(tiff[2:4], order) != 42:
+        return 1
+    directory = int.from_bytes(tiff[4:8], order)
+    if directory + 2 > len(tiff):
+        return 1
+    count = int.from_bytes(tiff[directory : directory + 2], order)
+    for entry in range(directory + 2, min(directory + 2 + 12 * count, len(tiff) - 11), 12):
+        if int.from_bytes(tiff[entry : entry + 2], order) == ORIENTATION_TAG:
+            kind = int.from_bytes(tiff[entry + 2 : entry + 4], order)
+            width = {3: 2, 4: 4}.get(kind, 0)  # a SHORT, as EXIF says, or a LONG, which PIL reads too
+            value = int.from_bytes(tiff[entry + 8 : entry + 8 + width], order) if width else 0
+            return value if 1 <= value <= 8 else 1
+    return 1
 
 
 def _draft_shrinks(size, min_side: Optional[int]) -> bool:

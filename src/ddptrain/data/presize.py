@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 from PIL import Image
 
 from ..errors import ConfigError, DataError
-from .images import UNREADABLE_ERRORS, ImageLimits, image_size, open_rgb
+from .images import PIL_TRANSPOSE, UNREADABLE_ERRORS, ImageLimits, image_geometry, open_rgb, upright_size
 
 DEFAULT_QUALITY = 90
 
@@ -31,13 +31,17 @@ class Presize:
 
     def apply(self, data: bytes, limits: ImageLimits = ImageLimits()) -> Optional[bytes]:
         """The re-encoded JPEG; None to keep `data` as it is: within the size, or not readable (the loader skips
-        and counts such an image as it would have before)."""
+        and counts such an image as it would have before). A re-encoded image is stored upright: its EXIF
+        orientation, which the new file does not carry, is applied to the pixels."""
         try:
-            target = self.target(*image_size(data, limits))
+            width, height, orientation = image_geometry(data, limits)
+            target = self.target(*upright_size(width, height, orientation))
             if target is None:
                 return None
             # DCT-scaled decoding down to at least the target (JPEG), then an antialiased resize to it
             image = open_rgb(io.BytesIO(data), min(target), limits)
+            if orientation != 1:
+                image = image.transpose(PIL_TRANSPOSE[orientation])
             resized = image.resize(target, Image.Resampling.LANCZOS)
         except UNREADABLE_ERRORS:
             return None

@@ -12,8 +12,8 @@ from PIL import Image
 from torchvision.transforms import v2
 
 from ..config import DataConfig, parse_channels
-from .crops import Box, Crop, EvalCrop, TrainCrop, render, render_centre, resize_region, size_of
-from .images import ImageLimits, decode_region, decode_rgb, image_size
+from .crops import Box, Crop, EvalCrop, TrainCrop, as_chw, orient, render, render_centre, resize_region, size_of
+from .images import ImageLimits, decode_region, decode_rgb, image_geometry
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -108,19 +108,19 @@ class Prepare:
     reduced: bool = True  # False: always decode at full size (the reference `--decode full`)
 
     def load(self, data: bytes, limits: ImageLimits = ImageLimits()) -> torch.Tensor:
-        full = image_size(data, limits)
-        box = self.crop.box(*full)
+        box, full = self.plan(data, limits)
         reduce = box.reduction(self.crop.size) if self.reduced else 1
         if self.reduced and isinstance(self.crop, TrainCrop):  # a training box: decode that region alone
             region = decode_region(data, reduce, *box.scaled(reduce))
             if region is not None:
-                return self.augmented(resize_region(region, self.crop.size, self.mode, box.flip))
+                return self.augmented(resize_region(orient(region, box.orient), self.crop.size, self.mode, box.flip))
         return self.finish(decode_rgb(data, limits=limits, reduce=reduce), box, full, reduce)
 
     def plan(self, data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[Box, Tuple[int, int]]:
-        """The box `load` would crop, and the full size, without decoding (the GPU decodes)."""
-        full = image_size(data, limits)
-        return self.crop.box(*full), full
+        """The box `load` would crop (in the stored pixels, with the EXIF orientation that turns them upright), and
+        the stored pixels' full size, without decoding (the GPU decodes)."""
+        width, height, orientation = image_geometry(data, limits)
+        return self.crop.box(width, height, orientation), (width, height)
 
     def __call__(self, image: Union[Image.Image, torch.Tensor]) -> torch.Tensor:
         full = size_of(image)
@@ -130,7 +130,8 @@ class Prepare:
         self, image: Union[Image.Image, torch.Tensor], box: Box, full: Tuple[int, int], reduced: int = 1
     ) -> torch.Tensor:
         if isinstance(self.crop, EvalCrop):  # the box only told the decoder how small it may decode
-            tensor = render_centre(image, self.crop, self.mode)
+            upright = orient(as_chw(image), box.orient) if box.orient != 1 else image
+            tensor = render_centre(upright, self.crop, self.mode)
         else:
             tensor = render(image, box, full, self.crop.size, self.mode, reduced)
         return self.augmented(tensor)

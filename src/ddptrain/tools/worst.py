@@ -72,14 +72,11 @@ def _score(best: Path, data: str, named: List[Tuple[str, str]]) -> List[Scored]:
 
 def _thumbnail(path: Path) -> Optional[str]:
     """A small JPEG of the image as a data: URI; None for what predict could read but PIL cannot shrink."""
-    from PIL import Image
 
-    from ..data.images import UNREADABLE_ERRORS
+    from ..data.images import UNREADABLE_ERRORS, open_rgb
 
     try:
-        with Image.open(path) as opened:
-            opened.draft("RGB", (THUMBNAIL_PX, THUMBNAIL_PX))
-            small = opened.convert("RGB")
+        small = open_rgb(path, min_side=THUMBNAIL_PX, upright=True)  # upright, as the model saw it
         small.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
         buffer = io.BytesIO()
         small.save(buffer, format="JPEG", quality=85)
