@@ -123,6 +123,13 @@ def test_other_formats_decode_upright_once(fmt, orientation):
 
 
 @pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_a_pil_image_from_a_python_dataset_is_turned_upright_once(orientation):
+    opened = Image.open(io.BytesIO(stored(upright_picture(), orientation)))
+    assert_upright(eval_transform(32)(opened))
+    assert_upright(eval_transform(32)(ImageOps.exif_transpose(opened)))  # already turned by its library
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 8])
 def test_a_turned_png_gives_the_sample_its_upright_copy_gives(orientation):
     """Lossless, so exactly: the crop is drawn on the upright picture, whatever way its pixels are stored."""
     picture = Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 56, 3), dtype=np.uint8))

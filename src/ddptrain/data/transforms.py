@@ -13,7 +13,7 @@ from torchvision.transforms import v2
 
 from ..config import DataConfig, parse_channels
 from .crops import Box, Crop, EvalCrop, TrainCrop, as_chw, orient, render, render_centre, resize_region, size_of
-from .images import ImageLimits, decode_region, decode_rgb, image_geometry
+from .images import PIL_TRANSPOSE, ImageLimits, decode_region, decode_rgb, image_geometry, pil_orientation
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -123,6 +123,10 @@ class Prepare:
         return self.crop.box(width, height, orientation), (width, height)
 
     def __call__(self, image: Union[Image.Image, torch.Tensor]) -> torch.Tensor:
+        """An image a Python dataset gave; a PIL image that still carries an EXIF orientation is turned upright
+        first (one its library already turned carries none)."""
+        if isinstance(image, Image.Image) and (turn := pil_orientation(image)) != 1:
+            image = image.transpose(PIL_TRANSPOSE[turn])
         full = size_of(image)
         return self.finish(image, self.crop.box(*full), full)
 
