@@ -13,13 +13,10 @@ torchrun runs clean):
 """
 
 import os
+import sys
 
-_rank = os.environ.get("RANK", "0")
-if (
-    os.environ.get("FAULT_ACTION")
-    and os.environ.get("FAULT_RANK", "0") in (_rank, "all")
-    and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-):
+
+def _install() -> None:
     import signal
     import time
 
@@ -59,7 +56,8 @@ if (
 
             return slow
 
-        _datasets.decode_rgb = _transforms.decode_rgb = _slowed(_datasets.decode_rgb)  # any transform's decode
+        _datasets.decode_upright = _slowed(_datasets.decode_upright)  # a transform not ddptrain's own
+        _transforms.decode_rgb = _slowed(_transforms.decode_rgb)  # ddptrain's: the whole image's decode
         _transforms.decode_region = _slowed(_transforms.decode_region)  # and a training crop's region alone
     else:
         import torch as _torch
@@ -89,3 +87,16 @@ if (
             return _real_step(*args, **kwargs)
 
         _loop.optimizer_step = _faulty_step
+
+
+_rank = os.environ.get("RANK", "0")
+if (
+    os.environ.get("FAULT_ACTION")
+    and os.environ.get("FAULT_RANK", "0") in (_rank, "all")
+    and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+):
+    try:
+        _install()
+    except Exception as error:  # Python would print it and run on without the fault: the test would prove nothing
+        print(f"fault hook: could not inject {os.environ['FAULT_ACTION']}: {error!r}", file=sys.stderr, flush=True)
+        os._exit(97)
