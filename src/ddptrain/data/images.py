@@ -87,7 +87,6 @@ def open_rgb(
     min_side: Optional[int] = None,
     limits: ImageLimits = ImageLimits(),
     reduce: int = 1,
-    upright: bool = False,
 ) -> Image.Image:
     """Decode `path` to an RGB image.
 
@@ -97,8 +96,8 @@ def open_rgb(
     that factor directly (see crops.Box.reduction); other files than JPEGs decode at full size.
 
     Other files than JPEGs come out upright (their EXIF orientation applied, as Pillow itself does for TIFF as
-    it loads); a JPEG's pixels as stored, for the crop to turn only its region (`image_geometry`), unless
-    `upright`.
+    it loads); a JPEG's pixels as stored, for the crop to turn only its region (`image_geometry`; `open_upright`
+    turns the whole picture).
     """
     try:
         opened = Image.open(path)
@@ -106,8 +105,7 @@ def open_rgb(
         raise NotAnImageError("not an image (no image format recognised in its content)") from None
     with opened as img:
         _check_pixels(img.size[0], img.size[1], limits)  # from the header: nothing decoded yet
-        turned = upright or img.format != "JPEG"
-        known = pil_orientation(img) if turned else 1  # an orientation found only as it loads is not applied
+        known = pil_orientation(img) if img.format != "JPEG" else 1  # one found only as it loads is not applied
         if img.format == "JPEG" and (min_side or reduce > 1):
             width, height = img.size
             img.draft("RGB", (min_side, min_side) if min_side else (width // reduce, height // reduce))
@@ -227,8 +225,8 @@ def region_decoder():
 
 
 def image_size(data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[int, int]:
-    """(width, height) of the stored pixels from the header alone, within `limits`: a JPEG's frame header, else
-    what PIL reads before decoding. Raises as decoding would for what is not an image."""
+    """(width, height) of the pixels the decoders give (`image_geometry`), within `limits`. Raises as decoding
+    would for what is not an image."""
     return image_geometry(data, limits)[:2]
 
 
@@ -287,6 +285,13 @@ def orient(pixels: torch.Tensor, orientation: int) -> torch.Tensor:
     if orientation == 8:
         return pixels.rot90(1, (-2, -1))
     return pixels
+
+
+def open_upright(data: bytes, min_side: Optional[int] = None, limits: ImageLimits = ImageLimits()) -> Image.Image:
+    """`open_rgb` of an image in memory, turned the way training sees it (a JPEG by its header's orientation)."""
+    image = open_rgb(io.BytesIO(data), min_side, limits)
+    orientation = image_geometry(data, limits)[2]
+    return image.transpose(PIL_TRANSPOSE[orientation]) if orientation != 1 else image
 
 
 def decode_upright(data: bytes, limits: ImageLimits = ImageLimits()) -> Union[Image.Image, torch.Tensor]:

@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 from PIL import Image
 
 from ..errors import ConfigError, DataError
-from .images import PIL_TRANSPOSE, UNREADABLE_ERRORS, ImageLimits, image_geometry, open_rgb, upright_size
+from .images import UNREADABLE_ERRORS, ImageLimits, image_geometry, open_upright, upright_size
 
 DEFAULT_QUALITY = 90
 
@@ -39,9 +39,7 @@ class Presize:
             if target is None:
                 return None
             # DCT-scaled decoding down to at least the target (JPEG), then an antialiased resize to it
-            image = open_rgb(io.BytesIO(data), min(target), limits)
-            if orientation != 1:
-                image = image.transpose(PIL_TRANSPOSE[orientation])
+            image = open_upright(data, min(target), limits)
             resized = image.resize(target, Image.Resampling.LANCZOS)
         except UNREADABLE_ERRORS:
             return None

@@ -73,10 +73,10 @@ def _score(best: Path, data: str, named: List[Tuple[str, str]]) -> List[Scored]:
 def _thumbnail(path: Path) -> Optional[str]:
     """A small JPEG of the image as a data: URI; None for what predict could read but PIL cannot shrink."""
 
-    from ..data.images import UNREADABLE_ERRORS, open_rgb
+    from ..data.images import UNREADABLE_ERRORS, ImageLimits, open_upright, read_image_file
 
-    try:
-        small = open_rgb(path, min_side=THUMBNAIL_PX, upright=True)  # upright, as the model saw it
+    try:  # upright, as the model saw it
+        small = open_upright(read_image_file(path, ImageLimits()), min_side=THUMBNAIL_PX)
         small.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
         buffer = io.BytesIO()
         small.save(buffer, format="JPEG", quality=85)
