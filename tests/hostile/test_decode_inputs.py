@@ -171,3 +171,23 @@ def test_an_exif_segment_whose_length_runs_past_the_file_reads_no_orientation():
     cut = plain[:2] + b"\xff\xe1\xff\xf0Exif\x00\x00MM\x00\x2a"  # says 65,520 bytes, has 12
     assert images.exif_orientation(cut[6:]) == 1
     assert images._jpeg_header(cut) is None  # no frame header within the file: not read as a JPEG
+
+
+def test_several_exif_segments_give_the_first_orientation_they_hold():
+    """Duplicates: an editor that appended a second EXIF block; the first that holds an orientation counts."""
+    plain = _jpeg(160, 120)
+    none = _BIG + b"\x00\x00"  # an empty directory
+    six = _BIG + b"\x00\x01" + _orientation_entry("big", 6)
+    three = _BIG + b"\x00\x01" + _orientation_entry("big", 3)
+    data = plain[:2] + _exif_segment(none) + _exif_segment(six) + _exif_segment(three) + plain[2:]
+    assert images.image_geometry(data) == (160, 120, 6)
+
+
+def test_a_full_size_exif_directory_without_an_orientation_is_read_to_its_end_and_counts_as_none():
+    """Size: the largest directory a segment can hold (5,450 entries, none the orientation) is bounded work."""
+    entries = ((0x0100).to_bytes(2, "big") + bytes(10)) * 5450  # 5,450 image-width tags
+    tiff = _BIG + (5450).to_bytes(2, "big") + entries
+    plain = _jpeg(160, 120)
+    data = plain[:2] + _exif_segment(tiff) + plain[2:]
+    assert len(tiff) <= 65_535 - 2 - 6  # what one segment can hold after its length and "Exif\0\0"
+    assert images.image_geometry(data) == (160, 120, 1)
