@@ -51,6 +51,27 @@ def _add_ema(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return value
+
+
+def _add_progress_every(parser: argparse.ArgumentParser, counted: str) -> None:
+    parser.add_argument(
+        "--progress-every",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help=f"where stderr is not a terminal (a job log, a pipe), a line of {counted}, rate and time left at least "
+        "this often instead of a progress bar (default 30; 0: none)",
+    )
+
+
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="also show torchrun's own log lines")
 
@@ -90,6 +111,7 @@ def _add_training_commands(sub) -> None:
         help="val: the training run's validation split (default); all: every image in --data",
     )
     add_option_flags(ev, ["batch_size", "workers", "device", "amp", "nproc", "dist_timeout", "decode"])  # as for train
+    _add_progress_every(ev, "batches evaluated")
     _add_trust_torchscript(ev)
     _add_ema(ev)
     _add_verbose(ev)
@@ -170,6 +192,7 @@ def _add_data_commands(sub) -> None:
         help=f"as for train (and with its default, {seed}): the split, and the order within shards",
     )
     sh.add_argument("--overwrite", action="store_true", help="replace a shard set already in --out")
+    _add_progress_every(sh, "images written")
     sh.add_argument("--label-key", default=options()["label_key"].default, help=options()["label_key"].help)
     sh.add_argument(
         "--max-side",
@@ -342,6 +365,7 @@ def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
             trust_torchscript=args.trust_torchscript,
             ema=args.ema,
             decode=args.decode,
+            progress_every=args.progress_every,
         ),
         env,
     )
@@ -395,7 +419,17 @@ def cmd_shard(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
 
     reading = Reading(label_key=args.label_key)
     presize = Presize(args.max_side, args.quality) if args.max_side is not None else None
-    make_shards(args.data, args.out, args.shard_size, args.val_split, args.seed, args.overwrite, reading, presize)
+    make_shards(
+        args.data,
+        args.out,
+        args.shard_size,
+        args.val_split,
+        args.seed,
+        args.overwrite,
+        reading,
+        presize,
+        args.progress_every,
+    )
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import http.server
+import re
 import sys
 import threading
 from pathlib import Path
@@ -29,8 +30,19 @@ EXIT_PREEMPTED = 75
 @pytest.fixture(scope="module")
 def shard_set(tiny_shapes, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("shards") / "set"
-    run_cli(["shard", "--data", tiny_shapes, "--out", out, "--shard-size", "64KB", "--val-split", 0.25, "--seed", 3])
+    done = run_cli(
+        ["shard", "--data", tiny_shapes, "--out", out, "--shard-size", "64KB", "--val-split", 0.25, "--seed", 3]
+        + ["--progress-every", 1e-6]  # a line after every image
+    )
+    (out.parent / "console.txt").write_text(done.stderr)
     return out
+
+
+def test_shard_reports_progress_in_lines_where_stderr_is_a_pipe(shard_set):
+    console = (shard_set.parent / "console.txt").read_text()
+    lines = re.findall(r"^shard: (\d+)/(\d+) images \(\d+%\), [\d.]+ images/s, ends in ~\d+s$", console, re.M)
+    assert lines and lines[-1] == ("36", "36"), console[-2000:]  # tiny_shapes: 3 classes x 12 images
+    assert "\r" not in console  # no bar frames in a pipe
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +68,10 @@ def test_sigterm_mid_epoch_on_shards_resumes_to_the_same_weights(shard_set, from
 
 
 def test_eval_of_a_shard_set_counts_each_validation_image_once_and_matches_the_run(shard_set, from_shards):
-    done = run_cli(["eval", "--checkpoint", from_shards / "checkpoints" / "last.pt", "--data", shard_set, "--nproc", 2])
+    checkpoint = from_shards / "checkpoints" / "last.pt"
+    done = run_cli(["eval", "--checkpoint", checkpoint, "--data", shard_set, "--nproc", 2, "--progress-every", 1e-6])
     report = json_lines(done.stdout)
+    assert re.search(r"^eval: (\d+/\d+|\d+) batches", done.stderr, re.M), done.stderr[-2000:]  # rank 0's progress
     last = read_metrics(from_shards)[-1]
     assert len(report) == 1 and report[0]["samples"] == 9 and report[0]["skipped"] == 0
     assert report[0]["top1"] == last["val_top1"] and report[0]["loss"] == pytest.approx(last["val_loss"], rel=1e-5)

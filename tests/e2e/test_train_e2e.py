@@ -90,7 +90,7 @@ def trained(dataset, tmp_path_factory) -> Path:
             "--seed",
             1,
             "--progress-every",
-            0.05,
+            1e-6,  # a line after every step and every validation batch
         ]
     )
     (run_dir.parent / "console.txt").write_text(proc.stderr)  # log lines go to stderr, as the epoch lines do
@@ -107,6 +107,12 @@ def test_progress_lines_reach_the_console_and_train_log_without_a_terminal(train
         epochs = {int(m.group(1)) for m in pattern.finditer(where)}
         assert epochs and epochs <= set(range(1, EPOCHS + 1)), where[-2000:]  # counted from 1, as the epoch lines
         assert any(m.group(2) for m in pattern.finditer(where))  # the loss once one was reduced
+        # the validation pass too (rank 0's share of the 7 validation images, in batches of 4)
+        validation = re.compile(
+            r"^(\S+ \S+ INFO )?validation: (\d)/\2 batches \(100%\), [\d.]+ batches/s, ends in ~0s$", re.M
+        )
+        assert validation.search(where), where[-2000:]
+    assert "\r" not in (trained.parent / "console.txt").read_text()  # no bar frames in a pipe
 
 
 def test_two_ranks_write_a_complete_run_dir(trained):

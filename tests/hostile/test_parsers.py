@@ -5,9 +5,12 @@ test_names.py."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -134,3 +137,31 @@ def test_any_json_as_the_run_marker_is_read_or_refused(tmp_path, value):
         read_marker(tmp_path)
     except DdptrainError:
         pass
+
+
+@SETTINGS
+@given(st.one_of(st.text(max_size=16), st.floats().map(repr)))
+def test_any_text_as_progress_every_is_seconds_or_refused_naming_it(text):
+    from ddptrain.cli import _seconds
+
+    try:
+        value = _seconds(text)
+    except argparse.ArgumentTypeError as error:
+        assert repr(text) in str(error)
+    else:
+        assert value >= 0  # never NaN, never negative (inf: no lines)
+
+
+@pytest.mark.parametrize("command", ["eval", "shard"])
+@pytest.mark.parametrize("text", ["nan", "-1", "soon"])
+def test_a_bad_progress_interval_is_refused_before_anything_runs(tmp_path, command, text):
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddptrain", command, "--data", tmp_path, "--progress-every", text]
+        + (["--checkpoint", tmp_path / "c.pt"] if command == "eval" else ["--out", tmp_path / "out"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert f"argument --progress-every: '{text}' is not a number of seconds (0 or more)" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -53,6 +53,7 @@ class EvalOptions:
     trust_torchscript: bool = False  # a *.torchscript.pt file runs its own code when loaded
     ema: bool = False  # the checkpoint's EMA weights
     decode: str = "auto"  # as for train: cpu (reduced-size where the crop allows), full, gpu
+    progress_every: float = 30.0  # seconds between progress lines where stderr is not a terminal; 0: none
 
 
 def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -> Samples:
@@ -127,6 +128,8 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
             rt,
             on_failure=UnreadableFiles(rt.rank),
             threshold=multilabel_threshold(loaded.config),
+            progress_every=opts.progress_every,
+            what="eval",
         )
         report = {
             **result.to_dict(loaded.class_names),

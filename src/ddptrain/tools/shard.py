@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from tqdm import tqdm
-
 from ..data.presize import Presize
 from ..data.shards import ARRAYS, INDEX, TIMM_INFO, parse_size, read_index, write_shards
 from ..data.sources import Reading, load_split, source_for
 from ..errors import ConfigError, DataError
+from ..train.progress import CountProgress
 from ..train.rundir import check_apart
 
 log = logging.getLogger("ddptrain")
@@ -28,7 +27,9 @@ def make_shards(
     overwrite: bool,
     reading: Reading = Reading(),
     presize: Optional[Presize] = None,
+    progress_every: float = 30.0,
 ) -> dict:
+    """`progress_every`: a bar on a terminal, else a line of images written at least this often (seconds; 0: none)."""
     try:
         limit = parse_size(shard_size)
     except ValueError as error:
@@ -44,7 +45,7 @@ def make_shards(
     _clear_earlier_set(folder, overwrite)
     started = time.perf_counter()
     split = load_split(data, val_split, seed, reading)
-    with tqdm(total=len(split.train) + len(split.val), unit="img", desc="shard", leave=False) as bar:
+    with CountProgress(len(split.train) + len(split.val), "shard", "images", progress_every) as bar:
         summary = write_shards(split, folder, limit, seed, bar, val_split=val_split, presize=presize)
     if presize is not None:
         log.info(

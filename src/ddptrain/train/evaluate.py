@@ -20,6 +20,7 @@ from ..models.wrap import unwrap
 from ..runtime.dist import Runtime
 from .metrics import EvalResult, EvalTotals, MultiLabelTotals
 from .precision import Precision
+from .progress import CountProgress
 
 
 @torch.no_grad()
@@ -33,9 +34,12 @@ def evaluate(
     on_failure: Optional[Callable[[Iterable[str]], None]] = None,
     threshold: Optional[float] = None,
     img_size: int = 224,
+    progress_every: float = 0.0,
+    what: str = "evaluation",
 ) -> EvalResult:
     """`threshold`: --task multilabel (scores and targets gathered for mAP and F1 at it); None: single-label.
-    `img_size`: the input size, for a sharded model's spare forwards (`Lockstep`)."""
+    `img_size`: the input size, for a sharded model's spare forwards (`Lockstep`). `progress_every`: on rank 0, a
+    bar on a terminal, else a line `what: i/n batches ...` at least this often (seconds; 0: none)."""
     plain = unwrap(model)
     was_training = plain.training
     plain.eval()
@@ -43,27 +47,42 @@ def evaluate(
         EvalTotals(num_classes, rt.device) if threshold is None else MultiLabelTotals(num_classes, threshold)
     )
     lockstep = Lockstep(rt, len(loader), img_size) if is_sharded(plain) else None
-    for batch in batches(loader, rt.rank):
-        totals.add_skipped(len(batch.failures))
-        if on_failure is not None:
-            on_failure(batch.failures)
-        if len(batch) == 0:
-            if lockstep is not None:
-                lockstep.idle(plain, precision)
-            continue
-        images, labels = batch.to_device(rt.device, channels_last)
-        with precision.autocast():
-            logits = plain(images).float()
-        if lockstep is not None:
-            lockstep.ran()
-        if isinstance(totals, MultiLabelTotals):
-            totals.update(logits, labels)
-        else:
-            totals.update(logits, labels, F.cross_entropy(logits, labels, reduction="sum"))
+    with CountProgress(_length(loader), what, "batches", progress_every, rt.is_main and progress_every > 0) as progress:
+        for batch in batches(loader, rt.rank):
+            _add_batch(batch, plain, precision, rt, channels_last, on_failure, totals, lockstep)
+            progress.update()
     if lockstep is not None:
         lockstep.finish(plain, precision)
     plain.train(was_training)
     return totals.reduce()
+
+
+def _length(loader) -> Optional[int]:
+    try:
+        return len(loader)
+    except TypeError:  # an iterable dataset that does not know its length
+        return None
+
+
+def _add_batch(
+    batch, plain: nn.Module, precision: Precision, rt: Runtime, channels_last: bool, on_failure, totals, lockstep
+) -> None:
+    totals.add_skipped(len(batch.failures))
+    if on_failure is not None:
+        on_failure(batch.failures)
+    if len(batch) == 0:
+        if lockstep is not None:
+            lockstep.idle(plain, precision)
+        return
+    images, labels = batch.to_device(rt.device, channels_last)
+    with precision.autocast():
+        logits = plain(images).float()
+    if lockstep is not None:
+        lockstep.ran()
+    if isinstance(totals, MultiLabelTotals):
+        totals.update(logits, labels)
+    else:
+        totals.update(logits, labels, F.cross_entropy(logits, labels, reduction="sum"))
 
 
 class Lockstep:

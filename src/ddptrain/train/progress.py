@@ -98,6 +98,59 @@ class EpochProgress:
         self.bar.close()
 
 
+class CountProgress:
+    """Progress through a known count of items outside the training steps (shard's images, an evaluation's
+    batches): the bar on an interactive terminal, else a log line at least every `every_s` seconds (0: none), so a
+    pipe or a job log gets lines it can read, not a bar's frames."""
+
+    def __init__(self, total: Optional[int], what: str, unit: str, every_s: float = 30.0, enabled: bool = True):
+        self.total, self.what, self.unit, self.every_s = total, what, unit, every_s
+        self.bar = _Bar(
+            total=total,
+            desc=what,
+            unit=unit,
+            dynamic_ncols=True,
+            disable=not (enabled and sys.stderr.isatty()),
+            leave=False,
+            file=sys.stderr,
+        )
+        self.lines = enabled and self.bar.disable and every_s > 0
+        self.done = 0
+        self.started = self.last_line = time.perf_counter()
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+        self.done += n
+        now = time.perf_counter()
+        if not self.lines or now - self.last_line < self.every_s:
+            return
+        self.last_line = now
+        rate = self.done / max(now - self.started, 1e-9)
+        if self.total is None:  # a stream of unknown length (a tar set without an index)
+            log.info("%s: %d %s, %.1f %s/s", self.what, self.done, self.unit, rate, self.unit)
+            return
+        log.info(
+            "%s: %d/%d %s (%.0f%%), %.1f %s/s, ends in ~%s",
+            self.what,
+            self.done,
+            self.total,
+            self.unit,
+            100.0 * self.done / max(self.total, 1),
+            rate,
+            self.unit,
+            _duration(max(self.total - self.done, 0) / max(rate, 1e-9)),
+        )
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> CountProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class NoProgress:
     def step(self, global_step: int, data_wait_frac: float) -> None:
         pass

@@ -459,7 +459,7 @@ class Trainer:
             log.info("done: trained without validation; the result is %s", self.checkpointer.last)
         return result
 
-    def _evaluate(self, model) -> EvalResult:
+    def _evaluate(self, model, what: str = "validation") -> EvalResult:
         return evaluate(
             model,
             self.val_loader,
@@ -470,6 +470,8 @@ class Trainer:
             self.unreadable,
             self.cfg.optim.threshold if self.cfg.data.task == "multilabel" else None,
             self.preprocess.img_size,
+            self.cfg.run.progress_every,
+            what,
         )
 
     def _patience_spent(self, epoch: int) -> bool:
@@ -508,7 +510,7 @@ class Trainer:
             result = self._evaluate(self.ddp)
             if self.ema is not None:
                 dist.broadcast_buffers(self.ema.module)  # each rank averaged its own BatchNorm statistics
-                ema_result = self._evaluate(self.ema.module)
+                ema_result = self._evaluate(self.ema.module, "validation of the EMA weights")
         self._refuse_non_finite(epoch, result.loss if result is not None else None)
         self._record_epoch(epoch, stats, result, ema_result)
         dist.barrier()  # nobody starts the next epoch (or exits) before rank 0 has saved
