@@ -87,6 +87,59 @@ def test_the_orientation_is_read_from_the_header(fmt, orientation):
         assert image_geometry(data) == (96, 64, 1)
 
 
+def _app1(payload: bytes) -> bytes:
+    return b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload
+
+
+def _xmp(orientation: str, form: str = "attribute") -> bytes:
+    inner = (
+        f'<rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" tiff:Orientation="{orientation}"/>'
+        if form == "attribute"
+        else f"<rdf:Description><tiff:Orientation>{orientation}</tiff:Orientation></rdf:Description>"
+    )
+    packet = f'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF>{inner}</rdf:RDF></x:xmpmeta>'
+    return _app1(b"http://ns.adobe.com/xap/1.0/\x00" + packet.encode())
+
+
+def _exif(orientation=None) -> bytes:
+    exif = Image.Exif()
+    if orientation is not None:
+        exif[0x0112] = orientation
+    exif[0x0131] = "an editor"  # a tag besides, so that a block without an orientation is not empty
+    return _app1(exif.tobytes())
+
+
+XMP_CASES = {  # APP1 segments before the frame -> the orientation PIL's exif_transpose applies
+    "xmp attribute, no exif": ([_xmp("6")], 6),
+    "xmp element, no exif": ([_xmp("8", "element")], 8),
+    "exif without the tag, then xmp": ([_exif(), _xmp("3")], 3),
+    "xmp, then exif without the tag": ([_xmp("5"), _exif()], 5),
+    "exif says 1: xmp ignored": ([_exif(1), _xmp("6")], 1),
+    "exif says 6, xmp 8": ([_xmp("8"), _exif(6)], 6),
+    "the last xmp packet counts": ([_xmp("6"), _xmp("7")], 7),
+    "the last xmp packet holds none": ([_xmp("6"), _app1(b"http://ns.adobe.com/xap/1.0/\x00" + b"<x:xmpmeta/>")], 1),
+    "xmp out of range": ([_xmp("9")], 1),
+    "xmp zero": ([_xmp("0")], 1),
+    "not a number": ([_xmp("six")], 1),
+}
+
+
+@pytest.mark.parametrize("case", XMP_CASES)
+def test_an_orientation_kept_in_xmp_is_read_as_pil_reads_it(case):
+    """Some editors keep the orientation in XMP only; PIL turns by it where EXIF has no orientation tag."""
+    segments, expected = XMP_CASES[case]
+    plain = io.BytesIO()
+    picture = upright_picture()
+    turned = picture if expected == 1 else picture.transpose(PIL_TRANSPOSE[INVERSE.get(expected, expected)])
+    turned.save(plain, "JPEG", quality=95)
+    data = plain.getvalue()[:2] + b"".join(segments) + plain.getvalue()[2:]
+    pil = ImageOps.exif_transpose(Image.open(io.BytesIO(data)))
+    assert pil.size == (96, 64)  # PIL turns it upright: the case says what PIL reads
+    assert image_geometry(data) == (*upright_size(96, 64, expected), expected)
+    assert_upright(eval_transform(32).load(data))
+    assert images.open_upright(data).size == (96, 64)
+
+
 @pytest.mark.parametrize("orientation", ORIENTATIONS)
 def test_a_turned_photo_is_evaluated_and_trained_on_upright(orientation, monkeypatch):
     data = stored(upright_picture(), orientation)

@@ -191,3 +191,16 @@ def test_a_full_size_exif_directory_without_an_orientation_is_read_to_its_end_an
     data = plain[:2] + _exif_segment(tiff) + plain[2:]
     assert len(tiff) <= 65_535 - 2 - 6  # what one segment can hold after its length and "Exif\0\0"
     assert images.image_geometry(data) == (160, 120, 1)
+
+
+def test_full_size_xmp_packets_of_near_misses_are_read_to_the_frame_and_count_as_none():
+    """Size: 100 XMP segments of 64 KB, each full of `tiff:Orientation` with no value, before the frame (6.5 MB
+    scanned in 12 ms here): bounded work, no orientation, the frame still found."""
+    packet = b"http://ns.adobe.com/xap/1.0/\x00" + b"tiff:Orientation " * (65_000 // 17)
+    segment = b"\xff\xe1" + (len(packet) + 2).to_bytes(2, "big") + packet
+    plain = _jpeg(160, 120)
+    assert images.image_geometry(plain[:2] + segment * 100 + plain[2:]) == (160, 120, 1)
+    six = b'<x:xmpmeta><rdf:Description tiff:Orientation="6"/></x:xmpmeta>'
+    cut = b"\xff\xe1" + (65_000).to_bytes(2, "big") + b"http://ns.adobe.com/xap/1.0/\x00" + six  # runs past the end
+    with pytest.raises(images.UNREADABLE_ERRORS):  # no frame: unreadable (skipped and counted), as before
+        images.image_geometry(plain[:2] + cut)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import re
 import stat
 import warnings
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
 
 ORIENTATION_TAG = 0x0112  # EXIF: how the stored pixels turn to be shown upright (1: as stored)
+XMP_HEADER = b"http://ns.adobe.com/xap/1.0/\x00"  # an APP1 segment holding an XMP packet
+_XMP_ORIENTATION = re.compile(rb'tiff:Orientation(="|>)([0-9])')  # as PIL reads it when EXIF has no tag
 PIL_TRANSPOSE = {  # the same turns as PIL's ImageOps.exif_transpose
     2: Image.Transpose.FLIP_LEFT_RIGHT,
     3: Image.Transpose.ROTATE_180,
@@ -326,11 +329,11 @@ _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start of fra
 
 
 def _jpeg_header(data: bytes) -> Optional[tuple]:
-    """(width, height, colour components, EXIF orientation) from a JPEG's segments up to its start of frame; None
-    if not a JPEG."""
+    """(width, height, colour components, orientation) from a JPEG's segments up to its start of frame; None if not
+    a JPEG. The orientation is EXIF's, else (no tag in EXIF) the one the last XMP packet gives, as PIL reads it."""
     if data[:2] != b"\xff\xd8":
         return None
-    at, orientation = 2, 1
+    at, exif, xmp = 2, None, None
     while at + 4 <= len(data):
         if data[at] != 0xFF:
             return None
@@ -342,40 +345,57 @@ def _jpeg_header(data: bytes) -> Optional[tuple]:
             at += 2
             continue
         length = int.from_bytes(data[at + 2 : at + 4], "big")
-        if marker == 0xE1 and orientation == 1:  # APP1: Exif (or XMP, which has no orientation we read)
-            orientation = exif_orientation(memoryview(data)[at + 4 : at + 2 + length])  # no copy
+        if marker == 0xE1:  # APP1: Exif or XMP
+            segment = memoryview(data)[at + 4 : at + 2 + length]  # no copy
+            if segment[: len(XMP_HEADER)] == XMP_HEADER:
+                xmp = xmp_orientation(segment[len(XMP_HEADER) :])
+            elif exif is None:
+                exif = exif_orientation_tag(segment)
         if marker in _SOF_MARKERS:
             if at + 10 > len(data):
                 return None
             height = int.from_bytes(data[at + 5 : at + 7], "big")
             width = int.from_bytes(data[at + 7 : at + 9], "big")
-            return width, height, data[at + 9], orientation
+            orientation = exif if exif is not None else xmp
+            return width, height, data[at + 9], orientation if orientation is not None and 1 <= orientation <= 8 else 1
         at += 2 + length
     return None
 
 
 def exif_orientation(segment: Union[bytes, memoryview]) -> int:
-    """The orientation tag (1-8) of an APP1 segment's EXIF block (its TIFF header and first directory); 1 where
-    there is none, or the block is not EXIF, is cut short, points outside itself or holds another value."""
+    """The orientation (1-8) of an APP1 segment's EXIF block; 1 where there is none or another value."""
+    value = exif_orientation_tag(segment)
+    return value if value is not None and 1 <= value <= 8 else 1
+
+
+def exif_orientation_tag(segment: Union[bytes, memoryview]) -> Optional[int]:
+    """The orientation tag's value in an APP1 segment's EXIF block (its TIFF header and first directory), whatever
+    it is; None where there is no such tag, or the block is not EXIF, is cut short or points outside itself."""
     if segment[:6] != b"Exif\x00\x00" or len(segment) < 14:
-        return 1
+        return None
     tiff = segment[6:]
     if tiff[:2] not in (b"II", b"MM"):
-        return 1
+        return None
     order: Literal["little", "big"] = "little" if tiff[:2] == b"II" else "big"
     if int.from_bytes(tiff[2:4], order) != 42:
-        return 1
+        return None
     directory = int.from_bytes(tiff[4:8], order)
     if directory + 2 > len(tiff):
-        return 1
+        return None
     count = int.from_bytes(tiff[directory : directory + 2], order)
     for entry in range(directory + 2, min(directory + 2 + 12 * count, len(tiff) - 11), 12):
         if int.from_bytes(tiff[entry : entry + 2], order) == ORIENTATION_TAG:
             kind = int.from_bytes(tiff[entry + 2 : entry + 4], order)
             width = {3: 2, 4: 4}.get(kind, 0)  # a SHORT, as EXIF says, or a LONG, which PIL reads too
-            value = int.from_bytes(tiff[entry + 8 : entry + 8 + width], order) if width else 0
-            return value if 1 <= value <= 8 else 1
-    return 1
+            return int.from_bytes(tiff[entry + 8 : entry + 8 + width], order) if width else 0
+    return None
+
+
+def xmp_orientation(packet: Union[bytes, memoryview]) -> Optional[int]:
+    """The first `tiff:Orientation` digit of an XMP packet, in an attribute or an element (PIL's reading); None
+    where there is none."""
+    found = _XMP_ORIENTATION.search(packet)
+    return int(found[2]) if found else None
 
 
 def _draft_shrinks(size, min_side: Optional[int]) -> bool:
