@@ -133,6 +133,7 @@ def _add_model_file_commands(sub) -> None:
     )
     pr.add_argument("--topk", type=int, default=5)
     add_option_flags(pr, ["batch_size", "device"])  # as for train
+    _add_progress_every(pr, "images predicted (to stderr, where the output is not a terminal)")
     _add_trust_torchscript(pr)
     _add_ema(pr)
 
@@ -387,6 +388,7 @@ def cmd_predict(args: argparse.Namespace, argv: List[str], clock: StartupClock) 
         trust_torchscript=args.trust_torchscript,
         ema=args.ema,
         data=args.data,
+        progress_every=args.progress_every,
     )
 
 

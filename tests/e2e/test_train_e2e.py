@@ -204,11 +204,17 @@ def test_predict_reports_a_bad_path_and_keeps_going(trained, dataset, tmp_path):
     notes = tmp_path / "notes.jpg"
     notes.write_text("a text file with an image's name")
     proc = run_cli(
-        ["predict", "--checkpoint", ckpt, dataset / "val" / "star", dataset / "missing.jpg", notes], check=False
+        ["predict", "--checkpoint", ckpt, dataset / "val" / "star", dataset / "missing.jpg", notes]
+        + ["--progress-every", 1e-6],  # stdout is a pipe: a line on stderr after each image
+        check=False,
     )
     lines = json_lines(proc.stdout)
     assert proc.returncode == 1
     assert sum("topk" in line for line in lines) == 2
+    star = sorted(str(p) for p in (dataset / "val" / "star").iterdir())
+    assert [line["path"] for line in lines] == [*star, str(dataset / "missing.jpg"), str(notes)]  # input order
+    done = re.findall(r"^predict: (\d+)/5 images \(\d+%\), [\d.]+ images/s, ends in ~\d+s$", proc.stderr, re.M)
+    assert done[-1] == "5" and "\r" not in proc.stderr, proc.stderr[-2000:]
     errors = {line["path"].split("/")[-1]: line["error"] for line in lines if "error" in line}
     assert set(errors) == {"broken.jpg", "missing.jpg", "notes.jpg"}
     assert errors["notes.jpg"] == "not an image (no image format recognised in its content)"  # not PIL's BytesIO repr

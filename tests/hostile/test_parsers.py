@@ -152,12 +152,12 @@ def test_any_text_as_progress_every_is_seconds_or_refused_naming_it(text):
         assert value >= 0  # never NaN, never negative (inf: no lines)
 
 
-@pytest.mark.parametrize("command", ["eval", "shard"])
+@pytest.mark.parametrize("command", ["eval", "shard", "predict"])
 @pytest.mark.parametrize("text", ["nan", "-1", "soon"])
 def test_a_bad_progress_interval_is_refused_before_anything_runs(tmp_path, command, text):
     proc = subprocess.run(
         [sys.executable, "-m", "ddptrain", command, "--data", tmp_path, "--progress-every", text]
-        + (["--checkpoint", tmp_path / "c.pt"] if command == "eval" else ["--out", tmp_path / "out"]),
+        + (["--out", tmp_path / "out"] if command == "shard" else ["--checkpoint", tmp_path / "c.pt"]),
         capture_output=True,
         text=True,
         timeout=60,

@@ -3,6 +3,7 @@ or an exported model."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ from ..runtime.env import DistEnv, cpus_per_process
 from ..train.evaluate import evaluate
 from ..train.metrics import multilabel_threshold
 from ..train.precision import resolve_precision
+from ..train.progress import CountProgress
 from .modelfile import LoadedModel, load_model
 
 log = logging.getLogger("ddptrain")
@@ -159,14 +161,17 @@ def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
             yield str(path), "no such file or folder"
 
 
-def _data_images(data: Sequence[str], loaded: LoadedModel) -> Iterator[Tuple[str, Optional[Callable], None]]:
-    """(name, a reader of its bytes, None) for every image of each --data, its training part then its validation
-    part (as the source splits it with no hold-out)."""
+def _data_images(
+    data: Sequence[str], loaded: LoadedModel
+) -> Tuple[int, Iterator[Tuple[str, Optional[Callable], None]]]:
+    """How many images the --data locations hold, and (name, a reader of its bytes, None) for each: each
+    location's training part then its validation part (as the source splits it with no hold-out)."""
+    parts = []
     for location in data:
         split = load_split(location, 0.0, loaded.config.optim.seed, Reading.of(loaded.config.data))
-        for samples in (split.train, split.val):
-            for i in range(len(samples)):
-                yield samples.name(i), partial(samples.read, i), None
+        parts += [split.train, split.val]
+    found = ((samples.name(i), partial(samples.read, i), None) for samples in parts for i in range(len(samples)))
+    return sum(len(samples) for samples in parts), found
 
 
 def run_predict(
@@ -179,8 +184,11 @@ def run_predict(
     trust_torchscript: bool = False,
     ema: bool = False,
     data: Sequence[str] = (),
+    progress_every: float = 30.0,
 ) -> int:
-    """Print one JSON object per image (of `paths`, then of every --data); return 1 when any could not be read."""
+    """Print one JSON object per image (of `paths`, then of every --data); return 1 when any could not be read.
+    Where `out` is not a terminal (where it is, its lines are the progress), progress goes to stderr: a bar on a
+    terminal, else a line at least every `progress_every` seconds."""
     items: List[Tuple[str, Optional[str]]] = list(expand_paths(paths))
     if paths and not items:
         raise DataError(
@@ -192,28 +200,56 @@ def run_predict(
     preprocess = Preprocess.of(loaded.config.data)  # as the model was trained
     transform = eval_transform(preprocess.img_size, preprocess)
     limits = ImageLimits.of(loaded.config.data)
-    k = max(1, min(topk, len(loaded.class_names)))
-    failures = 0
-    pending: List[Tuple[str, torch.Tensor]] = []
-    for path, read, error in [*((p, None, e) for p, e in items), *_data_images(data, loaded)]:
-        if error is None:
-            try:
-                raw = read(limits) if read is not None else read_image_file(path, limits)
-                pending.append((path, transform.load(raw, limits)))
-            except UNREADABLE_ERRORS as exc:
-                error = describe_unreadable(exc)
-        if error is not None:
-            failures += 1
-            if pending:  # keep the output in input order
-                _emit(loaded, pending, k, torch_device, out, preprocess)
-                pending = []
-            print(json.dumps({"path": path, "error": error}), file=out, flush=True)
-        if len(pending) == batch_size:
-            _emit(loaded, pending, k, torch_device, out, preprocess)
-            pending = []
-    if pending:
-        _emit(loaded, pending, k, torch_device, out, preprocess)
-    return 1 if failures else 0
+    batcher = _Batcher(loaded, max(1, min(topk, len(loaded.class_names))), torch_device, out, preprocess, batch_size)
+    in_data, from_data = _data_images(data, loaded)
+    shown = not (hasattr(out, "isatty") and out.isatty())
+    with CountProgress(len(items) + in_data, "predict", "images", progress_every, shown) as progress:
+        for path, read, error in itertools.chain(((p, None, e) for p, e in items), from_data):
+            if error is None:
+                try:
+                    raw = read(limits) if read is not None else read_image_file(path, limits)
+                    tensor = transform.load(raw, limits)
+                except UNREADABLE_ERRORS as exc:
+                    error = describe_unreadable(exc)
+            if error is None:
+                batcher.add(path, tensor)
+            else:
+                batcher.fail(path, error)
+            progress.update()
+    batcher.flush()
+    return 1 if batcher.failures else 0
+
+
+class _Batcher:
+    """Images waiting for one forward, printed in input order: an unreadable image's line comes after the lines of
+    those before it."""
+
+    def __init__(self, loaded: LoadedModel, k: int, device: torch.device, out, preprocess: Preprocess, size: int):
+        self.loaded, self.k, self.device, self.out, self.preprocess, self.size = (
+            loaded,
+            k,
+            device,
+            out,
+            preprocess,
+            size,
+        )
+        self.pending: List[Tuple[str, torch.Tensor]] = []
+        self.failures = 0
+
+    def add(self, path: str, tensor: torch.Tensor) -> None:
+        self.pending.append((path, tensor))
+        if len(self.pending) == self.size:
+            self.flush()
+
+    def fail(self, path: str, error: str) -> None:
+        self.failures += 1
+        self.flush()
+        print(json.dumps({"path": path, "error": error}), file=self.out, flush=True)
+
+    def flush(self) -> None:
+        if self.pending:
+            _emit(self.loaded, self.pending, self.k, self.device, self.out, self.preprocess)
+            self.pending = []
 
 
 @torch.inference_mode()
