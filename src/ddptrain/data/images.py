@@ -362,12 +362,6 @@ def _jpeg_header(data: bytes) -> Optional[tuple]:
     return None
 
 
-def exif_orientation(segment: Union[bytes, memoryview]) -> int:
-    """The orientation (1-8) of an APP1 segment's EXIF block; 1 where there is none or another value."""
-    value = exif_orientation_tag(segment)
-    return value if value is not None and 1 <= value <= 8 else 1
-
-
 def exif_orientation_tag(segment: Union[bytes, memoryview]) -> Optional[int]:
     """The orientation tag's value in an APP1 segment's EXIF block (its TIFF header and first directory), whatever
     it is; None where there is no such tag, or the block is not EXIF, is cut short or points outside itself."""

@@ -225,14 +225,8 @@ class _Batcher:
     those before it."""
 
     def __init__(self, loaded: LoadedModel, k: int, device: torch.device, out, preprocess: Preprocess, size: int):
-        self.loaded, self.k, self.device, self.out, self.preprocess, self.size = (
-            loaded,
-            k,
-            device,
-            out,
-            preprocess,
-            size,
-        )
+        self.loaded, self.k, self.device, self.out = loaded, k, device, out
+        self.preprocess, self.size = preprocess, size
         self.pending: List[Tuple[str, torch.Tensor]] = []
         self.failures = 0
 

@@ -28,11 +28,16 @@ class _Bar(tqdm):
 
 
 def progress_bar(total: int, epoch: int, epochs: int, enabled: bool) -> tqdm:
-    """A bar on an interactive terminal only."""
+    """An epoch's bar, on an interactive terminal only."""
+    return _terminal_bar(total, f"epoch {epoch + 1}/{epochs}", "step", enabled)
+
+
+def _terminal_bar(total: Optional[int], desc: str, unit: str, enabled: bool) -> tqdm:
+    """A bar on stderr where it is an interactive terminal; a disabled one elsewhere."""
     return _Bar(
         total=total,
-        desc=f"epoch {epoch + 1}/{epochs}",
-        unit="step",
+        desc=desc,
+        unit=unit,
         dynamic_ncols=True,
         disable=not (enabled and sys.stderr.isatty()),
         leave=False,
@@ -105,15 +110,7 @@ class CountProgress:
 
     def __init__(self, total: Optional[int], what: str, unit: str, every_s: float = 30.0, enabled: bool = True):
         self.total, self.what, self.unit, self.every_s = total, what, unit, every_s
-        self.bar = _Bar(
-            total=total,
-            desc=what,
-            unit=unit,
-            dynamic_ncols=True,
-            disable=not (enabled and sys.stderr.isatty()),
-            leave=False,
-            file=sys.stderr,
-        )
+        self.bar = _terminal_bar(total, what, unit, enabled)
         self.lines = enabled and self.bar.disable and every_s > 0
         self.done = 0
         self.started = self.last_line = time.perf_counter()
@@ -121,8 +118,10 @@ class CountProgress:
     def update(self, n: int = 1) -> None:
         self.bar.update(n)
         self.done += n
+        if not self.lines:
+            return
         now = time.perf_counter()
-        if not self.lines or now - self.last_line < self.every_s:
+        if now - self.last_line < self.every_s:
             return
         self.last_line = now
         rate = self.done / max(now - self.started, 1e-9)
