@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 
+def counted(n: int, noun: str, plural: Optional[str] = None) -> str:
+    """'1 process', '2 processes', '1 loader worker': a count with its noun in the number it needs."""
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {plural or (noun + 'es' if noun.endswith(('s', 'x', 'ch', 'sh')) else noun + 's')}"
+
+
 def markdown_table(columns: Sequence[str], rows: List[Dict]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:

@@ -115,6 +115,14 @@ def test_progress_lines_reach_the_console_and_train_log_without_a_terminal(train
     assert "\r" not in (trained.parent / "console.txt").read_text()  # no bar frames in a pipe
 
 
+def test_the_start_lines_count_processes_and_workers_in_words(trained):
+    """'on 2 processes', '1 loader worker per process': no 'process(es)' or '1 loader workers' for a reader."""
+    console = (trained.parent / "console.txt").read_text()
+    assert "training timm:test_resnet on 2 processes, cpu," in console
+    assert ", 1 loader worker per process" in console
+    assert "(es)" not in console
+
+
 def test_two_ranks_write_a_complete_run_dir(trained):
     for name in (
         "config.yaml",

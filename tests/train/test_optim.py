@@ -34,7 +34,7 @@ def said(caplog):
 
 def test_a_run_that_lost_half_its_processes_accumulates_twice(said):
     assert resumed_grad_accum(RUN, RUN, saved_world=2, saved_global=8, world=1) == 2
-    assert "resume on 1 process(es) (the checkpoint's: 2): --grad-accum 1 -> 2 keeps the global batch at 8" in said.text
+    assert "resume on 1 process (the checkpoint's: 2): --grad-accum 1 -> 2 keeps the global batch at 8" in said.text
 
 
 def test_a_later_resume_keeps_the_global_batch_the_checkpoint_records(said):

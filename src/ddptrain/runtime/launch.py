@@ -22,7 +22,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from ..config import LaunchConfig
 from ..errors import ConfigError, DdptrainError, LaunchError
-from ..util import first_line
+from ..util import counted, first_line
 from .env import LAUNCH_DIR_ENV, WORKER_ENV, available_cpus
 from .explain import explain
 from .preempt import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted
@@ -363,7 +363,7 @@ def _signal_outcome(sig: signal.Signals, started: float, run: RunRecord, killed:
     """What to say after the launcher was signalled: what the workers did, read from the run directory."""
     if killed:
         return Preempted(
-            f"interrupted twice: {killed} worker process(es) killed at once, without a checkpoint; the last "
+            f"interrupted twice: {counted(killed, 'worker process')} killed at once, without a checkpoint; the last "
             "checkpoint saved before stays the resume point (--resume auto)",
             exit_code=EXIT_INTERRUPTED,
         )

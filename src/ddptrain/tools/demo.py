@@ -12,7 +12,7 @@ from typing import List, Optional
 from ..config import LaunchConfig
 from ..runtime.env import DistEnv
 from ..runtime.launch import check_nproc, launch
-from ..util import flags
+from ..util import counted, flags
 from .demodata import dataset_is_complete, make_dataset
 
 log = logging.getLogger("ddptrain")
@@ -56,7 +56,7 @@ def run_demo(data: str, out: str, epochs: Optional[int], nproc: Optional[int], d
     nproc = nproc or (torch.cuda.device_count() if kind == "cuda" else 2)
     check_nproc(nproc, kind)
     epochs = epochs or DEMO_EPOCHS
-    log.info("training on %d %s process(es) for %d epochs; run dir %s", nproc, kind, epochs, out)
+    log.info("training on %s for %d epochs; run dir %s", counted(nproc, f"{kind} process"), epochs, out)
     argv = demo_train_argv(data, out, epochs, kind)
     code = launch(LaunchConfig(nproc=nproc), argv)
     if code != 0:

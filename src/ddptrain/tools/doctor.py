@@ -23,6 +23,7 @@ from ..errors import DdptrainError
 from ..runtime import dist
 from ..runtime.env import DistEnv, available_cpus
 from ..runtime.launch import launch
+from ..util import counted
 
 RESULT_ENV = "DDPTRAIN_DOCTOR_RESULT"
 MIN_SHM_BYTES = 1 << 30  # DataLoader workers pass every batch through /dev/shm
@@ -340,7 +341,7 @@ def report(checks: List[Check], result: Optional[Dict], out=None) -> None:
         if check.fix:
             print(f"     {'':<{width}}  fix: {check.fix}", file=out)
     if result is not None:
-        print(f"\nall_reduce on {result['world_size']} process(es), {result['backend']}:", file=out)
+        print(f"\nall_reduce on {counted(result['world_size'], 'process')}, {result['backend']}:", file=out)
         print(bandwidth_table(result), file=out)
     failed = [c.name for c in checks if c.status == "fail"]
     print(

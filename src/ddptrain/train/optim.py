@@ -13,6 +13,7 @@ from torch import nn
 from ..config import OptimConfig
 from ..errors import ConfigError
 from ..models.wrap import unwrap
+from ..util import counted
 
 log = logging.getLogger("ddptrain")
 
@@ -55,7 +56,7 @@ def resumed_grad_accum(optim: OptimConfig, saved: OptimConfig, saved_world: int,
     if (saved.batch_size, saved.grad_accum) != (optim.batch_size, optim.grad_accum):
         log.info("resume: the global batch changes from %d to %d with --batch-size/--grad-accum", target, now)
         return optim.grad_accum
-    where = f"resume on {world} process(es) (the checkpoint's: {saved_world})"
+    where = f"resume on {counted(world, 'process')} (the checkpoint's: {saved_world})"
     if target % (optim.batch_size * world) == 0:
         accum = target // (optim.batch_size * world)
         log.warning("%s: --grad-accum %d -> %d keeps the global batch at %d", where, optim.grad_accum, accum, target)

@@ -53,7 +53,7 @@ from ..runtime.heartbeat import is_peer_failure, naming_stalled_peers
 from ..runtime.preempt import Preempted, StopRequest
 from ..runtime.preflight import check_agreement, weights_checksum
 from ..runtime.startup import StartupClock
-from ..util import mix_seed
+from ..util import counted, mix_seed
 from . import rundir
 from .autobatch import AUTO, find_batch_size
 from .checkpointer import Checkpointer
@@ -244,13 +244,13 @@ class Trainer:
                 cfg.data.val_split,
             )
         log.info(
-            "data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, %d loader workers per process",
+            "data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, %s per process",
             len(split.classes),
             len(split.train),
             len(split.val),
             split.layout,
             self.steps_per_epoch,
-            self.workers,
+            counted(self.workers, "loader worker"),
         )
 
     def _train_only(self) -> None:
@@ -319,10 +319,10 @@ class Trainer:
     def _warn_repeats_per_process(self) -> None:
         if self.cfg.data.repeated_aug > self.rt.world_size and self.rt.is_main:
             log.warning(
-                "--repeated-aug %d on %d process(es): some copies of an image land in the same process's batch; "
+                "--repeated-aug %d on %s: some copies of an image land in the same process's batch; "
                 "use at most one copy per process",
                 self.cfg.data.repeated_aug,
-                self.rt.world_size,
+                counted(self.rt.world_size, "process"),
             )
 
     def _fetch_once_per_node(self, name: str) -> None:
@@ -393,9 +393,9 @@ class Trainer:
                 module, self.rt.device, self.precision.dtype, model_cfg.reshard_after_forward, model_cfg.fsdp_offload
             )
         log.info(
-            "fsdp: %s sharded over %d process(es) in %d blocks and the root%s",
+            "fsdp: %s sharded over %s in %d blocks and the root%s",
             model_cfg.name,
-            self.rt.world_size,
+            counted(self.rt.world_size, "process"),
             blocks,
             f", parameters gathered as {self.precision.name}, gradients reduced in float32"
             if self.precision.dtype is not None
@@ -427,9 +427,9 @@ class Trainer:
         if cfg.run.stop_after_epochs is not None:
             last_epoch = min(cfg.optim.epochs, self.start.epoch + cfg.run.stop_after_epochs)
         log.info(
-            "training %s on %d process(es), %s, amp %s, global batch %d",
+            "training %s on %s, %s, amp %s, global batch %d",
             cfg.model.name,
-            self.rt.world_size,
+            counted(self.rt.world_size, "process"),
             self.rt.device.type,
             self.precision.name,
             self.global_batch,

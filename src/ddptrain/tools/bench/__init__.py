@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ...util import counted
 from .output import emit
 
 NAMES = ["overhead", "scaling", "precision", "input", "startup", "recipe", "store", "memory"]
@@ -400,7 +401,7 @@ def _training_bench(args: argparse.Namespace, device: str) -> int:
             result, rows = training.scaling(work, Path(tmp), args.nproc, args.rounds)
             columns = ["processes", "batch per process", "images/s", "efficiency", "runs"]
             for row in rows:
-                row["label"] = f"{row['processes']} process(es)"
+                row["label"] = counted(row["processes"], "process")
             chart = {"label": "label", "value": "images/s"}
         else:
             result, rows = training.precision(work, Path(tmp), args.nproc, args.compile)
