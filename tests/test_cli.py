@@ -129,6 +129,35 @@ def test_missing_weights_file_fails_at_once_with_one_line(no_torch, tmp_path):
 
 
 @pytest.mark.parametrize(
+    "args,flag,pick",
+    [
+        (["eval", "--checkpoint", "{run}", "--data", "{data}"], "--checkpoint", "best.pt"),
+        (["predict", "--checkpoint", "{run}", "{data}"], "--checkpoint", "best.pt"),
+        (["export", "--checkpoint", "{run}", "--format", "safetensors"], "--checkpoint", "best.pt"),
+        (["train", "--data", "{data}", "--out", "{new}", "--weights", "{run}"], "--weights", "best.pt"),
+        (["train", "--data", "{data}", "--out", "{new}", "--resume", "{run}"], "--resume", "last.pt"),
+    ],
+)
+def test_a_run_folder_given_for_a_checkpoint_names_the_checkpoint_to_give(tmp_path, args, flag, pick):
+    """`--checkpoint runs/a` is the commonest slip: one line naming the run's checkpoints and the path to give,
+    where it said the folder 'does not exist'; nothing is written."""
+    data = write_synthetic(tmp_path / "d", classes=2, per_class=2)
+    run_dir = tmp_path / "runs" / "a"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    for name in ("best.pt", "last.pt"):
+        (run_dir / "checkpoints" / name).write_bytes(b"")
+    before = sorted(p.name for p in run_dir.rglob("*"))
+    values = {"run": run_dir, "data": data, "new": tmp_path / "new"}
+    proc, _ = run([arg.format(**values) for arg in args], cli_env())
+    assert proc.returncode == 1
+    assert _one_line(proc).endswith(
+        f"error: {run_dir} is a run folder, not a checkpoint: give one of its checkpoints (best.pt, last.pt), "
+        f"e.g. {flag} {run_dir / 'checkpoints' / pick}"
+    )
+    assert sorted(p.name for p in run_dir.rglob("*")) == before and not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize(
     "yaml_text,message",
     [
         ("lr: fast\n", "lr must be a number, not 'fast'"),

@@ -16,10 +16,11 @@ from .data import sources
 from .errors import (
     CheckpointError,
     ConfigError,
+    WeightsError,
     missing_tracker_package,
     missing_weights_file,
 )
-from .train.rundir import check_apart, check_fresh_start, check_metrics_readable, check_not_in_use
+from .train.rundir import check_apart, check_fresh_start, check_metrics_readable, check_not_in_use, run_folder_given
 from .train.trackers import TRACKER_MODULES, TRACKERS, check_backend, unknown_tracker
 
 
@@ -36,8 +37,10 @@ def check_before_start(cfg: Config) -> None:
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
     check_needs_gpu(cfg)
     if cfg.run.resume and cfg.run.resume != "auto" and not _is_checkpoint(Path(cfg.run.resume)):
+        given = run_folder_given(Path(cfg.run.resume), "--resume", prefer="last.pt")
         raise CheckpointError(
-            f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
+            given
+            or f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "
             "fresh when nothing is there yet)"
         )
     if cfg.launch.node_rank == 0:
@@ -59,7 +62,8 @@ def check_before_start(cfg: Config) -> None:
 def check_eval_inputs(checkpoint: Path, data: str) -> None:
     """`ddptrain eval`: the model file exists and the data is what its source expects."""
     if not _is_checkpoint(checkpoint):
-        raise CheckpointError(f"checkpoint {checkpoint} does not exist")
+        what = "is a folder, not a checkpoint file" if checkpoint.is_dir() else "does not exist"
+        raise CheckpointError(run_folder_given(checkpoint) or f"checkpoint {checkpoint} {what}")
     sources.check(data, sources.Reading(known=False))  # the checkpoint's --label-key is not read yet
 
 
@@ -136,6 +140,9 @@ def check_trackers(run: RunConfig, probe: bool = False) -> None:
 
 
 def check_weights_file(path: Path) -> None:
+    given = run_folder_given(path, "--weights")
+    if given:
+        raise WeightsError(given)
     if not path.is_file():
         raise missing_weights_file(path)
 

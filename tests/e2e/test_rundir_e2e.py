@@ -48,7 +48,7 @@ def test_a_second_run_into_the_same_out_is_refused_and_overwrite_starts_clean(ti
     again = run_cli(["train", "--data", tiny_shapes, "--out", run_dir, *TINY, "--epochs", 1, "--nproc", 2], check=False)
     assert again.returncode == 2
     lines = again.stderr.strip().splitlines()
-    assert len(lines) == 1 and "already holds a run (1 epoch(s) in metrics.jsonl, checkpoints" in lines[0]
+    assert len(lines) == 1 and "already holds a run (1 epoch in metrics.jsonl, checkpoints" in lines[0]
     assert "--resume auto" in lines[0] and "--overwrite" in lines[0]
     assert (run_dir / "metrics.jsonl").read_text() == metrics and _digest(run_dir / "checkpoints" / "last.pt") == last
 

@@ -12,6 +12,7 @@ import torch
 
 from ..errors import CheckpointError
 from ..util import first_line, fsync_dir
+from .rundir import run_folder_given
 
 
 def save_atomic(obj: Any, path: str | Path) -> None:
@@ -51,6 +52,9 @@ def load_raw(path: str | Path) -> Dict[str, Any]:
     """A checkpoint's dict, loaded to CPU first (every rank the same way), never unpickling arbitrary objects."""
     path = Path(path)
     if path.is_dir():
+        given = run_folder_given(path)
+        if given:
+            raise CheckpointError(given)
         raise UnreadableCheckpoint(
             path, "a folder that is not a checkpoint (a sharded one, NAME.dcp, holds .metadata, state.pt and COMMIT)"
         )

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 from ..config import Config
 from ..errors import ConfigError, DataError
 from ..runtime.preempt import Preempted
-from ..util import DamagedLine, read_epoch_records, write_json_atomic
+from ..util import DamagedLine, counted, read_epoch_records, write_json_atomic
 from ..version import __version__
 from .runlock import RunLock
 
@@ -60,13 +60,29 @@ def existing_run(run_dir: Path) -> Optional[str]:
     metrics = run_dir / "metrics.jsonl"
     if metrics.is_file() and metrics.stat().st_size > 0:
         lines = sum(1 for line in metrics.read_text(errors="replace").splitlines() if line.strip())
-        found.append(f"{lines} epoch(s) in metrics.jsonl")
+        found.append(f"{counted(lines, 'epoch')} in metrics.jsonl")
     checkpoints = sorted((run_dir / "checkpoints").glob("*.pt")) if (run_dir / "checkpoints").is_dir() else []
     if checkpoints:
         found.append(
             f"checkpoints {', '.join(p.name for p in checkpoints[:4])}{' ...' if len(checkpoints) > 4 else ''}"
         )
     return ", ".join(found) or None
+
+
+def run_folder_given(path: Path, flag: str = "--checkpoint", prefer: str = "best.pt") -> Optional[str]:
+    """Where a run's folder was given for a checkpoint (`--checkpoint runs/a`), the line that says which of its
+    checkpoints to give instead (as `flag`, `prefer` first); None for any other path."""
+    if not path.is_dir() or not ((path / MARKER).is_file() or (path / "checkpoints").is_dir()):
+        return None
+    folder = path / "checkpoints"
+    held = sorted(p.name for p in folder.iterdir() if p.suffix in (".pt", ".safetensors")) if folder.is_dir() else []
+    if not held:
+        return f"{path} is a run folder with no checkpoint in {folder}: give a checkpoint file"
+    pick = prefer if prefer in held else held[0]
+    shown = ", ".join(held[:6]) + (" ..." if len(held) > 6 else "")
+    return (
+        f"{path} is a run folder, not a checkpoint: give one of its checkpoints ({shown}), e.g. {flag} {folder / pick}"
+    )
 
 
 def read_marker(run_dir: Path) -> Optional[Dict]:
