@@ -31,3 +31,33 @@ def test_a_tampered_split_or_a_damaged_image_never_reaches_outside_the_data_fold
     shown = {item.path for item in scored}
     assert shown and victim not in shown and not shown & {"../secret.jpg", "disc/link-out.jpg"}
     assert note.startswith("scored ")
+
+
+def test_a_run_named_twice_is_drawn_once_and_the_repeat_is_said(tmp_path, caplog):
+    """Duplicates: `report runs/a runs/a/ link-to-a` drew three runs A, B, C with the same curves, each described
+    by an option 'a'; the run is drawn once, and each repeat gets a warning line naming it."""
+    import logging
+    import warnings
+
+    from ddptrain.tools.report import write_report
+
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    rows = [
+        f'{{"epoch": {e}, "train_loss": 1.0, "val_loss": 1.1, "val_top1": 0.5, "val_top5": 1.0, "lr": 0.1, '
+        f'"images_per_sec": 10.0, "epoch_time_s": 2.0, "world_size": 2}}'
+        for e in range(2)
+    ]
+    (run / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    (tmp_path / "link").symlink_to(run)
+    with caplog.at_level(logging.WARNING, logger="ddptrain"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no plotting warning for a run that recorded no input wait
+        report = write_report([str(run), f"{run}/", str(tmp_path / "link")], tmp_path / "out", thumbnails=False)
+    lines = report.read_text().splitlines()
+    assert f"Runs: `{run}`" in lines  # one run, named as first given
+    assert sum(line.startswith("| a | 2 | 2 |") for line in lines) == 1  # one row of final metrics
+    repeats = [r.getMessage() for r in caplog.records if "again; drawn once" in r.getMessage()]
+    assert repeats == [
+        f"report: {run}/ is the run {run} again; drawn once",
+        f"report: {tmp_path / 'link'} is the run {run} again; drawn once",
+    ]

@@ -270,7 +270,10 @@ def plot_throughput(runs: List[Run]):
         "input-bound above 20%", (0.01, 21), xycoords=("axes fraction", "data"), fontsize=8, color="#666666"
     )
     for ax in (speed_ax, wait_ax):
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # a run from before data_wait_frac was recorded draws no wait line
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not recorded by this run", transform=ax.transAxes, ha="center", color="#666666")
     return fig
 
 
@@ -396,10 +399,23 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
 
 
+def _distinct(run_dirs: Sequence[str | Path]) -> List[str | Path]:
+    """The run folders, each once: a folder named twice (`runs/a runs/a/`, or through a link) would be drawn as two
+    runs with the same curves; it is kept where it was first named, and the repeat is said."""
+    seen: Dict[Path, str | Path] = {}
+    for path in run_dirs:
+        where = Path(path).resolve()
+        if where in seen:
+            log.warning("report: %s is the run %s again; drawn once", path, seen[where])
+        else:
+            seen[where] = path
+    return list(seen.values())
+
+
 def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = None, thumbnails: bool = True) -> Path:
     """Write the figures, report.md and report.html; return the report.md path. `thumbnails`: score each run's
     validation images with its best checkpoint for the page's worst-classified images (needs torch)."""
-    runs = [load_run(path) for path in run_dirs]
+    runs = [load_run(path) for path in _distinct(run_dirs)]
     label_runs(runs)
     out_dir = Path(out) if out else (runs[0].path / "report" if len(runs) == 1 else Path("report"))
     out_dir.mkdir(parents=True, exist_ok=True)
