@@ -157,6 +157,20 @@ def test_a_run_folder_given_for_a_checkpoint_names_the_checkpoint_to_give(tmp_pa
     assert sorted(p.name for p in run_dir.rglob("*")) == before and not (tmp_path / "new").exists()
 
 
+def test_a_sharded_runs_folder_names_its_dcp_checkpoints(tmp_path):
+    """A --strategy fsdp run keeps NAME.dcp folders: they are its checkpoints, and --resume is pointed at last.dcp."""
+    data = write_synthetic(tmp_path / "d", classes=2, per_class=2)
+    run_dir = tmp_path / "runs" / "a"
+    for name in ("best.dcp", "last.dcp"):
+        (run_dir / "checkpoints" / name).mkdir(parents=True)
+    proc, _ = run(["train", "--data", data, "--out", tmp_path / "new", "--resume", run_dir], cli_env())
+    assert proc.returncode == 1
+    assert _one_line(proc).endswith(
+        f"error: {run_dir} is a run folder, not a checkpoint: give one of its checkpoints (best.dcp, last.dcp), "
+        f"e.g. --resume {run_dir / 'checkpoints' / 'last.dcp'}"
+    )
+
+
 @pytest.mark.parametrize(
     "yaml_text,message",
     [

@@ -37,7 +37,7 @@ def check_before_start(cfg: Config) -> None:
     check_trackers(cfg.run, probe=cfg.launch.node_rank == 0)
     check_needs_gpu(cfg)
     if cfg.run.resume and cfg.run.resume != "auto" and not _is_checkpoint(Path(cfg.run.resume)):
-        given = run_folder_given(Path(cfg.run.resume), "--resume", prefer="last.pt")
+        given = run_folder_given(Path(cfg.run.resume), "--resume", prefer="last")
         raise CheckpointError(
             given
             or f"--resume {cfg.run.resume}: no such checkpoint file (use --resume auto to start "

@@ -69,16 +69,19 @@ def existing_run(run_dir: Path) -> Optional[str]:
     return ", ".join(found) or None
 
 
-def run_folder_given(path: Path, flag: str = "--checkpoint", prefer: str = "best.pt") -> Optional[str]:
+CHECKPOINT_SUFFIXES = (".pt", ".safetensors", ".dcp")  # .dcp: a sharded (--strategy fsdp) checkpoint's folder
+
+
+def run_folder_given(path: Path, flag: str = "--checkpoint", prefer: str = "best") -> Optional[str]:
     """Where a run's folder was given for a checkpoint (`--checkpoint runs/a`), the line that says which of its
-    checkpoints to give instead (as `flag`, `prefer` first); None for any other path."""
+    checkpoints to give instead (as `flag`, one named `prefer` first); None for any other path."""
     if not path.is_dir() or not ((path / MARKER).is_file() or (path / "checkpoints").is_dir()):
         return None
     folder = path / "checkpoints"
-    held = sorted(p.name for p in folder.iterdir() if p.suffix in (".pt", ".safetensors")) if folder.is_dir() else []
+    held = sorted(p.name for p in folder.iterdir() if p.suffix in CHECKPOINT_SUFFIXES) if folder.is_dir() else []
     if not held:
         return f"{path} is a run folder with no checkpoint in {folder}: give a checkpoint file"
-    pick = prefer if prefer in held else held[0]
+    pick = next((name for name in held if Path(name).stem == prefer), held[0])
     shown = ", ".join(held[:6]) + (" ..." if len(held) > 6 else "")
     return (
         f"{path} is a run folder, not a checkpoint: give one of its checkpoints ({shown}), e.g. {flag} {folder / pick}"
