@@ -15,14 +15,8 @@
 # Results go to stdout and to $OUT (default benchmarks/results/gpu): gpu_check.txt plus each bench's
 # JSON and PNG. DEVICE=cpu SMALL=1 runs the same steps in miniature (to check the script itself).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-DEVICE=${DEVICE:-cuda}
-OUT=${OUT:-benchmarks/results/gpu}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+LOG=gpu_check.txt
+source "$(dirname "$0")/gpu_lib.sh"
 if [ "${SMALL:-0}" = 1 ]; then
   MODEL=resnet18; SIZE=32; BATCH=8; STEPS=3; PHOTOS=64; EPOCHS=1; COMPILE=""; VIT=(--img-size 32 --batch-size 8)
   LARGE=(timm:test_vit timm:test_vit); LARGE_BATCH=(4 4); AUTO=(--batch-size 8)
@@ -30,18 +24,7 @@ else
   MODEL=resnet50; SIZE=224; BATCH=256; STEPS=40; PHOTOS=3072; EPOCHS=2; COMPILE="--compile"; VIT=(--batch-size 64)
   LARGE=(timm:vit_base_patch16_224 timm:vit_large_patch16_224); LARGE_BATCH=(64 32); AUTO=(--batch-size auto)
 fi
-status=0
-step() {  # step NAME TIMEOUT_S COMMAND...: run, log, remember a failure, carry on with the rest
-  local name=$1 limit=$2; shift 2
-  echo "== $name ($(date -u +%H:%M:%S))" | tee -a "$OUT/gpu_check.txt"
-  timeout "$limit" "$@" 2>&1 | tee -a "$OUT/gpu_check.txt"
-  local rc=${PIPESTATUS[0]}
-  [ "$rc" = 0 ] || { echo "!! $name failed with exit code $rc" | tee -a "$OUT/gpu_check.txt"; status=1; }
-}
-: > "$OUT/gpu_check.txt"
-step versions 60 $PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', \
-torchvision.__version__, 'cuda', torch.version.cuda, [torch.cuda.get_device_name(i) for i in \
-range(torch.cuda.device_count())])"
+versions
 step make-data 120 $PY -m ddptrain make-dataset --out "$TMP/shapes" --classes 5 --per-class 64
 step ddp-smoke 150 $PY -m ddptrain train --data "$TMP/shapes" --out "$TMP/smoke" --device "$DEVICE" \
   --model resnet18 --img-size 64 --epochs 2 --batch-size 32 --save-every-steps 3 --max-restarts 1 --workers 4
@@ -49,7 +32,7 @@ step doctor 120 $PY -m ddptrain doctor --nproc 1 --device "$DEVICE"
 step precision-synthetic 240 $PY -m ddptrain bench precision --synthetic --model "$MODEL" --img-size "$SIZE" \
   --batch-size "$BATCH" --steps "$STEPS" --device "$DEVICE" $COMPILE --out "$OUT"
 step photos 120 $PY -c "from pathlib import Path; from ddptrain.tools.bench.photos import write_photos; \
-write_photos(Path('$TMP/photos'), $PHOTOS)"
+write_photos(Path('$TMP/photos'), $PHOTOS, jobs=$(nproc))"
 step real-jpeg-training 200 $PY -m ddptrain train --data "$TMP/photos" --out "$TMP/real" --device "$DEVICE" \
   --model "$MODEL" --img-size "$SIZE" --batch-size "$BATCH" --epochs "$EPOCHS" --val-split 0 --amp bf16 \
   --channels-last --workers "$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))" --log-every 5

@@ -3,14 +3,21 @@ the CPU path, crops.TrainCrop / EvalCrop), and hand over the JPEG bytes; the dev
 nvJPEG (torchvision.io.decode_jpeg on CUDA), crops, resizes and flips there. A file nvJPEG does not take (PNG,
 CMYK JPEG) is made ready by the worker as on the CPU path and travels as pixels.
 
-The same code runs on a CPU device (torchvision's CPU decoder), which is how the tests check it without a GPU."""
+The same code runs on a CPU device (torchvision's CPU decoder), which is how the tests check it without a GPU.
+
+On CUDA the batch is decoded and cropped on a stream of its own, which is drained before each nvJPEG call: nvJPEG's
+hardware engine may write its output before the work already queued on its stream has run, and PyTorch's caching
+allocator hands out a block as soon as it is freed on that stream, so decoding on the training stream can overwrite
+tensors the previous step's queued kernels still read (seen as a NaN loss within a few steps, ResNet-50 at 224 px
+on an H200). On its own stream the decoder only ever waits for its own work, and torchvision's wait for the
+decode's end no longer waits for the training step queued before it."""
 
 from __future__ import annotations
 
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -41,9 +48,20 @@ class Encoded:
         return len(self.images)
 
     def decode(self, device: torch.device) -> torch.Tensor:
-        """(N, 3, size, size) uint8 on `device`. A JPEG the device's decoder refuses (damaged past its header) is
-        replaced by another image of the batch, with a warning naming nothing more than the count (the CPU path
-        names the file)."""
+        """(N, 3, size, size) uint8 on `device`, ready for the current stream. A JPEG the device's decoder refuses
+        (damaged past its header) is replaced by another image of the batch, with a warning naming nothing more
+        than the count (the CPU path names the file)."""
+        if device.type != "cuda":
+            return self._decode(device)
+        caller, own = torch.cuda.current_stream(device), _stream(device)
+        with torch.cuda.stream(own):
+            own.synchronize()  # no kernel of the previous batch still reads a block nvJPEG may now be given
+            batch = self._decode(device)
+        caller.wait_stream(own)
+        batch.record_stream(caller)  # freed only once the caller's work on it has run
+        return batch
+
+    def _decode(self, device: torch.device) -> torch.Tensor:
         todo = [i for i, image in enumerate(self.images) if isinstance(image, EncodedImage)]
         pictures = _decode_all([self.images[i].data for i in todo], device)  # type: ignore[attr-defined]
         out: List[Optional[torch.Tensor]] = [
@@ -65,6 +83,17 @@ class Encoded:
             )
             out = [image if image is not None else good[i % len(good)] for i, image in enumerate(out)]
         return stack(out)  # type: ignore[arg-type]
+
+
+_STREAMS: Dict[int, torch.cuda.Stream] = {}
+
+
+def _stream(device: torch.device) -> torch.cuda.Stream:
+    """The decoding stream of `device` (one per device and process)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _STREAMS:
+        _STREAMS[index] = torch.cuda.Stream(device=index)
+    return _STREAMS[index]
 
 
 def _decode_all(data: List[torch.Tensor], device: torch.device) -> List[Optional[torch.Tensor]]:

@@ -23,10 +23,27 @@ def photo(rng: np.random.Generator, width: int = 500, height: int = 375) -> Imag
     return Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
 
 
-def write_photos(folder: Path, count: int, classes: int = 4, seed: int = 0) -> Path:
-    rng = np.random.default_rng(seed)
-    for index in range(count):
+def write_photos(folder: Path, count: int, classes: int = 4, seed: int = 0, jobs: int = 1) -> Path:
+    """`count` photos in `classes` class folders. With jobs > 1, that many processes write interleaved slices
+    (each from its own random stream: other pictures than jobs=1 makes, as many and as large)."""
+    if jobs <= 1:
+        _write_slice(folder, count, classes, np.random.default_rng(seed), 0, 1)
+        return folder
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as pool:
+        slices = [pool.submit(_write_slice_seeded, folder, count, classes, seed, job, jobs) for job in range(jobs)]
+        for done in slices:
+            done.result()
+    return folder
+
+
+def _write_slice_seeded(folder: Path, count: int, classes: int, seed: int, job: int, jobs: int) -> None:
+    _write_slice(folder, count, classes, np.random.default_rng([seed, job]), job, jobs)
+
+
+def _write_slice(folder: Path, count: int, classes: int, rng: np.random.Generator, first: int, step: int) -> None:
+    for index in range(first, count, step):
         target = folder / f"class{index % classes}"
         target.mkdir(parents=True, exist_ok=True)
         photo(rng).save(target / f"photo_{index:05d}.jpg", quality=90)
-    return folder
