@@ -13,6 +13,7 @@ import torch
 
 from ddptrain.data.datasets import ImageDataset, augmentation_seed, collate
 from ddptrain.data.gpudecode import EncodedImage
+from ddptrain.data.loaders import choose_decode
 from ddptrain.data.transforms import eval_transform, train_transform
 from ddptrain.tools.bench.photos import photo, write_photos
 
@@ -126,3 +127,21 @@ def test_the_gpu_path_is_refused_where_it_cannot_do_what_was_asked():
     with pytest.raises(ConfigError, match="not with --device cpu"):
         Config(data=DataConfig(path="d", decode="gpu"), launch=LaunchConfig(device="cpu")).validate()
     Config(data=DataConfig(path="d", decode="full"), launch=LaunchConfig(device="cpu")).validate()
+
+
+@pytest.mark.parametrize(
+    ("asked", "device", "workers", "augments_on_cpu", "chosen"),
+    [
+        ("auto", "cuda", 2, False, "gpu"),  # 16 cores feeding 8 GPUs: the GPU path is twice as fast (H200)
+        ("auto", "cuda", 3, False, "gpu"),
+        ("auto", "cuda", 4, False, "cpu"),  # from about 4 workers the CPU path feeds more
+        ("auto", "cuda", 8, False, "cpu"),
+        ("auto", "cuda", 1, True, "cpu"),  # --auto-augment / --random-erasing run on the CPU path only
+        ("auto", "cpu", 1, False, "cpu"),
+        ("gpu", "cuda", 8, False, "gpu"),  # what was asked for is kept
+        ("cpu", "cuda", 1, False, "cpu"),
+        ("full", "cuda", 1, False, "full"),
+    ],
+)
+def test_decode_auto_decodes_on_the_gpu_where_few_workers_feed_it(asked, device, workers, augments_on_cpu, chosen):
+    assert choose_decode(asked, torch.device(device), workers, augments_on_cpu) == chosen

@@ -215,7 +215,8 @@ class DataConfig:
         "auto",
         "where and how JPEGs are decoded: cpu (at 1/2, 1/4 or 1/8 of the size where the random crop allows), full "
         "(always the whole size: the reference), gpu (nvJPEG on the device, crops there; crop and flip only); auto: "
-        "cpu",
+        "gpu on a CUDA device fed by fewer than 4 loader workers per process (measured: the GPU path wins there) "
+        "without --auto-augment / --random-erasing, else cpu",
         choices=["auto", "cpu", "full", "gpu"],
     )
     data_max_side: Optional[int] = opt(

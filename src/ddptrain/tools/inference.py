@@ -25,7 +25,7 @@ from ..data.images import (
     read_image_file,
 )
 from ..data.index import Samples
-from ..data.loaders import LoaderSettings, auto_workers, evaluation_images
+from ..data.loaders import LoaderSettings, auto_workers, choose_decode, evaluation_images
 from ..data.sources import Reading, all_images, load_split
 from ..data.split import run_split, same_split, split_summary
 from ..data.transforms import Preprocess, eval_transform, normalize
@@ -112,7 +112,9 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
             raise ConfigError(
                 f"--decode gpu decodes with nvJPEG on a CUDA device; this is {rt.device}: use --decode cpu"
             )
-        settings = LoaderSettings.for_device(rt.device, opts.batch_size, workers, opts.decode)
+        settings = LoaderSettings.for_device(
+            rt.device, opts.batch_size, workers, choose_decode(opts.decode, rt.device, workers)
+        )
         loader = evaluation_images(
             eval_samples(opts, loaded, rt.is_main),
             Preprocess.of(loaded.config.data),  # as the model was trained

@@ -19,8 +19,10 @@ from ..data.balance import loss_weights, sample_weights
 from ..data.datasets import UnreadableFiles
 from ..data.images import ImageLimits
 from ..data.loaders import (
+    GPU_DECODE_BELOW_WORKERS,
     LoaderSettings,
     auto_workers,
+    choose_decode,
     evaluation_images,
     start_workers,
     stop_workers,
@@ -202,7 +204,9 @@ class Trainer:
             raise ConfigError(
                 f"--decode gpu decodes with nvJPEG on a CUDA device; this run is on {rt.device}: use --decode cpu"
             )
-        settings = LoaderSettings.for_device(rt.device, cfg.optim.batch_size, self.workers, cfg.data.decode)
+        augments_on_cpu = cfg.data.auto_augment is not None or cfg.data.random_erasing > 0
+        self.decode = choose_decode(cfg.data.decode, rt.device, self.workers, augments_on_cpu)
+        settings = LoaderSettings.for_device(rt.device, cfg.optim.batch_size, self.workers, self.decode)
         limits = ImageLimits.of(cfg.data)
         self.train_loader = training_images(
             split.train,
@@ -252,6 +256,14 @@ class Trainer:
             self.steps_per_epoch,
             counted(self.workers, "loader worker"),
         )
+        if self.decode == "gpu":
+            log.info(
+                "JPEGs are decoded and cropped on the GPU with nvJPEG (%s)",
+                "--decode gpu"
+                if self.cfg.data.decode == "gpu"
+                else f"--decode auto: {counted(self.workers, 'loader worker')} per process, "
+                f"fewer than {GPU_DECODE_BELOW_WORKERS}; --decode cpu to decode in the workers",
+            )
 
     def _train_only(self) -> None:
         """No validation images (--val-split 0, or a manifest whose rows are all `train`): an explicit mode, said
