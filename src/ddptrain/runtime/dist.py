@@ -138,7 +138,12 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def barrier() -> None:
-    dist.barrier()
+    """Every rank waits here. On NCCL the barrier runs on this process's GPU, named (left unnamed, torch warns at
+    every call that it uses the current device)."""
+    if dist.get_backend() == "nccl":
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+    else:
+        dist.barrier()
 
 
 def any_rank(flag: bool, device: torch.device) -> bool:

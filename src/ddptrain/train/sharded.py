@@ -24,6 +24,7 @@ from typing import Any, Dict, Optional
 import torch
 from torch import nn
 
+from ..runtime.dist import barrier
 from ..util import fsync_dir
 from .ckptio import UnreadableCheckpoint, load_raw, save_atomic
 from .state import TrainState
@@ -59,14 +60,13 @@ def live_tensors(model: nn.Module, optimizer: Optional[torch.optim.Optimizer], e
 def write(folder: Path, state: TrainState, tensors: Dict, is_main: bool) -> None:
     """Every rank: its shards into `folder`; then rank 0 writes the rest of the state and, last, the commit marker.
     A folder of the same name (a run continued from an older checkpoint) is replaced: it was written by ddptrain."""
-    import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
 
     if is_main and folder.is_symlink():  # not ours to follow: the link alone goes
         folder.unlink()
     elif is_main and folder.exists():
         shutil.rmtree(folder)
-    dist.barrier()
+    barrier()
     dcp.save(tensors, checkpoint_id=str(folder))  # returns on every rank once the metadata is written
     if is_main:
         groups = tensors.get("optimizer", {}).get("param_groups")
@@ -76,7 +76,7 @@ def write(folder: Path, state: TrainState, tensors: Dict, is_main: bool) -> None
         marker = {"format": state.format, "step": state.step, "world_size": state.world_size}
         (folder / COMMIT).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         fsync_dir(folder)
-    dist.barrier()  # nobody goes on before the checkpoint is complete
+    barrier()  # nobody goes on before the checkpoint is complete
 
 
 def read_state(folder: Path) -> Dict[str, Any]:
