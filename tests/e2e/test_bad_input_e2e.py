@@ -137,6 +137,13 @@ def test_batch_larger_than_a_rank_shard(tmp_path, tiny_shapes, verbose):
     assert sorted(p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor_")) == []
 
 
+def test_a_batch_larger_than_the_data_on_one_process_says_so_without_fewer_processes(tmp_path, tiny_shapes):
+    proc = run_cli(["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--batch-size", 512], check=False)
+    assert proc.returncode != 0
+    assert re.search(r"\d+ training images are less than one optimizer step of --batch-size 512", proc.stderr)
+    assert "lower the batch size" in proc.stderr and "fewer processes" not in proc.stderr, proc.stderr
+
+
 def test_busy_master_port_is_named(tmp_path, tiny_shapes):
     with socket.socket() as holder:
         holder.bind(("", 0))

@@ -227,10 +227,14 @@ class Trainer:
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
         if self.steps_per_epoch == 0:
             raise DataError(
-                f"{len(split.train)} training images give each of {rt.world_size} processes "
-                f"{len(self.train_sampler)} samples, less than one optimizer step of --batch-size "
-                f"{cfg.optim.batch_size} x --grad-accum {cfg.optim.grad_accum}; lower the batch size or use "
-                "fewer processes",
+                f"{counted(len(split.train), 'training image')} "
+                + (
+                    "are"
+                    if rt.world_size == 1
+                    else f"give each of {rt.world_size} processes {counted(len(self.train_sampler), 'sample')},"
+                )
+                + f" less than one optimizer step of --batch-size {cfg.optim.batch_size} x --grad-accum "
+                f"{cfg.optim.grad_accum}; lower the batch size{'' if rt.world_size == 1 else ' or use fewer processes'}",
                 rank=rt.rank,
                 every_rank=True,
             )
