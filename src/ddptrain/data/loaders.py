@@ -60,7 +60,7 @@ class LoaderSettings:
 
 # `--decode auto` decodes on the GPU below this many loader workers per process. Measured on an H200 with 16 cores
 # (ResNet-50, bf16, 224 and 160 px; benchmarks/RESULTS.md): 2 workers decoding on the CPU fed 1.0-1.4 k images/s,
-# the GPU path 1.9-2.3 k whatever the workers; 8 workers on the CPU fed 4.2-5.1 k. The crossover is near 4.
+# the GPU path 1.9-2.5 k whatever the workers; 8 workers on the CPU fed 4.2-5.1 k. The crossover is near 4.
 GPU_DECODE_BELOW_WORKERS = 4
 
 
