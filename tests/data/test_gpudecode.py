@@ -69,13 +69,14 @@ def test_the_box_handed_over_is_the_one_the_cpu_path_draws(files):
     assert bytes(item.image.data.numpy()) == Path(files[0]).read_bytes()
 
 
-def test_a_jpeg_damaged_past_its_header_is_replaced_by_another_of_the_batch(files, tmp_path, caplog):
+def test_a_jpeg_damaged_past_its_header_is_named_and_replaced_by_another_of_the_batch(files, tmp_path, caplog):
     data = Path(files[0]).read_bytes()
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(data[:400])  # header intact, scan data cut off
     items, _, (images, _) = _batches([files[1], str(broken)], train_transform(SIZE, 0.08))
     assert images.shape == (2, 3, SIZE, SIZE) and torch.isfinite(images).all()
-    assert "could not be decoded" in caplog.text
+    assert "broken.jpg could not be decoded on cpu" in caplog.text and "check or remove it" in caplog.text
+    assert Path(files[1]).name not in caplog.text  # only the file at fault is named
 
 
 cuda_only = pytest.mark.skipif(

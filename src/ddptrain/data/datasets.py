@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
@@ -89,6 +90,8 @@ class ImageDataset(Dataset):
             except UNREADABLE_ERRORS as error:
                 failures.append(f"{self.samples.name(current)}: {describe_unreadable(error)}")
                 continue
+            if isinstance(tensor, EncodedImage):  # named, should the device's decoder refuse it
+                tensor = dataclasses.replace(tensor, name=self.samples.name(current))
             return Item(tensor, self._label(current), tuple(failures), time.perf_counter() - started)
         if self.substitute:
             raise DataError(

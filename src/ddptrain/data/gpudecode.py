@@ -34,6 +34,7 @@ class EncodedImage:
 
     data: torch.Tensor  # uint8, the file's bytes
     plan: Plan
+    name: str = ""  # the sample's file, for a warning
 
 
 @dataclass
@@ -49,8 +50,7 @@ class Encoded:
 
     def decode(self, device: torch.device) -> torch.Tensor:
         """(N, 3, size, size) uint8 on `device`, ready for the current stream. A JPEG the device's decoder refuses
-        (damaged past its header) is replaced by another image of the batch, with a warning naming nothing more
-        than the count (the CPU path names the file)."""
+        (damaged past its header) is replaced by another image of the batch, with a warning that names it."""
         if device.type != "cuda":
             return self._decode(device)
         caller, own = torch.cuda.current_stream(device), _stream(device)
@@ -76,10 +76,13 @@ class Encoded:
         if len(good) < len(out):
             if not good:
                 raise RuntimeError(f"the device could decode none of a batch of {len(out)} JPEG images")
+            failed = [self.images[i].name or "?" for i, image in enumerate(out) if image is None]  # type: ignore[attr-defined]
             log.warning(
-                "%d image(s) of a batch could not be decoded on %s; replaced by others of the batch",
-                len(out) - len(good),
+                "%s could not be decoded on %s (the header reads, the image data does not); each is replaced by "
+                "another image of the batch: check or remove %s",
+                ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else ""),
                 device,
+                "them" if len(failed) > 1 else "it",
             )
             out = [image if image is not None else good[i % len(good)] for i, image in enumerate(out)]
         return stack(out)  # type: ignore[arg-type]
