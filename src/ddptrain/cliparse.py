@@ -63,7 +63,7 @@ def unknown_flags(extra: Sequence[str], parser: argparse.ArgumentParser) -> str:
     """The error for arguments `parser` does not take: each unknown flag with what it likely means."""
     flags = [arg for arg in extra if arg.startswith("-") and arg != "-"]
     if not flags:
-        return f"unexpected argument(s): {' '.join(extra)}"
+        return f"unexpected {'argument' if len(extra) == 1 else 'arguments'}: {' '.join(extra)}"
     hints: List[str] = []
     for flag in flags:
         likely = likely_flag(flag, parser)

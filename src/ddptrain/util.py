@@ -16,6 +16,11 @@ def counted(n: int, noun: str, plural: Optional[str] = None) -> str:
     return f"{n} {plural or (noun + 'es' if noun.endswith(('s', 'x', 'ch', 'sh')) else noun + 's')}"
 
 
+def ranks_named(ranks: Sequence[int]) -> str:
+    """'rank 1', 'ranks 1, 2'."""
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}"
+
+
 def markdown_table(columns: Sequence[str], rows: List[Dict]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:

@@ -58,7 +58,7 @@ def test_a_parquet_manifest_splits_exactly_as_the_csv_of_the_same_rows(folder, t
     assert source_for(str(parquet)).name == "Parquet manifest"
     with caplog.at_level(logging.WARNING, logger="ddptrain"):
         a = load_split(parquet, 0.25, 3)
-    assert "2 row(s) repeat an earlier row exactly and were dropped (row 37 = row 4, row 38 = row 8)" in caplog.text
+    assert "2 rows repeat an earlier row exactly and were dropped (row 37 = row 4, row 38 = row 8)" in caplog.text
     _same(a, load_split(table, 0.25, 3))
     assert (len(a.train), len(a.val)) == (27, 9)
     by_folder = load_split(folder, 0.25, 3)

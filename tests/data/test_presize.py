@@ -74,4 +74,4 @@ def test_the_command_line_refuses_a_side_or_quality_out_of_range(tmp_path):
         assert done.returncode != 0 and said in done.stderr
     done = run_cli(["shard", "--data", folder, "--out", tmp_path / "out", "--max-side", 32, "--val-split", 0])
     assert json.loads((tmp_path / "out" / "shards.json").read_text())["presized"]["max_side"] == 32
-    assert "re-encoded 4 image(s)" in done.stderr
+    assert "re-encoded 4 images" in done.stderr

@@ -175,15 +175,18 @@ def test_the_runs_split_is_the_source_of_truth_once_written(tmp_path):
     best = run_dir / "checkpoints" / "best.pt"
     evaluated = run_cli(["eval", "--checkpoint", best, "--data", data, "--nproc", 2])
     assert json_lines(evaluated.stdout)[0]["samples"] == val_before.count("\n") - 1 == 9  # less the format line
-    assert evaluated.stderr.count("12 image(s) added to") == 1 and "left out of --split val" in evaluated.stderr
+    assert evaluated.stderr.count("12 images added to") == 1 and "left out of --split val" in evaluated.stderr
     resumed = run_cli(["train", *flags, "--epochs", 2])
-    assert "resume: train/val split read back" in resumed.stderr and "12 image(s) added to" in resumed.stderr
+    assert "resume: train/val split read back" in resumed.stderr and "12 images added to" in resumed.stderr
     assert (run_dir / "splits" / "val.txt").read_text() == val_before
     assert [m["val_samples"] for m in read_metrics(run_dir)] == [9, 9]
     gone = data / val_before.splitlines()[1].split("\t")[0]
     gone.unlink()
     refused = run_cli(["train", *flags, "--epochs", 3], check=False)
-    assert refused.returncode != 0 and f"are gone from {data}: {gone}" in refused.stderr
+    assert (
+        refused.returncode != 0
+        and f"1 image of the run's split ({run_dir / 'splits'}) is gone from {data}: {gone}" in refused.stderr
+    )
 
 
 def test_eval_on_another_folder_says_the_split_differs(tiny_shapes, one_epoch, tmp_path):

@@ -44,7 +44,7 @@ def test_rows_without_a_label_are_left_out_and_counted(tmp_path, caplog):
     saved = _save(tmp_path / "d", images, [0, 1, -1, None, 0, 1, 0, 1])
     with caplog.at_level(logging.WARNING, logger="ddptrain"):
         split = load_split(saved, 0.0, 0)
-    assert len(split.train) == 6 and "2 row(s) of split train have no label" in caplog.text
+    assert len(split.train) == 6 and "2 rows of split train have no label" in caplog.text
 
 
 def test_an_image_path_whose_file_is_gone_fails_that_row_only(tmp_path):

@@ -46,8 +46,7 @@ def test_repeated_rows_are_dropped_with_a_warning_and_never_reach_both_parts(tmp
     val = {split.val.relative(i) for i in range(len(split.val))}
     assert not train & val and len(train) + len(val) == 30
     assert any(
-        "25 row(s) repeat an earlier row exactly and were dropped (line 32 = line 2" in r.message
-        for r in caplog.records
+        "25 rows repeat an earlier row exactly and were dropped (line 32 = line 2" in r.message for r in caplog.records
     )
 
 

@@ -34,7 +34,7 @@ def test_repeated_rows_are_dropped_and_counted(tmp_path, images, caplog):
     with caplog.at_level(logging.WARNING, logger="ddptrain"):
         split = load_split(path, 0.25, 0)
     assert len(split.train) + len(split.val) == 8
-    assert "3 row(s) repeat an earlier row exactly and were dropped (row 9 = row 1, row 10 = row 2" in caplog.text
+    assert "3 rows repeat an earlier row exactly and were dropped (row 9 = row 1, row 10 = row 2" in caplog.text
 
 
 def test_an_image_in_both_splits_is_refused_naming_both_rows(tmp_path, images):

@@ -61,8 +61,8 @@ def test_bad_members_are_left_out_and_counted(tmp_path, jpeg, caplog):
     assert names == ["x.tar/../../escape.jpg", "x.tar/good1.jpg", "x.tar/good2.jpg", "x.tar/good3.jpg"]
     assert split.train.read(0, ImageLimits()) == jpeg
     said = caplog.text
-    assert "1 sample(s) left out: a key repeated in the shard (x.tar/good1)" in said
-    assert "2 sample(s) left out: no image member" in said and "2 sample(s) left out: no label (cls)" in said
+    assert "1 sample left out: a key repeated in the shard (x.tar/good1)" in said
+    assert "2 samples left out: no image member" in said and "2 samples left out: no label (cls)" in said
     assert not (tmp_path / "escape.jpg").exists()
 
 

@@ -18,7 +18,7 @@ def test_disagreements_name_the_field_and_the_ranks():
         {"classes": ["a", "b"], "steps_per_epoch": 3},
         {"classes": ["a", "b", "c"], "steps_per_epoch": 3},
     ]
-    assert disagreements(facts) == ["classes: rank 0 has ['a', 'b'], rank(s) 2 have ['a', 'b', 'c']"]
+    assert disagreements(facts) == ["classes: rank 0 has ['a', 'b'], rank 2 has ['a', 'b', 'c']"]
     assert disagreements(facts[:2]) == []
 
 
@@ -68,5 +68,5 @@ def test_nodes_with_different_data_stop_with_a_clear_error(tmp_path):
         outputs = [agent.communicate(timeout=CLI_TIMEOUT_S)[0] for agent in agents]
     assert all(agent.returncode != 0 for agent in agents)
     joined = "\n".join(outputs)
-    assert "ranks disagree before the first step: classes: rank 0 has ['disc', 'ring'], rank(s) 1 have" in joined
+    assert "ranks disagree before the first step: classes: rank 0 has ['disc', 'ring'], rank 1 has" in joined
     assert not (tmp_path / "run0" / "metrics.jsonl").exists()

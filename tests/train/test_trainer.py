@@ -61,7 +61,7 @@ def test_resuming_a_run_that_reached_its_epochs_trains_nothing_and_says_so(tiny_
     finally:
         dist.cleanup()
     assert (
-        "its 1 finished epoch(s) already reach --epochs 1; nothing to train (raise --epochs" in capfd.readouterr().err
+        "1 epoch finished, as many as --epochs 1 asks for; nothing to train (raise --epochs" in capfd.readouterr().err
     )
     assert (
         last.stat().st_mtime_ns == written and len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 1

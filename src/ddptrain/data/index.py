@@ -189,10 +189,9 @@ def scan_images(folder: Path) -> List[str]:
                     found.append(name)
     if skipped:
         log.warning(
-            "%s: %d linked folder(s) lead to a folder already listed (a link loop, or a second link to it) and were "
-            "not listed again: %s",
+            "%s: %s to a folder already listed (a link loop, or a second link to it), not listed again: %s",
             folder,
-            len(skipped),
+            "1 linked folder leads" if len(skipped) == 1 else f"{len(skipped)} linked folders lead",
             ", ".join(sorted(skipped)[:5]),
         )
     found.sort()

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ..errors import ConfigError, DdptrainError
 from ..runtime.preempt import ignore_stop_signals
-from ..util import mix_seed
+from ..util import counted, mix_seed
 from .datasets import ImageDataset, collate
 from .images import ImageLimits
 from .index import Sample, Samples
@@ -208,7 +208,7 @@ def training_images(
     if getattr(samples, "remote", False) and ahead > 0:
         sampler.prefetcher = Prefetcher(samples, ahead)
         if rank == 0:
-            log.info("remote shards: each process fetches up to %d shard(s) ahead of the one it reads", ahead)
+            log.info("remote shards: each process fetches up to %s ahead of the one it reads", counted(ahead, "shard"))
     collate_fn = settings.image_collate(preprocess.stats, transform)
     return train_loader(dataset, sampler, settings, seed, rank, collate_fn=collate_fn)
 

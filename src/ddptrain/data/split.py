@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..errors import DataError
+from ..util import counted
 from . import splitfile
 from .index import LABEL_SEPARATOR, Sample, SampleIndex, Samples, label_text
 
@@ -131,7 +132,7 @@ def write_split_files(split: Split, run_dir: Path) -> None:
 def describe_added(added: List[str], root: Path, where: str) -> str:
     """The warning for images found in the folder but not in the run's split: they are left out of `where`."""
     shown = ", ".join(added[:5]) + (" ..." if len(added) > 5 else "")
-    return f"{len(added)} image(s) added to {root} since the run's split was written are left out of {where}: {shown}"
+    return f"{counted(len(added), 'image')} added to {root} since the run's split was written are left out of {where}: {shown}"
 
 
 def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[str]]]:
@@ -147,7 +148,7 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
     unknown = sorted(set(scanned.classes) - set(classes))
     if unknown:
         raise DataError(
-            f"cannot resume or evaluate this run on {scanned.root}: it has class folder(s) "
+            f"cannot resume or evaluate this run on {scanned.root}: it has {'a class folder' if len(unknown) == 1 else 'class folders'} "
             f"{', '.join(repr(c) for c in unknown)} that the run's split ({split_dir}) does not know; "
             "a model trained on the run's classes cannot learn or score them. Start another run (another "
             "--out, or --overwrite) for another class list"
@@ -161,7 +162,7 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
     missing = sorted(stored.root / relative for relative in set(known) - listed)
     if missing:
         raise DataError(
-            f"{len(missing)} image(s) of the run's split ({split_dir}) are gone from {scanned.root}: "
+            f"{counted(len(missing), 'image')} of the run's split ({split_dir}) {'is' if len(missing) == 1 else 'are'} gone from {scanned.root}: "
             f"{', '.join(map(str, missing[:5]))}{' ...' if len(missing) > 5 else ''}; put them back, or start "
             "another run (another --out, or --overwrite)"
         )

@@ -24,7 +24,7 @@ import time
 from typing import Dict, Iterable, Iterator, List, Optional
 
 from ..errors import PeerFailureError
-from ..util import first_line
+from ..util import first_line, ranks_named
 from .dist import Runtime
 
 _KEY = "ddptrain/heartbeat/{rank}"
@@ -197,7 +197,7 @@ def describe(heartbeat: Heartbeat, error: BaseException, epoch: int) -> PeerFail
         progress = {}
     behind = _behind(progress, rt.rank)
     who = (
-        f"rank(s) {', '.join(map(str, behind))} stopped at {', '.join(_where(progress[r]) for r in behind)} "
+        f"{ranks_named(behind)} stopped at {', '.join(_where(progress[r]) for r in behind)} "
         f"while rank {rt.rank} reached {_where(progress.get(rt.rank))}"
         if behind
         else "a peer rank did not join the collective"

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..errors import RanksDisagreeError
+from ..util import ranks_named
 
 
 def digest(items: Iterable) -> str:
@@ -36,7 +37,9 @@ def disagreements(gathered: List[Dict[str, Any]]) -> List[str]:
         others = [rank for rank, facts in enumerate(gathered) if facts.get(key) != expected]
         if others:
             shown = _show(gathered[others[0]].get(key), expected)
-            problems.append(f"{key}: rank 0 has {shown[1]}, rank(s) {', '.join(map(str, others))} have {shown[0]}")
+            problems.append(
+                f"{key}: rank 0 has {shown[1]}, {ranks_named(others)} {'has' if len(others) == 1 else 'have'} {shown[0]}"
+            )
     return problems
 
 

@@ -345,7 +345,8 @@ def report(checks: List[Check], result: Optional[Dict], out=None) -> None:
         print(bandwidth_table(result), file=out)
     failed = [c.name for c in checks if c.status == "fail"]
     print(
-        "\n" + ("all checks passed" if not failed else f"{len(failed)} check(s) failed: {', '.join(failed)}"), file=out
+        "\n" + ("all checks passed" if not failed else f"{counted(len(failed), 'check')} failed: {', '.join(failed)}"),
+        file=out,
     )
 
 

@@ -14,6 +14,7 @@ from ..data.sources import Reading, load_split, source_for
 from ..errors import ConfigError, DataError
 from ..train.progress import CountProgress
 from ..train.rundir import check_apart
+from ..util import counted
 
 log = logging.getLogger("ddptrain")
 
@@ -49,19 +50,19 @@ def make_shards(
         summary = write_shards(split, folder, limit, seed, bar, val_split=val_split, presize=presize)
     if presize is not None:
         log.info(
-            "re-encoded %d image(s) longer than %d px a side as JPEG quality %d (the others are stored as they were)",
-            summary["resized"],
+            "re-encoded %s longer than %d px a side as JPEG quality %d (the others are stored as they were)",
+            counted(summary["resized"], "image"),
             presize.max_side,
             presize.quality,
         )
     log.info(
-        "wrote %d training shard(s) (%d images) and %d validation shard(s) (%d images) of %d classes to %s in %.1f s; "
+        "wrote %s (%s) and %s (%s) of %s to %s in %.1f s; "
         "train with --data %s, or serve the folder over HTTP(S) and use --data https://HOST/PATH/",
-        summary["train"]["shards"],
-        summary["train"]["samples"],
-        summary["val"]["shards"],
-        summary["val"]["samples"],
-        len(split.classes),
+        counted(summary["train"]["shards"], "training shard"),
+        counted(summary["train"]["samples"], "image"),
+        counted(summary["val"]["shards"], "validation shard"),
+        counted(summary["val"]["samples"], "image"),
+        counted(len(split.classes), "class"),
         folder,
         time.perf_counter() - started,
         folder,
@@ -90,4 +91,6 @@ def _clear_earlier_set(folder: Path, overwrite: bool) -> None:
         stale.unlink(missing_ok=True)
     others = sorted(set(tars) - set(listed))
     if others:
-        log.warning("--overwrite: left %d tar file(s) the old index did not list: %s", len(others), others[0].name)
+        log.warning(
+            "--overwrite: left %s the old index did not list: %s", counted(len(others), "tar file"), others[0].name
+        )

@@ -28,6 +28,7 @@ from ..models.fsdp import gradient_sync
 from ..models.wrap import unused_parameters_error
 from ..runtime.dist import Runtime
 from ..runtime.preempt import StopRequest
+from ..util import counted
 from .mixing import Mixing, multilabel_loss, soft_cross_entropy, soft_targets
 from .monitor import LossWindow, StepMonitor, advance
 from .optim import LrSchedule
@@ -246,7 +247,7 @@ def forward(model, images: torch.Tensor) -> torch.Tensor:
         if "more than 1 value per channel" not in str(error):
             raise
         raise ConfigError(
-            f"batch norm cannot train on {len(images)} image(s) per process: {error}. Raise "
+            f"batch norm cannot train on {counted(len(images), 'image')} per process: {error}. Raise "
             "--batch-size (it is per process), or use --sync-bn to normalise over every "
             "process's batch"
         ) from None

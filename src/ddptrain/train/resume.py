@@ -20,6 +20,7 @@ from ..errors import CheckpointError
 from ..models import describe_mismatch, pretrained_preprocessing
 from ..models.fsdp import is_sharded, load_whole_into_shards
 from ..runtime.dist import Runtime
+from ..util import counted
 from . import sharded
 from .autobatch import AUTO
 from .optim import apply_settings, group_settings, resumed_grad_accum, same_groups
@@ -155,10 +156,10 @@ class Resume:
         if start.epoch >= epochs:
             if is_main:
                 log.warning(
-                    "resumed from %s: its %d finished epoch(s) already reach --epochs %d; nothing to train (raise "
+                    "resumed from %s: %s finished, as many as --epochs %d asks for; nothing to train (raise "
                     "--epochs to train on)",
                     self.path,
-                    start.epoch,
+                    counted(start.epoch, "epoch"),
                     epochs,
                 )
             return

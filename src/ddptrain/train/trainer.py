@@ -497,12 +497,11 @@ class Trainer:
         if patience is None or self.since_best < patience:
             return False
         log.info(
-            "early stop before epoch %d of %d: val_%s has not improved for %d evaluation(s) (--patience %d); "
-            "best %.4f is in %s",
+            "early stop before epoch %d of %d: val_%s has not improved for %s (--patience %d); best %.4f is in %s",
             epoch + 1,
             self.cfg.optim.epochs,
             self.cfg.optim.eval_metric,
-            self.since_best,
+            counted(self.since_best, "evaluation"),
             patience,
             self.best or 0.0,
             self.checkpointer.best,

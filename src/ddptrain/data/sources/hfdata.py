@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...errors import DataError
+from ...util import counted
 from ..images import ImageLimits, check_size, read_image_file
 from ..index import LABEL_SEPARATOR
 from ..split import Split, held_out, stratified_split
@@ -244,10 +245,11 @@ class Part:
         rows = [r for r, text in enumerate(self.texts) if text and canonical[text] in label_of]
         if len(rows) < len(self.texts):
             log.warning(
-                "%s: %d row(s) of split %s have no label (empty, missing, or -1) and are left out",
+                "%s: %s of split %s %s no label (empty, missing, or -1): left out",
                 self.location,
-                len(self.texts) - len(rows),
+                counted(len(self.texts) - len(rows), "row"),
                 self.split,
+                "has" if len(self.texts) - len(rows) == 1 else "have",
             )
         labels = np.asarray([label_of[canonical[self.texts[r]]] for r in rows], dtype=np.int32)
         return HFSamples(self.table, self.image, np.asarray(rows, dtype=np.int64), labels, self.split, self.location)

@@ -134,6 +134,20 @@ def check_listed(path: Path, classes: Sequence[str], first: Sequence[str]) -> No
 HINT = "relative paths in a manifest are relative to its folder; check them, or give absolute ones"
 
 
+def warn_repeats_dropped(path: Path, count: int, first: Sequence[str]) -> None:
+    """The warning for `count` rows that repeat an earlier row exactly (dropped, so that no image is used twice);
+    `first` names up to 5 of them, as "line 9 = line 2"."""
+    if count:
+        log.warning(
+            "%s: %s an earlier row exactly and %s dropped (%s%s); each image is used once",
+            path,
+            "1 row repeats" if count == 1 else f"{count} rows repeat",
+            "was" if count == 1 else "were",
+            ", ".join(first[:5]),
+            " ..." if count > 5 else "",
+        )
+
+
 @dataclass
 class Manifest:
     """A `path,label[,split]` CSV, read and checked: its classes, its image paths by class, the split of each path
@@ -145,15 +159,8 @@ class Manifest:
     repeated: List[Tuple[int, int]] = field(default_factory=list)  # (line, the line it repeats)
 
     def warn_repeats(self, path: Path) -> None:
-        if self.repeated:
-            shown = ", ".join(f"line {line} = line {first}" for line, first in self.repeated[:5])
-            log.warning(
-                "%s: %d row(s) repeat an earlier row exactly and were dropped (%s%s); each image is used once",
-                path,
-                len(self.repeated),
-                shown,
-                " ..." if len(self.repeated) > 5 else "",
-            )
+        shown = [f"line {line} = line {first}" for line, first in self.repeated[:5]]
+        warn_repeats_dropped(path, len(self.repeated), shown)
 
 
 def canonical_labels(labels: Iterable[str]) -> Dict[str, str]:

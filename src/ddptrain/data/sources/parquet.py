@@ -18,7 +18,16 @@ import numpy as np
 from ...errors import DataError
 from ..index import LABEL_SEPARATOR, SampleIndex
 from ..split import Split
-from .manifest import HINT, ROWS_CHECKED, ManifestSource, Row, canonical_labels, check_listed, numeric_order
+from .manifest import (
+    HINT,
+    ROWS_CHECKED,
+    ManifestSource,
+    Row,
+    canonical_labels,
+    check_listed,
+    numeric_order,
+    warn_repeats_dropped,
+)
 from .reading import Reading
 
 log = logging.getLogger("ddptrain")
@@ -262,14 +271,7 @@ def _drop_repeats(path: Path, full, rows: np.ndarray, codes: Dict, pc) -> np.nda
             )
     dropped = np.flatnonzero(~is_first)
     dropped = dropped[np.argsort(rows[dropped])]
-    shown = ", ".join(f"row {rows[d] + 1} = row {first[d] + 1}" for d in dropped[:5])
-    log.warning(
-        "%s: %d row(s) repeat an earlier row exactly and were dropped (%s%s); each image is used once",
-        path,
-        len(dropped),
-        shown,
-        " ..." if len(dropped) > 5 else "",
-    )
+    warn_repeats_dropped(path, len(dropped), [f"row {rows[d] + 1} = row {first[d] + 1}" for d in dropped[:5]])
     return np.flatnonzero(is_first)
 
 

@@ -19,7 +19,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from ...errors import DataError
-from ...util import redact
+from ...util import counted, redact
 from ..index import SampleIndex
 from ..remote import ShardCache, cache_size, default_cache
 from ..shards import INDEX, ShardSamples
@@ -251,4 +251,4 @@ def _warn_skipped(location: str, shards, indexes: List[ShardIndex]) -> None:
             counts.setdefault(reason, []).extend(f"{name}/{key}" for key in keys)
     for reason, keys in sorted(counts.items()):
         shown = ", ".join(keys[:3]) + (" ..." if len(keys) > 3 else "")
-        log.warning("%s: %d sample(s) left out: %s (%s)", redact(location), len(keys), reason, shown)
+        log.warning("%s: %s left out: %s (%s)", redact(location), counted(len(keys), "sample"), reason, shown)
