@@ -223,6 +223,20 @@ def test_two_real_jobs_on_a_file_system_without_flock(tiny_shapes, tmp_path):
 # ---- the marker across an elastic job's re-formations -------------------------------------------------------------
 
 
+def test_a_sharded_run_stopped_in_its_first_epoch_is_a_run_to_keep(tmp_path):
+    """An FSDP run stopped before its first epoch ended holds only step-*.dcp folders (no metrics line yet): a fresh
+    start into its folder is refused as for any run, and the elastic job that wrote it continues it rather than
+    starting afresh over its checkpoint."""
+    claim(tmp_path, None, overwrite=False, job_id="exp-7").release()
+    shards = tmp_path / "checkpoints" / "step-000000003.dcp"
+    shards.mkdir(parents=True)
+    (shards / "__0_0.distcp").write_bytes(b"shard")
+    with pytest.raises(ConfigError, match=r"already holds a run \(checkpoints step-000000003\.dcp\); use --resume"):
+        check_fresh_start(tmp_path, None, overwrite=False)
+    assert elastic_continues(tmp_path, "exp-7")
+    assert (shards / "__0_0.distcp").read_bytes() == b"shard"
+
+
 def test_an_elastic_job_continues_its_own_run_until_it_finishes(tmp_path):
     claim(tmp_path, None, overwrite=False, job_id="exp-7").release()
     (tmp_path / "metrics.jsonl").write_text('{"epoch": 0}\n')

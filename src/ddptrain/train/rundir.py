@@ -53,6 +53,15 @@ RUN_ENTRIES: Dict[str, Optional[str]] = {
 ENDED = ("finished", "failed")  # how a run that will not be continued by itself ended ("stopped": to be resumed)
 
 
+CHECKPOINT_SUFFIXES = (".pt", ".safetensors", ".dcp")  # .dcp: a sharded (--strategy fsdp) checkpoint's folder
+
+
+def checkpoints_in(run_dir: Path) -> List[str]:
+    """The names of the checkpoints a run folder holds (any kind a run writes), sorted."""
+    folder = run_dir / "checkpoints"
+    return sorted(p.name for p in folder.iterdir() if p.suffix in CHECKPOINT_SUFFIXES) if folder.is_dir() else []
+
+
 def existing_run(run_dir: Path) -> Optional[str]:
     """What a previous run left that a fresh start would overwrite ("2 epochs in metrics.jsonl, 3 checkpoints"),
     or None when there is nothing to lose."""
@@ -61,15 +70,10 @@ def existing_run(run_dir: Path) -> Optional[str]:
     if metrics.is_file() and metrics.stat().st_size > 0:
         lines = sum(1 for line in metrics.read_text(errors="replace").splitlines() if line.strip())
         found.append(f"{counted(lines, 'epoch')} in metrics.jsonl")
-    checkpoints = sorted((run_dir / "checkpoints").glob("*.pt")) if (run_dir / "checkpoints").is_dir() else []
+    checkpoints = checkpoints_in(run_dir)
     if checkpoints:
-        found.append(
-            f"checkpoints {', '.join(p.name for p in checkpoints[:4])}{' ...' if len(checkpoints) > 4 else ''}"
-        )
+        found.append(f"checkpoints {', '.join(checkpoints[:4])}{' ...' if len(checkpoints) > 4 else ''}")
     return ", ".join(found) or None
-
-
-CHECKPOINT_SUFFIXES = (".pt", ".safetensors", ".dcp")  # .dcp: a sharded (--strategy fsdp) checkpoint's folder
 
 
 def run_folder_given(path: Path, flag: str = "--checkpoint", prefer: str = "best") -> Optional[str]:
@@ -78,7 +82,7 @@ def run_folder_given(path: Path, flag: str = "--checkpoint", prefer: str = "best
     if not path.is_dir() or not ((path / MARKER).is_file() or (path / "checkpoints").is_dir()):
         return None
     folder = path / "checkpoints"
-    held = sorted(p.name for p in folder.iterdir() if p.suffix in CHECKPOINT_SUFFIXES) if folder.is_dir() else []
+    held = checkpoints_in(path)
     if not held:
         return f"{path} is a run folder with no checkpoint in {folder}: give a checkpoint file"
     pick = next((name for name in held if Path(name).stem == prefer), held[0])
