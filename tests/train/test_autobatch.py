@@ -8,7 +8,7 @@ import torch
 
 from ddptrain.config import Config
 from ddptrain.errors import ConfigError
-from ddptrain.train.autobatch import AUTO, find_batch_size, largest_fitting
+from ddptrain.train.autobatch import AUTO, batch_for_the_data, find_batch_size, largest_fitting
 from ddptrain.train.precision import resolve_precision
 
 from ..conftest import run_cli
@@ -31,6 +31,16 @@ def test_the_search_finds_the_largest_batch_that_fits_in_few_tries(limit):
 def test_nothing_fits_is_zero_and_the_cap_holds():
     assert largest_fitting(lambda batch: False) == 0
     assert largest_fitting(lambda batch: True, cap=48) == 48
+
+
+@pytest.mark.parametrize(
+    "images, world, accum, batch",
+    [(3072, 1, 1, 3072), (3072, 2, 1, 1536), (3073, 2, 2, 768), (100, 8, 1, 12), (5, 8, 1, 1)],
+)
+def test_the_search_stops_where_a_batch_would_leave_an_epoch_without_a_step(images, world, accum, batch):
+    # 3072 images on one H200 fitted 3,322 ResNet-50 images per process, and the run then refused its own batch
+    assert batch_for_the_data(images, world, accum) == batch
+    assert (images // world) // (batch * accum) >= 1 or batch == 1
 
 
 def test_auto_is_a_word_for_the_batch_size_and_other_words_are_refused():

@@ -2,7 +2,9 @@
 
 Each process tries steps of its own model on random images of the run's size — doubling the batch until one does
 not fit, then halving the gap — with the optimizer stepping at a learning rate of 0 so its state is allocated too;
-then the processes agree on the smallest (one all-reduce) and the optimizer's state starts fresh. The tries run
+then the processes agree on the smallest (one all-reduce) and the optimizer's state starts fresh. The search
+stops at the training images one process gets per optimizer step (`batch_for_the_data`): a batch larger than the
+data would leave an epoch without a step. The tries run
 before the model is wrapped in DDP: no collective runs inside them, so a try that fails on one process cannot leave
 another waiting. Under --strategy fsdp every forward gathers from every process, so there it is refused.
 """
@@ -46,6 +48,11 @@ def largest_fitting(fits: Callable[[int], bool], start: int = 1, cap: int = LARG
     return good
 
 
+def batch_for_the_data(train_images: int, world_size: int, grad_accum: int) -> int:
+    """The largest per-process batch that still makes one optimizer step of an epoch (at least 1)."""
+    return max(1, train_images // world_size // grad_accum)
+
+
 def find_batch_size(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -54,8 +61,9 @@ def find_batch_size(
     img_size: int,
     num_classes: int,
     strategy: str,
+    most: int = LARGEST,
 ) -> int:
-    """The batch every process can train with (the smallest of their largest)."""
+    """The batch every process can train with (the smallest of their largest), at most `most`."""
     if rt.device.type != "cuda":
         raise ConfigError(
             f"--batch-size auto finds the largest batch that fits a GPU by trying; on {rt.device.type} there is no "
@@ -86,7 +94,8 @@ def find_batch_size(
             optimizer.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
 
-    own = largest_fitting(fits)
+    cap = max(1, min(LARGEST, most))
+    own = largest_fitting(fits, cap=cap)
     for group, lr in zip(optimizer.param_groups, lrs):
         group["lr"] = lr
     optimizer.state.clear()  # the tries' moments are not the run's
@@ -103,7 +112,14 @@ def find_batch_size(
             rank=rt.rank,
             every_rank=True,
         )
-    log.info("--batch-size auto: %d images per process fit (this process alone: %d)", batch, own)
+    if batch == cap and cap == most:
+        log.warning(
+            "--batch-size auto: %d images per process, all the training images a process gets per optimizer step "
+            "(the GPU has room for more): one step per epoch; give --batch-size N for more steps",
+            batch,
+        )
+    else:
+        log.info("--batch-size auto: %d images per process fit (this process alone: %d)", batch, own)
     return batch
 
 

@@ -57,7 +57,7 @@ from ..runtime.preflight import check_agreement, weights_checksum
 from ..runtime.startup import StartupClock
 from ..util import counted, mix_seed
 from . import rundir
-from .autobatch import AUTO, find_batch_size
+from .autobatch import AUTO, batch_for_the_data, find_batch_size
 from .checkpointer import Checkpointer
 from .ema import build_ema
 from .evaluate import evaluate
@@ -329,6 +329,7 @@ class Trainer:
             self.preprocess.img_size,
             len(self.split.classes),
             self.cfg.model.strategy,
+            most=batch_for_the_data(len(self.split.train), self.rt.world_size, self.cfg.optim.grad_accum),
         )
         self.cfg.optim.batch_size = self.requested.optim.batch_size = found
 
