@@ -197,15 +197,36 @@ class Trainer:
             )
         return split
 
+    def _choose_decode(self) -> str:
+        """Where this run's JPEGs are decoded (`--decode`, with auto resolved for this device and its workers)."""
+        data, device = self.cfg.data, self.rt.device
+        if data.decode == "gpu" and device.type != "cuda":
+            raise ConfigError(
+                f"--decode gpu decodes with nvJPEG on a CUDA device; this run is on {device}: use --decode cpu"
+            )
+        augments_on_cpu = data.auto_augment is not None or data.random_erasing > 0
+        return choose_decode(data.decode, device, self.workers, augments_on_cpu)
+
+    def _refuse_an_epoch_without_a_step(self) -> None:
+        """Too few training images for one optimizer step per process: said in one line, on every rank."""
+        optim, world = self.cfg.optim, self.rt.world_size
+        images = len(self.split.train)
+        if world == 1:
+            share = "is" if images == 1 else "are"
+        else:
+            share = f"give each of {world} processes {counted(len(self.train_sampler), 'sample')},"
+        raise DataError(
+            f"{counted(images, 'training image')} {share} less than one optimizer step of --batch-size "
+            f"{optim.batch_size} x --grad-accum {optim.grad_accum}; lower the batch size"
+            f"{'' if world == 1 else ' or use fewer processes'}",
+            rank=self.rt.rank,
+            every_rank=True,
+        )
+
     def _build_loaders(self) -> None:
         cfg, rt, split = self.cfg, self.rt, self.split
         self.workers = auto_workers(cfg.data.workers, self.cpus)
-        if cfg.data.decode == "gpu" and rt.device.type != "cuda":
-            raise ConfigError(
-                f"--decode gpu decodes with nvJPEG on a CUDA device; this run is on {rt.device}: use --decode cpu"
-            )
-        augments_on_cpu = cfg.data.auto_augment is not None or cfg.data.random_erasing > 0
-        self.decode = choose_decode(cfg.data.decode, rt.device, self.workers, augments_on_cpu)
+        self.decode = self._choose_decode()
         settings = LoaderSettings.for_device(rt.device, cfg.optim.batch_size, self.workers, self.decode)
         limits = ImageLimits.of(cfg.data)
         self.train_loader = training_images(
@@ -226,18 +247,7 @@ class Trainer:
         self.val_loader = evaluation_images(split.val, self.preprocess, rt.rank, rt.world_size, settings, limits=limits)
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
         if self.steps_per_epoch == 0:
-            raise DataError(
-                f"{counted(len(split.train), 'training image')} "
-                + (
-                    "are"
-                    if rt.world_size == 1
-                    else f"give each of {rt.world_size} processes {counted(len(self.train_sampler), 'sample')},"
-                )
-                + f" less than one optimizer step of --batch-size {cfg.optim.batch_size} x --grad-accum "
-                f"{cfg.optim.grad_accum}; lower the batch size{'' if rt.world_size == 1 else ' or use fewer processes'}",
-                rank=rt.rank,
-                every_rank=True,
-            )
+            self._refuse_an_epoch_without_a_step()
         self.validates = len(split.val) > 0
         if self.validates:
             start_workers(self.val_loader)  # before the run's threads start
@@ -246,18 +256,18 @@ class Trainer:
         missing_val = classes_without_validation(split)
         if missing_val and rt.is_main and self.validates:
             log.warning(
-                "no validation image for class(es) %s: too few images for --val-split %s; their "
-                "accuracy is not measured",
+                "no validation image for %s %s: too few images for --val-split %s; their accuracy is not measured",
+                "class" if len(missing_val) == 1 else "classes",
                 ", ".join(missing_val),
                 cfg.data.val_split,
             )
         log.info(
-            "data: %d classes, %d train / %d val images (%s layout), %d steps per epoch, %s per process",
-            len(split.classes),
+            "data: %s, %d train / %d val images (%s layout), %s per epoch, %s per process",
+            counted(len(split.classes), "class"),
             len(split.train),
             len(split.val),
             split.layout,
-            self.steps_per_epoch,
+            counted(self.steps_per_epoch, "step"),
             counted(self.workers, "loader worker"),
         )
         if self.decode == "gpu":

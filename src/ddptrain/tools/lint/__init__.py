@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from ...util import counted
 from .cache import Cache, group_key
 from .discover import Program as FoundProgram
 from .discover import Sources, gather, independent_groups, programs
@@ -376,7 +377,7 @@ def _print(report: Report, rules: Sequence[Rule], style: str, out) -> None:
             print(f"error: {problem}", file=sys.stderr)
         errors = sum(f.severity == ERROR for f in report.findings)
         print(
-            f"{errors} error(s), {len(report.findings) - errors} warning(s) in {report.files} file(s), "
-            f"{len(report.programs)} program(s)",
+            f"{counted(errors, 'error')}, {counted(len(report.findings) - errors, 'warning')} in "
+            f"{counted(report.files, 'file')}, {counted(len(report.programs), 'program')}",
             file=sys.stderr,
         )
