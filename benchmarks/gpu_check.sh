@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Every GPU check in one run, within about 10 minutes on one NVIDIA GPU (torch, torchvision, timm preinstalled,
-# no network, this project copied in):
+# Every GPU check in one run on one NVIDIA GPU (torch, torchvision, timm preinstalled, no network, this project
+# copied in). On an H200 it takes more than 10 minutes (steps 1, 2, 4's validation, 6, the FSDP run and
+# --batch-size auto alone took 7): where calls are limited, run it in parts with SKIP (gpu_lib.sh):
 #   1. a single-rank NCCL DDP training run through the launcher (torchrun), with a mid-epoch checkpoint;
 #   2. `ddptrain doctor` (versions, GPU, NCCL smoke test);
 #   3. precision on synthetic input: ResNet-50, 224 px, fp32 / bf16 / fp16, +/- channels_last, + compile;
 #   4. the same model trained from real JPEGs (bf16, channels_last) to compare with 3, with the JPEGs decoded by
-#      the CPU workers and then on the GPU (--decode gpu), and the GPU decode path's test (nvJPEG vs the CPU path);
+#      the CPU workers and then on the GPU (--decode gpu), a ResNet-18 validated and evaluated with the eval crop on
+#      the GPU (and the same checkpoint evaluated with CPU decoding), and the GPU decode path's tests;
 #   5. the input benchmark on the GPU, with nvJPEG decoding;
 #   6. the ViT fine-tuning recipe (configs/vit-small-finetune.yaml: layer decay, RandAugment, Mixup/CutMix, EMA)
 #      on the generated shapes, bf16, from random weights (no network here); channels_last does not apply to a ViT;
@@ -43,6 +45,15 @@ step real-jpeg-gpu-decode 200 $PY -m ddptrain train --data "$TMP/photos" --out "
   --model "$MODEL" --img-size "$SIZE" --batch-size "$BATCH" --epochs "$EPOCHS" --val-split 0 --amp bf16 \
   --channels-last --workers "$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))" --log-every 5 "${GPU_DECODE[@]}"
 [ -f "$TMP/real-gpu/metrics.jsonl" ] && cp "$TMP/real-gpu/metrics.jsonl" "$OUT/real-jpeg-gpu-decode-metrics.jsonl"
+# validation and `ddptrain eval` with the eval crop on the device: the same checkpoint scored by both decoders
+step gpu-decode-validation 150 $PY -m ddptrain train --data "$TMP/photos" --out "$TMP/val-gpu" --device "$DEVICE" \
+  --model resnet18 --img-size "$SIZE" --batch-size "$BATCH" --epochs 2 --val-split 0.2 --amp bf16 --channels-last \
+  --workers 2 "${GPU_DECODE[@]}"
+[ -f "$TMP/val-gpu/metrics.jsonl" ] && cp "$TMP/val-gpu/metrics.jsonl" "$OUT/gpu-decode-validation-metrics.jsonl"
+for decode in "${GPU_DECODE[1]}" cpu; do
+  step "eval-decode-$decode" 90 $PY -m ddptrain eval --checkpoint "$TMP/val-gpu/checkpoints/best.pt" \
+    --data "$TMP/photos" --device "$DEVICE" --decode "$decode"
+done
 step gpu-decode-test 120 $PY -m pytest -q tests/data/test_gpudecode.py -p no:cacheprovider
 step input 150 $PY -m ddptrain bench input --data "$TMP/photos" --count 512 --rounds 2 --device "$DEVICE" --out "$OUT"
 step vit-recipe 240 $PY -m ddptrain train --config configs/vit-small-finetune.yaml --no-pretrained \
