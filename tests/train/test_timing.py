@@ -1,10 +1,10 @@
 from ddptrain.train.timing import AdviceOnce, RankTiming, advice, summarize
 
 
-def _rank(rank, forward_s=1.0, wait_s=0.0, load_s=0.0, workers=2, mem=100.0, total=None, util=None):
+def _rank(rank, forward_s=1.0, wait_s=0.0, load_s=0.0, workers=2, mem=100.0, total=None, util=None, steps=10):
     return RankTiming(
         rank=rank,
-        steps=10,
+        steps=steps,
         elapsed_s=10.0,
         data_wait_s=wait_s,
         forward_s=forward_s,
@@ -34,6 +34,15 @@ def test_each_problem_is_named_with_what_to_do():
     assert "raise --workers (now 2" in found["input_bound"]
     assert found["straggler"].startswith("straggler: rank 1 spends 1100 ms per step")  # (1 + 20/2) s / 10 steps
     assert "rank 0 peaked at 75000 of 80000 MiB" in found["memory"] and "--batch-size" in found["memory"]
+
+
+def test_an_epoch_of_fewer_steps_than_workers_is_not_sent_to_raise_the_workers():
+    # --batch-size auto on 3,072 photos (one H200, 14 workers): one step an epoch, 88 % of it waiting for the one
+    # worker that built the batch; more workers would have sat idle too
+    found = advice([_rank(0, wait_s=8.8, steps=1, workers=14)], 14)["input_bound"]
+    assert found.startswith("input-bound: rank 0 waited for data 88%")
+    assert "with 1 step an epoch and 14 loader workers" in found and "a smaller --batch-size" in found
+    assert "raise --workers" not in found
 
 
 def test_a_straggler_is_sent_to_the_tool_that_can_see_its_device():

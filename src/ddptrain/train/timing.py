@@ -23,6 +23,8 @@ from typing import Any, Dict, Iterator, List, Optional, Set
 
 import torch
 
+from ..util import counted
+
 INPUT_BOUND_FRAC = 0.20
 STRAGGLER_RATIO = 1.20
 STRAGGLER_MIN_EXCESS_S = 0.01  # per step; below this, differences are timer noise
@@ -200,11 +202,7 @@ def advice(ranks: List[RankTiming], workers: int, straggler_history: Optional[Li
     fracs = [r.data_wait_s / max(r.elapsed_s, 1e-9) for r in ranks]
     worst = max(range(len(ranks)), key=lambda i: fracs[i])
     if fracs[worst] > INPUT_BOUND_FRAC:  # every rank waits for that one in the next all-reduce
-        found["input_bound"] = (
-            f"input-bound: rank {ranks[worst].rank} waited for data {fracs[worst]:.0%} of the epoch (all ranks: "
-            f"{statistics.fmean(fracs):.0%} on average); raise --workers (now {workers} per process), keep the "
-            "images on local disk, or store them closer to the training size so decoding is cheaper"
-        )
+        found["input_bound"] = _input_bound(ranks[worst], fracs[worst], statistics.fmean(fracs), workers)
     rank, straggler = _straggler(ranks)
     if straggler_history is not None:
         straggler_history.append(rank)
@@ -223,6 +221,20 @@ def advice(ranks: List[RankTiming], workers: int, straggler_history: Optional[Li
             )
             break
     return found
+
+
+def _input_bound(worst: RankTiming, frac: float, mean: float, workers: int) -> str:
+    said = f"input-bound: rank {worst.rank} waited for data {frac:.0%} of the epoch (all ranks: {mean:.0%} on average)"
+    if worst.steps <= workers:  # each worker builds whole batches: the wait is their first ones, not their pace
+        return (
+            f"{said}; with {counted(worst.steps, 'step')} an epoch and {counted(workers, 'loader worker')}, each "
+            "batch is built by one worker and the epoch waits for the first ones: more workers do not help, a "
+            "smaller --batch-size (more steps an epoch) does"
+        )
+    return (
+        f"{said}; raise --workers (now {workers} per process), keep the images on local disk, or store them closer "
+        "to the training size so decoding is cheaper"
+    )
 
 
 def _straggler(ranks: List[RankTiming]) -> tuple:
