@@ -1,10 +1,12 @@
-from ddptrain.train.timing import AdviceOnce, RankTiming, advice, summarize
+import torch
+
+from ddptrain.train.timing import AdviceOnce, RankTiming, StepTimer, advice, summarize
 
 
-def _rank(rank, forward_s=1.0, wait_s=0.0, load_s=0.0, workers=2, mem=100.0, total=None, util=None, steps=10):
+def _rank(rank, forward_s=1.0, wait_s=0.0, load_s=0.0, workers=2, mem=100.0, total=None, util=None, batches=11):
     return RankTiming(
         rank=rank,
-        steps=steps,
+        steps=max(1, batches - 1),
         elapsed_s=10.0,
         data_wait_s=wait_s,
         forward_s=forward_s,
@@ -13,6 +15,7 @@ def _rank(rank, forward_s=1.0, wait_s=0.0, load_s=0.0, workers=2, mem=100.0, tot
         max_mem_mb=mem,
         mem_total_mb=total,
         gpu_util=util,
+        batches=batches,
     )
 
 
@@ -36,13 +39,25 @@ def test_each_problem_is_named_with_what_to_do():
     assert "rank 0 peaked at 75000 of 80000 MiB" in found["memory"] and "--batch-size" in found["memory"]
 
 
-def test_an_epoch_of_fewer_steps_than_workers_is_not_sent_to_raise_the_workers():
-    # --batch-size auto on 3,072 photos (one H200, 14 workers): one step an epoch, 88 % of it waiting for the one
-    # worker that built the batch; more workers would have sat idle too
-    found = advice([_rank(0, wait_s=8.8, steps=1, workers=14)], 14)["input_bound"]
+def test_an_epoch_of_no_more_batches_than_workers_is_not_sent_to_raise_the_workers():
+    # --batch-size auto on 3,072 photos (one H200, 14 workers): one batch an epoch, 88 % of it waiting for the one
+    # worker that built it; more workers would have sat idle too
+    found = advice([_rank(0, wait_s=8.8, batches=1, workers=14)], 14)["input_bound"]
     assert found.startswith("input-bound: rank 0 waited for data 88%")
-    assert "with 1 step an epoch and 14 loader workers" in found and "a smaller --batch-size" in found
+    assert "with 1 batch an epoch and 14 loader workers" in found and "a smaller --batch-size" in found
     assert "raise --workers" not in found
+    # one worker building two batches one after the other: a second worker would have built them side by side
+    assert "raise --workers (now 1" in advice([_rank(0, wait_s=8.8, batches=2, workers=1)], 1)["input_bound"]
+
+
+def test_the_timer_counts_every_batch_of_the_epoch_including_the_first():
+    timer = StepTimer(torch.device("cpu"), 0)
+    for step in range(3):
+        with timer.data_wait():
+            pass
+        if step == 0:
+            timer.restart()  # as the monitor does after the first step
+    assert timer.finish(2).batches == 3
 
 
 def test_a_straggler_is_sent_to_the_tool_that_can_see_its_device():

@@ -43,6 +43,7 @@ class RankTiming:
     max_mem_mb: float
     mem_total_mb: Optional[float]  # the device's memory on CUDA; None on CPU (RAM is shared)
     gpu_util: Optional[float]  # mean NVML utilisation in %, when available
+    batches: int = 0  # loader batches the epoch took, its first included (the window above leaves it out)
 
     @property
     def work_per_step_s(self) -> float:
@@ -62,6 +63,7 @@ class StepTimer:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         self.active = False
+        self.batches = 0  # the whole epoch's, unlike the window `restart` begins
         self._pending: Any = None  # a CUDA event or a perf_counter reading
         self._hooks = (
             []
@@ -87,6 +89,7 @@ class StepTimer:
         begin = time.perf_counter()
         yield
         self.data_wait_s += time.perf_counter() - begin
+        self.batches += 1
 
     def add_load(self, seconds: float) -> None:
         self.load_s += seconds
@@ -157,6 +160,7 @@ class StepTimer:
             max_mem,
             total,
             util,
+            self.batches,
         )
 
 
@@ -225,9 +229,9 @@ def advice(ranks: List[RankTiming], workers: int, straggler_history: Optional[Li
 
 def _input_bound(worst: RankTiming, frac: float, mean: float, workers: int) -> str:
     said = f"input-bound: rank {worst.rank} waited for data {frac:.0%} of the epoch (all ranks: {mean:.0%} on average)"
-    if worst.steps <= workers:  # each worker builds whole batches: the wait is their first ones, not their pace
+    if 0 < worst.batches <= workers:  # each worker builds whole batches, all of them at once from the start
         return (
-            f"{said}; with {counted(worst.steps, 'step')} an epoch and {counted(workers, 'loader worker')}, each "
+            f"{said}; with {counted(worst.batches, 'batch')} an epoch and {counted(workers, 'loader worker')}, each "
             "batch is built by one worker and the epoch waits for the first ones: more workers do not help, a "
             "smaller --batch-size (more steps an epoch) does"
         )

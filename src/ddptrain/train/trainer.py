@@ -255,11 +255,13 @@ class Trainer:
             self._train_only()
         missing_val = classes_without_validation(split)
         if missing_val and rt.is_main and self.validates:
+            one = len(missing_val) == 1
             log.warning(
-                "no validation image for %s %s: too few images for --val-split %s; their accuracy is not measured",
-                "class" if len(missing_val) == 1 else "classes",
+                "no validation image for %s %s: too few images for --val-split %s; %s accuracy is not measured",
+                "class" if one else "classes",
                 ", ".join(missing_val),
                 cfg.data.val_split,
+                "its" if one else "their",
             )
         log.info(
             "data: %s, %d train / %d val images (%s layout), %s per epoch, %s per process",
