@@ -26,7 +26,7 @@ CHEAPEST = {
     "overhead": ["--epochs", 1, "--per-class", 8, "--img-size", 32, "--batch-size", 4, "--rounds", 1],
     "scaling": ["--nproc", 2, "--epochs", 1, "--per-class", 8, "--img-size", 32, "--batch-size", 4, "--rounds", 1]
     + TINY_MODEL,
-    "recipe": ["--epochs", 1, "--per-class", 4, "--img-size", 32, "--batch-size", 4],
+    "recipe": ["--epochs", 1, "--per-class", 4, "--img-size", 32, "--batch-size", 4, "--nproc", 1],  # 3 runs
     "memory": ["--model", "timm:test_vit", "--img-size", 32, "--batch-size", 2, "--steps", 1, "--variants", "fsdp"],
 }
 
