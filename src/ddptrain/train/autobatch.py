@@ -64,44 +64,9 @@ def find_batch_size(
     most: int = LARGEST,
 ) -> int:
     """The batch every process can train with (the smallest of their largest), at most `most`."""
-    if rt.device.type != "cuda":
-        raise ConfigError(
-            f"--batch-size auto finds the largest batch that fits a GPU by trying; on {rt.device.type} there is no "
-            "device memory to fill: give a number, e.g. --batch-size 32",
-            rank=rt.rank,
-            every_rank=True,
-        )
-    if strategy == "fsdp":
-        raise ConfigError(
-            "--batch-size auto tries batches on each process alone, and under --strategy fsdp every forward gathers "
-            "from every process: a try that fails on one would leave the others waiting. Give a number, or find it "
-            "with --strategy ddp on a model that fits",
-            rank=rt.rank,
-            every_rank=True,
-        )
-    lrs = [group["lr"] for group in optimizer.param_groups]
-    buffers = [buffer.clone() for buffer in model.buffers()]  # the tries' BatchNorm statistics are not the run's
-    for group in optimizer.param_groups:
-        group["lr"] = 0.0
-
-    def fits(batch: int) -> bool:
-        try:
-            _try_step(model, optimizer, precision, rt.device, batch, img_size, num_classes)
-            return True
-        except torch.OutOfMemoryError:
-            return False
-        finally:
-            optimizer.zero_grad(set_to_none=True)
-            torch.cuda.empty_cache()
-
+    _refuse_where_tries_cannot_work(rt, strategy)
     cap = max(1, min(LARGEST, most))
-    own = largest_fitting(fits, cap=cap)
-    for group, lr in zip(optimizer.param_groups, lrs):
-        group["lr"] = lr
-    optimizer.state.clear()  # the tries' moments are not the run's
-    with torch.no_grad():
-        for buffer, kept in zip(model.buffers(), buffers):
-            buffer.copy_(kept)
+    own = _largest_on_this_process(model, optimizer, precision, rt.device, img_size, num_classes, cap)
     agreed = torch.tensor([own], device=rt.device)
     torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
     batch = int(agreed.item())
@@ -121,6 +86,60 @@ def find_batch_size(
     else:
         log.info("--batch-size auto: %d images per process fit (this process alone: %d)", batch, own)
     return batch
+
+
+def _refuse_where_tries_cannot_work(rt: Runtime, strategy: str) -> None:
+    if rt.device.type != "cuda":
+        raise ConfigError(
+            f"--batch-size auto finds the largest batch that fits a GPU by trying; on {rt.device.type} there is no "
+            "device memory to fill: give a number, e.g. --batch-size 32",
+            rank=rt.rank,
+            every_rank=True,
+        )
+    if strategy == "fsdp":
+        raise ConfigError(
+            "--batch-size auto tries batches on each process alone, and under --strategy fsdp every forward gathers "
+            "from every process: a try that fails on one would leave the others waiting. Give a number, or find it "
+            "with --strategy ddp on a model that fits",
+            rank=rt.rank,
+            every_rank=True,
+        )
+
+
+def _largest_on_this_process(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    precision: Precision,
+    device: torch.device,
+    img_size: int,
+    num_classes: int,
+    cap: int,
+) -> int:
+    """The largest batch (at most `cap`) whose step fits this process's GPU; the model's buffers, the learning
+    rates and the optimizer's state are left as they were before the tries."""
+    lrs = [group["lr"] for group in optimizer.param_groups]
+    buffers = [buffer.clone() for buffer in model.buffers()]  # the tries' BatchNorm statistics are not the run's
+    for group in optimizer.param_groups:
+        group["lr"] = 0.0
+
+    def fits(batch: int) -> bool:
+        try:
+            _try_step(model, optimizer, precision, device, batch, img_size, num_classes)
+            return True
+        except torch.OutOfMemoryError:
+            return False
+        finally:
+            optimizer.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+
+    own = largest_fitting(fits, cap=cap)
+    for group, lr in zip(optimizer.param_groups, lrs):
+        group["lr"] = lr
+    optimizer.state.clear()  # the tries' moments are not the run's
+    with torch.no_grad():
+        for buffer, kept in zip(model.buffers(), buffers):
+            buffer.copy_(kept)
+    return own
 
 
 def _try_step(model, optimizer, precision: Precision, device, batch: int, img_size: int, num_classes: int) -> None:
