@@ -128,6 +128,8 @@ def test_the_gpu_path_is_refused_where_it_cannot_do_what_was_asked():
     with pytest.raises(ConfigError, match="not with --device cpu"):
         Config(data=DataConfig(path="d", decode="gpu"), launch=LaunchConfig(device="cpu")).validate()
     Config(data=DataConfig(path="d", decode="full"), launch=LaunchConfig(device="cpu")).validate()
+    with pytest.raises(ConfigError, match="nvJPEG on a CUDA device; this process is on cpu: use --decode cpu"):
+        choose_decode("gpu", torch.device("cpu"), 0)  # a process without a GPU (train and eval ask here)
 
 
 @pytest.mark.parametrize(

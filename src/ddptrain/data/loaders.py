@@ -67,7 +67,11 @@ GPU_DECODE_BELOW_WORKERS = 4
 def choose_decode(requested: str, device: torch.device, workers: int, augments_on_cpu: bool = False) -> str:
     """The decoding `--decode auto` stands for: gpu (nvJPEG) on a CUDA device fed by fewer than
     GPU_DECODE_BELOW_WORKERS loader workers, where no augmentation needs the CPU path; cpu otherwise. Any other
-    choice is kept as asked."""
+    choice is kept as asked; gpu where the process has no CUDA device is refused."""
+    if requested == "gpu" and device.type != "cuda":
+        raise ConfigError(
+            f"--decode gpu decodes with nvJPEG on a CUDA device; this process is on {device}: use --decode cpu"
+        )
     if requested != "auto":
         return requested
     if device.type == "cuda" and workers < GPU_DECODE_BELOW_WORKERS and not augments_on_cpu:

@@ -29,7 +29,7 @@ from ..data.loaders import LoaderSettings, auto_workers, choose_decode, evaluati
 from ..data.sources import Reading, all_images, load_split
 from ..data.split import run_split, same_split, split_summary
 from ..data.transforms import Preprocess, eval_transform, normalize
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from ..handed import DATASET_PREFIX
 from ..runtime import dist
 from ..runtime.env import DistEnv, cpus_per_process
@@ -108,10 +108,6 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
     try:
         loaded = load_model(opts.checkpoint, rt.device, opts.trust_torchscript, opts.ema)
         workers = auto_workers(opts.workers, cpus_per_process(env.local_world_size))
-        if opts.decode == "gpu" and rt.device.type != "cuda":
-            raise ConfigError(
-                f"--decode gpu decodes with nvJPEG on a CUDA device; this is {rt.device}: use --decode cpu"
-            )
         settings = LoaderSettings.for_device(
             rt.device, opts.batch_size, workers, choose_decode(opts.decode, rt.device, workers)
         )

@@ -33,7 +33,7 @@ from ..data.samplers import EpochSampler
 from ..data.sources import Reading, load_split
 from ..data.split import Split, classes_without_validation, run_split, split_summary
 from ..data.transforms import Augment, Preprocess
-from ..errors import ConfigError, DataError, NonFiniteLossError, WeightsError
+from ..errors import DataError, NonFiniteLossError, WeightsError
 from ..models import (
     build_configured,
     build_pretrained,
@@ -199,13 +199,9 @@ class Trainer:
 
     def _choose_decode(self) -> str:
         """Where this run's JPEGs are decoded (`--decode`, with auto resolved for this device and its workers)."""
-        data, device = self.cfg.data, self.rt.device
-        if data.decode == "gpu" and device.type != "cuda":
-            raise ConfigError(
-                f"--decode gpu decodes with nvJPEG on a CUDA device; this run is on {device}: use --decode cpu"
-            )
+        data = self.cfg.data
         augments_on_cpu = data.auto_augment is not None or data.random_erasing > 0
-        return choose_decode(data.decode, device, self.workers, augments_on_cpu)
+        return choose_decode(data.decode, self.rt.device, self.workers, augments_on_cpu)
 
     def _refuse_an_epoch_without_a_step(self) -> None:
         """Too few training images for one optimizer step per process: said in one line, on every rank."""
