@@ -21,6 +21,17 @@ from ddptrain.runtime.launch import free_port
 KEY, SECRET = "ddptrain-test", "ddptrain-test-secret"
 
 
+READY_S = 60
+
+
+def admin_http_port() -> int:
+    """A free port for the admin server whose +10000 is a port too: its worker dials the admin's gRPC there whatever
+    -admin.port.grpc says."""
+    while (port := free_port()) + 10000 > 65535:
+        pass
+    return port
+
+
 def weed_binary() -> str:
     return str(Path(sys.executable).parent / "weed") if (Path(sys.executable).parent / "weed").is_file() else ""
 
@@ -41,7 +52,8 @@ class S3Store:
         args += [f"-{name}.port={port}" for name, port in ports.items()]
         args += [f"-{name}.port.grpc={port}" for name, port in grpc.items()]
         args += [f"-s3.config={config}", "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0"]
-        admin = {"admin.port": free_port(), "admin.port.grpc": free_port()}
+        admin_port = admin_http_port()
+        admin = {"admin.port": admin_port, "admin.port.grpc": admin_port + 10000}
         args += ["-s3.iam=false", *(f"-{flag}={port}" for flag, port in admin.items()), *extra]
         self.ports = {self.port, *ports.values(), *grpc.values(), *admin.values()}
         self.log = open(folder / "weed.log", "w")  # noqa: SIM115 (closed in close)
@@ -53,18 +65,43 @@ class S3Store:
         self._wait()
 
     def _wait(self) -> None:
-        deadline = time.monotonic() + 60
+        """Until the store answers and has written one object: the S3 port answers before the volume server has
+        joined the master, and a PutObject in that gap is an InternalError (seen under a loaded CI machine)."""
+        deadline = time.monotonic() + READY_S
+        while not self._answers():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"SeaweedFS did not answer on {self.endpoint} within {READY_S} s{self._log_tail()}")
+            time.sleep(0.3)
+        client, error = self.client(), None
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.skip(f"SeaweedFS exited at start ({self.proc.returncode}); see {self.log.name}")
             try:
-                urllib.request.urlopen(self.endpoint, timeout=1)  # noqa: S310 (loopback)
-                return
-            except urllib.error.HTTPError:
-                return  # an S3 answer (403 to an unsigned request): it is up
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError(f"SeaweedFS did not answer on {self.endpoint} within 60 s; see {self.log.name}")
+                if "ready" not in [bucket["Name"] for bucket in client.list_buckets().get("Buckets", [])]:
+                    client.create_bucket(Bucket="ready")
+                client.put_object(Bucket="ready", Key="probe", Body=b"ok")
+                if client.get_object(Bucket="ready", Key="probe")["Body"].read() == b"ok":
+                    return
+            except Exception as failed:  # noqa: BLE001 (botocore's errors while the store settles; kept for the message)
+                error = failed
+            time.sleep(0.5)
+        raise RuntimeError(
+            f"SeaweedFS on {self.endpoint} took no object within {READY_S} s ({error}){self._log_tail()}"
+        )
+
+    def _answers(self) -> bool:
+        if self.proc.poll() is not None:
+            pytest.skip(f"SeaweedFS exited at start ({self.proc.returncode}); see {self.log.name}")
+        try:
+            urllib.request.urlopen(self.endpoint, timeout=1)  # noqa: S310 (loopback)
+        except urllib.error.HTTPError:
+            return True  # an S3 answer (403 to an unsigned request): it is up
+        except OSError:
+            return False
+        return True
+
+    def _log_tail(self) -> str:
+        self.log.flush()
+        tail = Path(self.log.name).read_text(errors="replace").splitlines()[-30:]
+        return "; the end of its log:\n" + "\n".join(tail)
 
     def env(self) -> Dict[str, str]:
         return {
@@ -76,6 +113,7 @@ class S3Store:
 
     def client(self):
         import boto3
+        from botocore.config import Config
 
         env = self.env()
         return boto3.client(
@@ -84,6 +122,7 @@ class S3Store:
             aws_access_key_id=KEY,
             aws_secret_access_key=SECRET,
             region_name="us-east-1",
+            config=Config(retries={"max_attempts": 8, "mode": "standard"}),
         )
 
     def upload(self, folder: Path, bucket: str, prefix: str) -> str:
