@@ -486,7 +486,7 @@ def cmd_report(args: argparse.Namespace, argv: List[str], clock: StartupClock) -
     from .tools.report import write_report
 
     setup_logging(0, 1)
-    print(write_report(args.runs, args.out))
+    print(write_report(args.runs, args.out).with_name("report.html"))  # the page to open; report.md beside it
     return 0
 
 

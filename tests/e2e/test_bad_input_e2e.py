@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from ddptrain.util import counted
+
 from ..conftest import TINY as TINY_RUN
 from ..conftest import read_metrics, run_cli, write_synthetic
 
@@ -50,7 +52,10 @@ def test_awkward_files_are_read_or_skipped_and_training_completes(awkward, tmp_p
     assert "fleur d'été 🌼.jpg" in listed and "star/" in listed and "notes.gif" not in listed
     record = read_metrics(run_dir)[0]
     assert record["skipped_images"] >= 1  # the bomb, skipped and counted
-    assert "unreadable images skipped" in (run_dir / "train.log").read_text()
+    assert (
+        f"epoch 1: {counted(record['skipped_images'], 'unreadable image')} skipped ("
+        in (run_dir / "train.log").read_text()
+    )
 
 
 def test_class_with_too_few_images_for_validation_is_named(tmp_path):

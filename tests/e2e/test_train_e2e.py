@@ -13,6 +13,7 @@ from PIL import Image
 
 from ddptrain.config import DataConfig
 from ddptrain.data.transforms import Preprocess, eval_transform, normalize
+from ddptrain.util import counted
 
 from ..conftest import json_lines, read_metrics, run_cli, save_odd_modes, write_synthetic
 
@@ -157,7 +158,11 @@ def test_unreadable_images_are_skipped_counted_and_reported(trained):
     metrics = read_metrics(trained)
     assert all(m["skipped_images"] >= 1 for m in metrics)  # at least the corrupt validation file, every epoch
     log = (trained / "train.log").read_text()
-    assert "unreadable images skipped" in log
+    first = metrics[0]["skipped_images"]  # train and val, counted in words ("1 unreadable image", "3 ... images")
+    assert f"epoch 1: {counted(first, 'unreadable image')} skipped (" in log
+    console = (trained.parent / "console.txt").read_text()
+    # once per file and rank, named once: "[rank 1] WARNING skipped ...", rank 0's line unprefixed as all its lines
+    assert "skipped unreadable image" in console and not re.search(r"rank \d+: skipped", console)
     stderr_names = ("truncated.jpg", "zero_bytes.png", "text_named.jpg", "broken.jpg")
     assert sum(name in log for name in stderr_names) >= 1
 
@@ -240,7 +245,7 @@ def test_best_eval_json_is_the_best_epochs_exact_evaluation(trained):
 
 def test_report_cli_draws_the_run(trained, tmp_path):
     out = tmp_path / "report"
-    assert run_cli(["report", trained, "--out", out]).stdout.strip() == str(out / "report.md")
+    assert run_cli(["report", trained, "--out", out]).stdout.strip() == str(out / "report.html")  # the page to open
     for name in ("curves.png", "throughput.png", "epoch_time.png", "confusion.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert f"| {trained.name} | 2 | {EPOCHS} |" in (out / "report.md").read_text()

@@ -11,6 +11,7 @@ def test_demo_runs_end_to_end_and_draws_the_report(tmp_path):
     proc = run_cli(["demo", "--data", tmp_path / "data", "--out", out, "--epochs", 1, "--device", "cpu"])
     assert "== ddptrain demo summary" in proc.stdout
     assert "val top-1" in proc.stdout and "predictions (validation images):" in proc.stdout
+    assert "top-5" not in proc.stdout  # 5 classes: five guesses always hold the right one
     held_out = {line.split("\t")[0] for line in (out / "splits" / "val.txt").read_text().splitlines()[1:]}
     section = proc.stdout.split("predictions (validation images):")[1].split("report:")[0]
     predicted = [line.split()[0] for line in section.splitlines() if line.strip()]

@@ -42,3 +42,33 @@ def test_no_thread_starts_once_training_runs(tmp_path):
     assert logging.getLogger(LOGGER).handlers == handlers  # train.log's handler leaves with the sinks
     lines = [line for line in (tmp_path / "run" / "train.log").read_text().splitlines() if ": step " in line]
     assert len(lines) == 4 and "epoch 1/2 100%: step 4/4 (global 4)  loss 1.0000  lr 0.1" in lines[-1]
+
+
+def _epoch_line(tmp_path, classes: int) -> str:
+    """The console line RunSinks writes at the end of an epoch evaluated on `classes` classes."""
+    import logging
+
+    from ddptrain.logs import LOGGER
+    from ddptrain.train.loop import EpochStats
+    from ddptrain.train.metrics import EvalResult
+    from ddptrain.train.sinks import RunSinks
+    from ddptrain.train.timing import RankTiming
+
+    level = logging.getLogger(LOGGER).level
+    logging.getLogger(LOGGER).setLevel(logging.INFO)
+    sinks = RunSinks(tmp_path / f"run{classes}", epochs=1)
+    try:
+        sinks.start(last_complete_epoch=-1, resumed_step=0)
+        result = EvalResult(10, 0, 0.5, 0.9, 1.2, [1] * classes, [2] * classes)
+        rank = RankTiming(0, 2, 1.0, 0.1, 0.8, 0.1, 1, 100.0, None, None, 2)
+        stats = EpochStats(1.0, 2, 10.0, 1.0, 0.1, 0, 0.1, ranks=[rank])
+        sinks.epoch_end({"epoch": 0, "step": 2}, result, stats, workers=1)
+    finally:
+        sinks.close()
+        logging.getLogger(LOGGER).setLevel(level)
+    return (tmp_path / f"run{classes}" / "train.log").read_text()
+
+
+def test_the_epoch_line_leaves_out_top5_where_five_guesses_cover_every_class(tmp_path):
+    assert "val_top1 0.5000  (10 images)" in _epoch_line(tmp_path, classes=5)  # top-5 of 5 classes is always 1
+    assert "val_top1 0.5000  val_top5 0.9000  (10 images)" in _epoch_line(tmp_path, classes=6)

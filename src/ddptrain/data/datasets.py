@@ -180,14 +180,14 @@ def collate(
 
 
 class UnreadableFiles:
-    """Warns once per unreadable file; every rank warns about the files it met, so none goes unnamed."""
+    """Warns once per unreadable file; every rank warns about the files it met, so none goes unnamed (the console
+    prefixes the other ranks' lines with their rank: logs.setup_logging)."""
 
-    def __init__(self, rank: int):
-        self.rank = rank
+    def __init__(self) -> None:
         self.seen: Set[str] = set()
 
     def __call__(self, failures: Iterable[str]) -> None:
         for failure in failures:
             if failure not in self.seen:
                 self.seen.add(failure)
-                log.warning("rank %d: skipped unreadable image %s", self.rank, failure)
+                log.warning("skipped unreadable image %s", failure)

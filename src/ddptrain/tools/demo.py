@@ -95,7 +95,8 @@ def _print_summary(out: str, report: dict, predictions: List[dict], figures: Pat
         "",
         "== ddptrain demo summary",
         f"run dir         {out}",
-        f"val top-1       {report['top1']:.4f} on {report['samples']} images (top-5 {report['top5']:.4f})",
+        f"val top-1       {report['top1']:.4f} on {report['samples']} images"
+        + (f" (top-5 {report['top5']:.4f})" if len(report["class_names"]) > 5 else ""),  # else always 1
         f"total time      {elapsed_s:.0f} s",
         "predictions (validation images):",
     ]

@@ -126,7 +126,7 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
             resolve_precision(opts.amp, rt.device),
             len(loaded.class_names),
             rt,
-            on_failure=UnreadableFiles(rt.rank),
+            on_failure=UnreadableFiles(),
             threshold=multilabel_threshold(loaded.config),
             progress_every=opts.progress_every,
             what="eval",

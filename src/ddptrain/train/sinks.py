@@ -20,7 +20,7 @@ from ..data.split import Split, write_split_files
 from ..errors import DataError
 from ..logs import add_log_file
 from ..runtime.startup import StartupClock
-from ..util import DamagedLine, read_epoch_records, redact, write_json_atomic, write_text_atomic
+from ..util import DamagedLine, counted, read_epoch_records, redact, write_json_atomic, write_text_atomic
 from . import timing
 from .loop import EpochStats
 from .metrics import EvalResult
@@ -191,7 +191,8 @@ class RunSinks:
         validation = (
             "not evaluated"
             if result is None
-            else f"val_loss {result.loss:.4f}  val_top1 {result.top1:.4f}  val_top5 {result.top5:.4f}  "
+            else f"val_loss {result.loss:.4f}  val_top1 {result.top1:.4f}  "
+            + (f"val_top5 {result.top5:.4f}  " if len(result.per_class_count) > 5 else "")  # else always 1
             + "".join(f"val_{name} {value:.4f}  " for name, value in result.multilabel().items())
             + f"({result.samples} images)"
             + (f"  ema: val_top1 {ema.top1:.4f}" if ema is not None else "")
@@ -211,9 +212,9 @@ class RunSinks:
         val_skipped = result.skipped if result is not None else 0
         if stats.skipped_images + val_skipped:
             log.warning(
-                "epoch %d: %d unreadable images skipped (%d train, %d val); see warnings above",
+                "epoch %d: %s skipped (%d train, %d val); see warnings above",
                 epoch + 1,
-                stats.skipped_images + val_skipped,
+                counted(stats.skipped_images + val_skipped, "unreadable image"),
                 stats.skipped_images,
                 val_skipped,
             )

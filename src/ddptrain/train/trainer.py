@@ -116,7 +116,7 @@ class Trainer:
         self.requested, self.cfg = beginning.configure(cfg, rt.world_size, say=rt.is_main)  # as given / as trained
         cfg = self.cfg
         self.preprocess = Preprocess.of(cfg.data)
-        self.unreadable = UnreadableFiles(rt.rank)
+        self.unreadable = UnreadableFiles()
         self.cpus = cpus_per_process(rt.env.local_world_size)
         if rt.device.type == "cpu":
             torch.set_num_threads(self.cpus)
