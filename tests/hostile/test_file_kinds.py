@@ -144,3 +144,38 @@ def test_predict_on_a_fifo_says_so_and_on_no_images_is_an_error(checkpoint, tmp_
     empty = _predict(checkpoint, tmp_path / "empty")
     assert empty.returncode != 0 and empty.stdout == ""
     assert "no images in" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1
+
+
+def test_pictures_in_other_formats_are_left_out_counted_and_named_once(tmp_path, caplog):
+    """A phone's HEIC photos or a GIF in a class folder were passed over in silence: the listing now says how many
+    of each kind it left out, names a few, and says what to do; dot-files and other files stay unmentioned."""
+    from ddptrain.data.sources.folder import scan_classes
+
+    for name in ("ants", "bees"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.jpg").write_bytes(b"x")
+    (tmp_path / "ants" / "phone.HEIC").write_bytes(b"x")
+    (tmp_path / "ants" / "deeper").mkdir()
+    (tmp_path / "ants" / "deeper" / "old.heic").write_bytes(b"x")
+    (tmp_path / "bees" / "imageNotFound.gif").write_bytes(b"GIF89a")
+    (tmp_path / "bees" / "labels.txt").write_text("not a picture")
+    (tmp_path / "bees" / ".hidden.gif").write_bytes(b"GIF89a")
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        classes, images = scan_classes(tmp_path)
+    assert [len(images[c]) for c in classes] == [1, 1]
+    warnings = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert warnings == [
+        f"{tmp_path}: 3 pictures in a format ddptrain does not read from folders are left out (2 .heic, 1 .gif: "
+        "ants/deeper/old.heic, ants/phone.HEIC, bees/imageNotFound.gif); convert them to JPEG or PNG to use them "
+        "(read: bmp jpeg jpg png tif tiff webp)"
+    ]
+
+
+def test_predict_on_a_folder_says_which_pictures_it_left_out(checkpoint, tmp_path):
+    (tmp_path / "one.jpg").write_bytes(render_image(0, 0, 0, "disc"))
+    (tmp_path / "two.gif").write_bytes(b"GIF89a")
+    proc = _predict(checkpoint, tmp_path)
+    assert proc.returncode == 0 and [json.loads(line)["path"] for line in proc.stdout.splitlines()] == [
+        str(tmp_path / "one.jpg")
+    ]
+    assert "1 picture in a format ddptrain does not read from folders is left out (1 .gif: two.gif)" in proc.stderr

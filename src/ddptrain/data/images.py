@@ -8,19 +8,26 @@ import os
 import re
 import stat
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Literal, Optional, Tuple, Union
+from typing import TYPE_CHECKING, BinaryIO, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from ..config import DataConfig
+from ..util import counted
 
 if TYPE_CHECKING:
     import torch
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
+# Pictures a folder of photos often holds besides those (a phone's HEIC, a GIF, a camera's raw file): a listing
+# leaves them out, counts them and says so (index.scan_images), rather than pass over them in silence.
+OTHER_PICTURE_EXTENSIONS = frozenset(
+    {".gif", ".heic", ".heif", ".avif", ".jfif", ".jxl", ".ppm", ".pgm", ".ico", ".svg", ".dng", ".cr2", ".nef", ".arw"}
+)
 
 ORIENTATION_TAG = 0x0112  # EXIF: how the stored pixels turn to be shown upright (1: as stored)
 XMP_HEADER = b"http://ns.adobe.com/xap/1.0/\x00"  # an APP1 segment holding an XMP packet
@@ -83,6 +90,25 @@ class ImageTooLarge(ValueError):
 def is_image_file(path: Union[str, Path]) -> bool:
     name = Path(path).name
     return not name.startswith(".") and Path(name).suffix.lower() in IMAGE_EXTENSIONS
+
+
+def is_other_picture(path: Union[str, Path]) -> bool:
+    """A picture in a format a folder listing does not take (OTHER_PICTURE_EXTENSIONS)."""
+    name = Path(path).name
+    return not name.startswith(".") and Path(name).suffix.lower() in OTHER_PICTURE_EXTENSIONS
+
+
+def left_out_pictures(where: Union[str, Path], names: Sequence[str]) -> str:
+    """One line for the pictures a listing of `where` left out: how many of each kind, a few of them, the fix."""
+    kinds = Counter(Path(name).suffix.lower() for name in names)
+    each = ", ".join(f"{n} {suffix}" for suffix, n in sorted(kinds.items(), key=lambda kind: (-kind[1], kind[0])))
+    shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+    verb = "is" if len(names) == 1 else "are"
+    return (
+        f"{where}: {counted(len(names), 'picture')} in a format ddptrain does not read from folders {verb} left out "
+        f"({each}: {shown}); convert {'it' if len(names) == 1 else 'them'} to JPEG or PNG to use "
+        f"{'it' if len(names) == 1 else 'them'} (read: {' '.join(sorted(e[1:] for e in IMAGE_EXTENSIONS))})"
+    )
 
 
 def open_rgb(

@@ -17,7 +17,7 @@ from typing import Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-from .images import ImageLimits, is_image_file, read_image_file
+from .images import ImageLimits, is_image_file, is_other_picture, read_image_file
 
 log = logging.getLogger("ddptrain")
 
@@ -164,11 +164,12 @@ def as_samples(samples: Union[Samples, Sequence[Sample]]) -> Samples:
     return SampleIndex.from_pairs("/", samples)
 
 
-def scan_images(folder: Path) -> List[str]:
+def scan_images(folder: Path, other_pictures: Optional[List[str]] = None) -> List[str]:
     """Image files under `folder`, as sorted relative POSIX paths. One `scandir` per directory and no
     per-file `stat` (the directory entry says what is a file): what a network file system can list fast.
     Symbolic links to folders are followed, each folder once: a folder reached again (a link loop, or a second
-    link to it) is skipped with a warning, so a loop cannot make the listing endless."""
+    link to it) is skipped with a warning, so a loop cannot make the listing endless. Pictures in formats it does
+    not take (a GIF, a phone's HEIC) are appended to `other_pictures`, for the caller to count and name."""
     found: List[str] = []
     pending = [""]
     seen = {_identity(folder)}
@@ -187,6 +188,8 @@ def scan_images(folder: Path) -> List[str]:
                     pending.append(name)
                 elif entry.is_file() and is_image_file(entry.name):
                     found.append(name)
+                elif other_pictures is not None and is_other_picture(entry.name) and entry.is_file():
+                    other_pictures.append(name)
     if skipped:
         log.warning(
             "%s: %s to a folder already listed (a link loop, or a second link to it), not listed again: %s",

@@ -22,6 +22,8 @@ from ..data.images import (
     ImageLimits,
     describe_unreadable,
     is_image_file,
+    is_other_picture,
+    left_out_pictures,
     read_image_file,
 )
 from ..data.index import Samples
@@ -149,7 +151,11 @@ def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            for found in sorted(p for p in path.rglob("*") if p.is_file() and is_image_file(p)):
+            files = [p for p in path.rglob("*") if p.is_file()]
+            others = [str(p.relative_to(path)) for p in files if is_other_picture(p)]
+            if others:
+                log.warning("%s", left_out_pictures(path, others))
+            for found in sorted(p for p in files if is_image_file(p)):
                 yield str(found), None
         elif path.is_file():
             yield str(path), None

@@ -4,17 +4,19 @@ class folders when the split is given."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import DataError, missing_data_folder
-from ..images import is_image_file
+from ..images import is_image_file, left_out_pictures
 from ..index import SampleIndex, scan_images
 from ..split import Split, stratified_split
 from .reading import Reading
 
 HINT = "check the data folder"
+log = logging.getLogger("ddptrain")
 
 
 class FolderSource:
@@ -68,10 +70,15 @@ def is_train_val_layout(root: Path) -> bool:
     return (root / "train").is_dir() and (root / "val").is_dir()
 
 
-def list_class_images(class_dir: Path) -> List[str]:
-    """Absolute paths of the images under `class_dir`, sorted by their path inside it."""
+def list_class_images(class_dir: Path, other_pictures: Optional[List[str]] = None) -> List[str]:
+    """Absolute paths of the images under `class_dir`, sorted by their path inside it; the pictures it holds in
+    other formats are appended to `other_pictures` (paths from the folder above)."""
     prefix = str(class_dir) + "/"
-    return [prefix + relative for relative in scan_images(class_dir)]
+    others: List[str] = []
+    images = [prefix + relative for relative in scan_images(class_dir, others)]
+    if other_pictures is not None:
+        other_pictures += [f"{class_dir.name}/{relative}" for relative in others]
+    return images
 
 
 def class_folders(root: Path) -> List[str]:
@@ -89,7 +96,10 @@ def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[L
     unknown = sorted(set(found) - set(classes))
     if unknown:
         raise DataError(f"{root} has class folders the model does not know: {', '.join(unknown)}")
-    images = {name: list_class_images(root / name) if (root / name).is_dir() else [] for name in classes}
+    others: List[str] = []
+    images = {name: list_class_images(root / name, others) if (root / name).is_dir() else [] for name in classes}
+    if others:
+        log.warning("%s", left_out_pictures(root, others))
     return classes, images
 
 
