@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 LOGGER = "ddptrain"
+# `log.warning(..., extra=RANK_0_SAYS)`: a warning every rank would give alike (about data they all list the same
+# way), given once, by rank 0, and dropped on the others.
+RANK_0_SAYS = {"rank_0_says": True}
 
 
 def setup_logging(rank: int, world_size: int) -> logging.Logger:
@@ -17,6 +20,8 @@ def setup_logging(rank: int, world_size: int) -> logging.Logger:
     handler = logging.StreamHandler(sys.stderr)
     prefix = f"[rank {rank}] " if world_size > 1 else ""
     handler.setFormatter(logging.Formatter(f"{prefix}%(levelname)s %(message)s" if rank else "%(message)s"))
+    if rank:
+        handler.addFilter(lambda record: not getattr(record, "rank_0_says", False))
     logger.addHandler(handler)
     logger.setLevel(logging.INFO if rank == 0 else logging.WARNING)
     return logger

@@ -17,6 +17,7 @@ from typing import Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
+from ..logs import RANK_0_SAYS
 from .images import ImageLimits, is_image_file, is_other_picture, read_image_file
 
 log = logging.getLogger("ddptrain")
@@ -196,6 +197,7 @@ def scan_images(folder: Path, other_pictures: Optional[List[str]] = None) -> Lis
             folder,
             "1 linked folder leads" if len(skipped) == 1 else f"{len(skipped)} linked folders lead",
             ", ".join(sorted(skipped)[:5]),
+            extra=RANK_0_SAYS,
         )
     found.sort()
     return found

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import DataError, missing_data_folder
+from ...logs import RANK_0_SAYS
 from ..images import is_image_file, left_out_pictures
 from ..index import SampleIndex, scan_images
 from ..split import Split, stratified_split
@@ -99,7 +100,7 @@ def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[L
     others: List[str] = []
     images = {name: list_class_images(root / name, others) if (root / name).is_dir() else [] for name in classes}
     if others:
-        log.warning("%s", left_out_pictures(root, others))
+        log.warning("%s", left_out_pictures(root, others), extra=RANK_0_SAYS)
     return classes, images
 
 
