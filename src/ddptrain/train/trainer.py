@@ -359,8 +359,10 @@ class Trainer:
         except RuntimeError as error:
             if not is_peer_failure(error):
                 raise
-            raise WeightsError(
-                f"a process stopped while the pretrained weights of {name} were fetched; its error is printed above",
+            fetcher = self.rt.rank - self.rt.env.local_rank
+            raise WeightsError(  # the two errors reach the console in either order
+                f"rank {fetcher}, which fetches the pretrained weights of {name} for this node, stopped; "
+                f"rank {fetcher}'s error says why",
                 rank=self.rt.rank,
             ) from None
 
