@@ -9,7 +9,15 @@ import yaml
 from PIL import Image
 
 from ddptrain.config import Config
-from ddptrain.tools.report import ReportError, label_runs, load_run, plot_curves, write_report
+from ddptrain.tools.report import (
+    ReportError,
+    label_runs,
+    load_run,
+    plot_curves,
+    shows_top5,
+    summary_row,
+    write_report,
+)
 
 CLASSES = ["disc", "ring", "star"]
 
@@ -80,7 +88,8 @@ def test_one_run_gives_every_figure_and_a_report(tmp_path):
         assert_plotted_png(run / "report" / name)
         assert f"]({name})" in report.read_text()
     text = report.read_text()
-    assert "| demo | 2 | 3 | 0.8000 | 1.0000 |" in text  # run, ranks, epochs, final top-1, final top-5
+    # run, ranks, epochs, final top-1, final val loss: no top-5 column with 3 classes (it would always be 1)
+    assert "| demo | 2 | 3 | 0.8000 | 0.5333 |" in text and "top-5" not in text
     assert "0.8000 (3)" in text  # best top-1 and its epoch
 
 
@@ -142,3 +151,21 @@ def test_a_damaged_metrics_line_is_named_and_a_cut_short_last_one_left_out(tmp_p
         handle.write('{"epoch": 4}\n')  # now the damaged line sits in the middle: someone edited the file
     with pytest.raises(ReportError, match=r"metrics.jsonl:4 is not a metrics line"):
         write_report([run])
+
+
+def test_an_option_one_run_leaves_unset_gives_no_none_in_its_label(tmp_path):
+    """Seen on real runs: 'dmsNone ep5' beside 'dms256 ep2' (--data-max-side unset in one)."""
+    runs = [load_run(fake_run(tmp_path / name, 2, False)) for name in ("a", "b", "c")]
+    runs[1].config["data_max_side"] = 256
+    for run, epochs in zip(runs, (5, 2, 4)):
+        run.config["epochs"] = epochs
+    label_runs(runs)
+    assert [r.label for r in runs] == ["ep5", "dms256 ep2", "ep4"]
+    assert runs[0].description == "data-max-side unset, epochs 5"  # the legend table says it
+
+
+def test_top5_is_a_column_where_it_can_be_below_1(tmp_path):
+    run = load_run(fake_run(tmp_path / "a", 2, False))
+    assert "final top-5" not in summary_row(run, shows_top5([run]))
+    run.best_eval["class_names"] = [f"c{i}" for i in range(6)]
+    assert summary_row(run, shows_top5([run]))["final top-5"] == "1.0000"

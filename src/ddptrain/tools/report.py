@@ -138,7 +138,8 @@ def label_runs(runs: List[Run]) -> None:
         parts = [f"{run.world_size} rank{'s' if run.world_size != 1 else ''}"] if ranks_differ else []
         run.description = ", ".join(parts + [_describe_option(k, run.config.get(k)) for k in differing])
         short = [f"{run.world_size}r"] if ranks_differ else []
-        run.label = " ".join(short + [_abbreviate(k, run.config.get(k)) for k in differing]) or run.path.name
+        named = [_abbreviate(k, run.config.get(k)) for k in differing if run.config.get(k) is not None]  # unset: none
+        run.label = " ".join(short + named) or run.path.name
     labels = [run.label for run in runs]
     if max(map(len, labels)) > MAX_LABEL or len(set(labels)) < len(labels):
         for i, run in enumerate(runs):  # too long for a legend, or not telling runs apart: letters, and a table
@@ -166,6 +167,8 @@ def _abbreviate(key: str, value) -> str:
 
 def _describe_option(key: str, value) -> str:
     name = key.replace("_", "-")
+    if value is None:
+        return f"{name} unset"
     if isinstance(value, bool):
         return f"{name} {'on' if value else 'off'}"
     return f"{name} {value}"
@@ -215,7 +218,7 @@ def plot_curves(runs: List[Run]):
     plt = _pyplot()
     fig, (loss_ax, acc_ax, lr_ax) = plt.subplots(1, 3, figsize=(15, 4.3), layout="constrained")
     several = len(runs) > 1
-    top5 = any(run.classes is None or run.classes > 5 for run in runs)  # with 5 classes or fewer it is always 1
+    top5 = shows_top5(runs)
     for i, run in enumerate(runs):
         color, name = COLORS[i % len(COLORS)], (run.label + ": " if several else "")
         _plot(loss_ax, run, "train_loss", color, f"{name}train")
@@ -355,7 +358,7 @@ def plot_confusion(run: Run):
     acc_ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
     acc_ax.axvline(best["top1"], color=COLORS[3], linestyle="--", linewidth=1)
     which = "worst first" if n <= MAX_CLASS_BARS else f"the {half} worst and the {half} best of {n}"
-    acc_ax.set_title(f"per-class accuracy, {which} (dashed: overall {best['top1']:.3f})", fontsize=11)
+    acc_ax.set_title(f"per-class accuracy, {which}\n(dashed: overall {best['top1']:.3f})", fontsize=11)
     acc_ax.set_xlabel("top-1 accuracy")
     acc_ax.grid(True, axis="x", alpha=0.3)
     if n > MAX_CLASS_BARS:
@@ -366,7 +369,12 @@ def plot_confusion(run: Run):
 
 
 # ---- the report -----------------------------------------------------------------------------------
-def summary_row(run: Run) -> Dict:
+def shows_top5(runs: List[Run]) -> bool:
+    """Whether top-5 says anything: with 5 classes or fewer it is always 1 (a run that recorded none may have more)."""
+    return any(run.classes is None or run.classes > 5 for run in runs)
+
+
+def summary_row(run: Run, top5: bool = True) -> Dict:
     last = run.epochs[-1]
     metric = last.get("eval_metric", "top1")  # --eval-metric; runs before it existed picked by top-1
     sign = -1.0 if EVAL_METRICS.get(metric) == "min" else 1.0
@@ -378,7 +386,7 @@ def summary_row(run: Run) -> Dict:
         "ranks": run.world_size,
         "epochs": last["epoch"] + 1,
         "final top-1": _fmt(last.get("val_top1"), 4),
-        "final top-5": _fmt(last.get("val_top5"), 4),
+        **({"final top-5": _fmt(last.get("val_top5"), 4)} if top5 else {}),
         "final val loss": _fmt(last.get("val_loss"), 4),
         "best (epoch)": f"{metric} {best.get(f'val_{metric}', 0.0):.4f} ({best['epoch'] + 1})",
         "images/s": _fmt(_mean(e.get("images_per_sec") for e in steady), 1),
@@ -443,7 +451,7 @@ def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = Non
     worst = {run.label: _worst_of(run, thumbnails) for run in runs}
     from .reporthtml import page
 
-    summary = [summary_row(run) for run in runs]
+    summary = [summary_row(run, shows_top5(runs)) for run in runs]
     legend = [{"run": run.label, "folder": str(run.path), "options that differ": run.description} for run in runs]
     text = page(runs, titles, out_dir, summary, legend, config_differences(runs), worst)
     (out_dir / "report.html").write_text(text, encoding="utf-8")
@@ -466,17 +474,8 @@ def _worst_of(run: Run, thumbnails: bool) -> tuple:
 
 def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> str:
     """`figures`: file name -> section title, in order."""
-    columns = [
-        "run",
-        "ranks",
-        "epochs",
-        "final top-1",
-        "final top-5",
-        "final val loss",
-        "best (epoch)",
-        "images/s",
-        "epoch time s",
-    ]
+    summary = [summary_row(run, shows_top5(runs)) for run in runs]
+    columns = list(summary[0])
     lines = [
         "# ddptrain report",
         "",
@@ -484,7 +483,7 @@ def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> s
         "",
         "## Final metrics",
         "",
-        markdown_table(columns, [summary_row(run) for run in runs]),
+        markdown_table(columns, summary),
         "",
         "images/s and epoch time: mean over the epochs after the first (start-up excluded).",
         "",

@@ -20,6 +20,7 @@ th { background: #f3f5f8; } td.num { text-align: right; font-variant-numeric: ta
 img.figure { max-width: 100%; border: 1px solid #eee; }
 .grid { display: flex; flex-wrap: wrap; gap: 0.8em; }
 .thumb { width: 150px; font-size: 0.8em; } .thumb img { width: 112px; height: 112px; object-fit: contain; }
+.thumb .path { overflow-wrap: anywhere; color: #555; }
 .wrong { color: #b22; } .note { color: #666; font-size: 0.85em; } .missing { color: #b22; font-weight: bold; }
 """
 
@@ -112,7 +113,7 @@ def _worst(label: str, scored: Sequence[Scored], note: str) -> List[str]:
         verdict = "wrong" if item.predicted != item.true else ""
         cells.append(
             f'<div class=thumb><img src="{item.thumbnail}" alt="{html.escape(item.path)}" onerror="{ON_ERROR}">'
-            f"<br>{html.escape(item.path)}<br>true <b>{html.escape(item.true)}</b> ({true})<br>"
+            f"<br><span class=path>{html.escape(item.path)}</span><br>true <b>{html.escape(item.true)}</b> ({true})<br>"
             f"<span class={verdict or 'right'}>predicted <b>{html.escape(item.predicted)}</b> "
             f"({item.predicted_prob:.2f})</span></div>"
         )
