@@ -87,3 +87,17 @@ def test_the_library_api_and_train_split_alike_through_the_registry(tiny_shapes,
     assert sources.source_for("hf:beans").name == "Hugging Face dataset"
     with pytest.raises(DataError, match="not a kind of data ddptrain reads"):
         sources.source_for("gs://bucket/set/")
+
+
+def test_a_relative_path_in_a_plain_list_is_read_from_the_current_folder(tmp_path, monkeypatch):
+    """`bench input --data hymenoptera_data` looked for /hymenoptera_data/...: a plain (path, label) list (the
+    library API, the benches) is indexed from `/`, so a relative path is now made absolute from the current folder."""
+    from ddptrain.data.images import ImageLimits
+    from ddptrain.data.index import as_samples
+
+    write_synthetic(tmp_path / "rel", classes=2, per_class=1)
+    monkeypatch.chdir(tmp_path)
+    relative = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "rel").glob("*/*.jpg"))
+    samples = as_samples([(relative[0], 0), (str(tmp_path / relative[1]), 1), ("https://host/c.jpg", 1)])
+    assert [samples.path(i) for i in range(3)] == [str(tmp_path / r) for r in relative] + ["https://host/c.jpg"]
+    assert samples.read(0, ImageLimits()) == (tmp_path / relative[0]).read_bytes()

@@ -159,10 +159,16 @@ def array_digest(*arrays: np.ndarray) -> str:
 
 
 def as_samples(samples: Union[Samples, Sequence[Sample]]) -> Samples:
-    """Samples as they are, or a plain (path, label) list as a SampleIndex (the library API takes lists)."""
+    """Samples as they are, or a plain (path, label) list as a SampleIndex (the library API takes lists); a relative
+    path is taken from the current folder, as `open` would take it (not from the index's root, `/`)."""
     if hasattr(samples, "read"):
         return cast(Samples, samples)
-    return SampleIndex.from_pairs("/", samples)
+    return SampleIndex.from_pairs("/", ((absolute(os.fspath(path)), label) for path, label in samples))
+
+
+def absolute(path: str) -> str:
+    """A local path made absolute from the current folder; a URL as it is."""
+    return path if "://" in path else os.path.abspath(path)
 
 
 def scan_images(folder: Path, other_pictures: Optional[List[str]] = None) -> List[str]:
