@@ -215,6 +215,7 @@ def test_yaml_numbers_written_without_a_dot_are_numbers(tmp_path):
         ("-j", "--workers"),
         ("--ep", "--epochs"),  # an abbreviation is refused, not taken
         ("--img", "--img-size"),
+        ("--lr-warmup", "--warmup-epochs"),  # the start of torchvision's --lr-warmup-epochs
     ],
 )
 def test_an_unknown_flag_gets_trains_usage_and_what_it_likely_means(no_torch, typed, meant):

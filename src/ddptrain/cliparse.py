@@ -45,14 +45,21 @@ def likely_flag(given: str, parser: argparse.ArgumentParser) -> Optional[str]:
     flags = [flag for flag in parser._option_string_actions if flag.startswith("--")]
     name = given.split("=", 1)[0]
     key = name.lstrip("-").replace("-", "_").lower()
-    for option in options().values():
-        flag = "--" + option.flat.replace("_", "-")
-        if (key in option.elsewhere or key == option.flat) and flag in flags:
-            return flag
+    aliases = {  # other tools' names of this command's options: lr_warmup_epochs -> --warmup-epochs
+        alias: flag
+        for option in options().values()
+        if (flag := "--" + option.flat.replace("_", "-")) in flags
+        for alias in (*option.elsewhere, option.flat)
+    }
+    if key in aliases:
+        return aliases[key]
     names = [flag[2:].replace("-", "_") for flag in flags]
     started = [name for name in names if name.startswith(key)]
     if len(started) == 1:  # an abbreviation argparse is told not to take: --ep for --epochs
         return "--" + started[0].replace("_", "-")
+    meant = {flag for alias, flag in aliases.items() if alias.startswith(key)}
+    if not started and len(meant) == 1:  # the start of another tool's name: --lr-warmup for --lr-warmup-epochs
+        return meant.pop()
     close = difflib.get_close_matches(key, names, 1, SUGGESTION_CUTOFF)
     if close:
         return "--" + close[0].replace("_", "-")

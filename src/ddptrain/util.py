@@ -8,12 +8,16 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+# Nouns whose "ch" is said "k": they take an "s" ("epochs"), not the "es" of "batches".
+HARD_CH = ("epoch", "stomach", "monarch")
+
 
 def counted(n: int, noun: str, plural: Optional[str] = None) -> str:
-    """'1 process', '2 processes', '1 loader worker': a count with its noun in the number it needs."""
+    """'1 process', '2 processes', '1 loader worker', '3 epochs': a count with its noun in the number it needs."""
     if n == 1:
         return f"{n} {noun}"
-    return f"{n} {plural or (noun + 'es' if noun.endswith(('s', 'x', 'ch', 'sh')) else noun + 's')}"
+    sibilant = noun.endswith(("s", "x", "ch", "sh")) and not noun.endswith(HARD_CH)
+    return f"{n} {plural or (noun + 'es' if sibilant else noun + 's')}"
 
 
 def ranks_named(ranks: Sequence[int]) -> str:
