@@ -96,11 +96,40 @@ def test_a_file_that_is_not_a_parquet_manifest_is_one_error(tmp_path):
     (tmp_path / "x.parquet").write_bytes(b"PAR1 but not really")
     with pytest.raises(DataError, match=r"x\.parquet is not a Parquet file"):
         load_split(tmp_path / "x.parquet", 0.2, 0)
-    pq.write_table(pa.table({"file": ["a.jpg"], "label": ["a"]}), tmp_path / "y.parquet")
+    pq.write_table(pa.table({"photo": ["a.jpg"], "label": ["a"]}), tmp_path / "y.parquet")
     with pytest.raises(
-        DataError, match=r"y\.parquet is not a manifest: it needs columns path and label \(found file, label\)"
+        DataError, match=r"y\.parquet is not a manifest: it needs a path and a label column.*\(found photo,label;"
     ):
         load_split(tmp_path / "y.parquet", 0.2, 0)
+
+
+@pytest.mark.parametrize("columns", [("filename", "class"), ("Image", "Category", "subset")])
+def test_columns_named_as_other_tools_name_them_read_as_path_label_split(tmp_path, columns, caplog):
+    """filename,class (a Kaggle CSV) or image,category,subset: the same split as path,label,split, said once."""
+    folder = write_synthetic(tmp_path / "img", classes=2, per_class=5)
+    images = sorted(folder.glob("*/*.jpg"))
+    rows = [(str(p), p.parent.name, "val" if i % 5 == 0 else "train") for i, p in enumerate(images)]
+    keep = len(columns)
+    plain = pa.table({n: [r[i] for r in rows] for i, n in enumerate(("path", "label", "split")[:keep])})
+    renamed = pa.table({n: [r[i] for r in rows] for i, n in enumerate(columns)})
+    pq.write_table(plain, tmp_path / "plain.parquet")
+    pq.write_table(renamed, tmp_path / "renamed.parquet")
+    header = ",".join(columns)
+    (tmp_path / "renamed.csv").write_text(header + "\n" + "".join(",".join(r[:keep]) + "\n" for r in rows))
+    expected = load_split(tmp_path / "plain.parquet", 0.2, 0)
+    with caplog.at_level(logging.INFO, logger="ddptrain"):
+        for other in ("renamed.parquet", "renamed.csv"):
+            split = load_split(tmp_path / other, 0.2, 0)
+            assert [split.train.path(i) for i in range(len(split.train))] == [
+                expected.train.path(i) for i in range(len(expected.train))
+            ]
+            assert [split.val.path(i) for i in range(len(split.val))] == [
+                expected.val.path(i) for i in range(len(expected.val))
+            ]
+    said = [r.getMessage() for r in caplog.records if "path from" in r.getMessage()]
+    assert said and said[0].endswith(
+        f"path from '{columns[0]}', label from '{columns[1]}'" + (f", split from '{columns[2]}'" if keep == 3 else "")
+    )
 
 
 def test_two_processes_read_every_training_image_once_per_epoch(folder, tmp_path):

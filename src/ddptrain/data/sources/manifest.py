@@ -246,15 +246,36 @@ def _csv_rows(path: Path) -> Iterator[Row]:
         raise DataError(f"{path} is not a CSV file ({error})") from None
 
 
+# The column of each role, by the names manifests are written with (Kaggle's, pandas exports): the first found.
+COLUMN_NAMES = {
+    "path": ("path", "filepath", "file_path", "filename", "file_name", "file", "image", "image_path", "img"),
+    "label": ("label", "class", "class_name", "category", "target", "labels"),
+    "split": ("split", "subset"),
+}
+
+
+def manifest_columns(path: Path, names: Sequence[str]) -> Dict[str, str]:
+    """The column each role (path, label, split) is read from, among a manifest's column `names` (any case); one
+    line says which were taken by another name. Without a path and a label column: refused, naming the columns."""
+    lowered = {name.strip().lower(): name for name in names}
+    chosen = {role: next((lowered[c] for c in choices if c in lowered), None) for role, choices in COLUMN_NAMES.items()}
+    found = {role: name for role, name in chosen.items() if name is not None}
+    if "path" not in found or "label" not in found:
+        taken = "; ".join(f"{role}: {' '.join(choices)}" for role, choices in COLUMN_NAMES.items())
+        raise DataError(
+            f"{path} is not a manifest: it needs a path and a label column, e.g. a first line `path,label` "
+            f"(found {','.join(names) or 'nothing'}; the names taken, any case: {taken})"
+        )
+    renamed = [f"{role} from '{name}'" for role, name in found.items() if name.strip().lower() != role]
+    if renamed:
+        log.info("%s: %s", path, ", ".join(renamed))
+    return found
+
+
 def _csv_rows_unchecked(path: Path) -> Iterator[Row]:
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        columns = {name.strip().lower(): name for name in reader.fieldnames or []}
-        if "path" not in columns or "label" not in columns:
-            raise DataError(
-                f"{path} is not a manifest: its first line must name the columns `path,label` (found "
-                f"{','.join(reader.fieldnames or []) or 'nothing'})"
-            )
+        columns = manifest_columns(path, reader.fieldnames or [])
         for number, row in _numbered_rows(reader):
             which = (row.get(columns["split"]) or "") if "split" in columns else None
             yield number, row.get(columns["path"]) or "", row.get(columns["label"]) or "", which

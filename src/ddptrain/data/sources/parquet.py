@@ -25,6 +25,7 @@ from .manifest import (
     Row,
     canonical_labels,
     check_listed,
+    manifest_columns,
     numeric_order,
     warn_repeats_dropped,
 )
@@ -46,14 +47,11 @@ class ParquetManifestSource(ManifestSource):
 
         pa, _ = _arrow(path)
         try:
-            schema = pq.read_schema(path)
-            wanted = {name.strip().lower(): name for name in schema.names}
-            if "path" not in wanted or "label" not in wanted:
-                raise DataError(f"{path} is not a manifest: it needs columns path and label (found {schema.names})")
-            table = pq.read_table(path, columns=[wanted[n] for n in ("path", "label", "split") if n in wanted])
+            wanted = manifest_columns(path, pq.read_schema(path).names)
+            table = pq.read_table(path, columns=list(wanted.values()))
         except (OSError, pa.ArrowException) as error:
             raise DataError(f"{path} is not a Parquet file ({error})") from None
-        columns = {name.strip().lower(): table.column(name).to_pylist() for name in table.column_names}
+        columns = {role: table.column(name).to_pylist() for role, name in wanted.items()}
         splits = columns.get("split")
         for row, (image, label) in enumerate(zip(columns["path"], columns["label"])):
             text = LABEL_SEPARATOR.join(map(str, label)) if isinstance(label, list) else str(label or "")
@@ -180,17 +178,12 @@ def _columns(path: Path, pa):
     if not path.is_file():
         raise DataError(f"--data {path}: no such manifest file (a {KIND} with the columns path,label)")
     try:
-        schema = pq.read_schema(path)
-        wanted = {name.strip().lower(): name for name in schema.names}
-        if "path" not in wanted or "label" not in wanted:
-            raise DataError(
-                f"{path} is not a manifest: it needs columns path and label (found {', '.join(schema.names)})"
-            )
-        names = [wanted[n] for n in ("path", "label", "split") if n in wanted]
-        table = pq.read_table(path, columns=names)
+        wanted = manifest_columns(path, pq.read_schema(path).names)
+        table = pq.read_table(path, columns=list(wanted.values()))
     except (OSError, pa.ArrowException) as error:
         raise DataError(f"{path} is not a Parquet file ({error})") from None
-    table = table.rename_columns([n.strip().lower() for n in table.column_names])
+    role_of = {name: role for role, name in wanted.items()}
+    table = table.rename_columns([role_of[name] for name in table.column_names])
     columns = [_text(path, table, name, pa) for name in table.column_names]
     table = pa.table(dict(zip(table.column_names, columns)))
     if table.num_rows == 0:
