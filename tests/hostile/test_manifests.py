@@ -50,6 +50,21 @@ def test_repeated_rows_are_dropped_with_a_warning_and_never_reach_both_parts(tmp
     )
 
 
+def test_columns_that_could_each_be_the_label_take_the_one_named_label(tmp_path, caplog):
+    """filename,path,class,label: `path` and `label` are read, as before other names were taken, and no line says a
+    column was taken by another name."""
+    names = _images(tmp_path / "img", 4)
+    rows = [("elsewhere.jpg", name, "wrong", "cat" if i % 2 else "dog") for i, name in enumerate(names)]
+    csv_path = _write(tmp_path / "list.csv", rows, header=("filename", "path", "class", "label"))
+    with caplog.at_level(logging.INFO, logger="ddptrain"):
+        split = load_split(csv_path, 0.5, seed=0)
+    assert split.classes == ["cat", "dog"]
+    assert {split.train.relative(i) for i in range(len(split.train))} | {
+        split.val.relative(i) for i in range(len(split.val))
+    } == set(names)
+    assert not any(" from '" in r.getMessage() for r in caplog.records)
+
+
 def test_one_image_with_two_labels_is_an_error_naming_both_lines(tmp_path):
     names = _images(tmp_path / "img", 3)
     csv_path = _write(tmp_path / "list.csv", [(names[0], "cat"), (names[1], "dog"), (f"./{names[0]}", "dog")])
