@@ -227,30 +227,11 @@ def save_odd_modes(folder: Path, stem: str) -> List[Path]:
     return out
 
 
-# The files that take a minute or more in `make test` (its --durations list), longest first: collected before the
-# rest, so that the two pytest workers (--dist loadfile: whole files, handed out in collection order) end together
-# instead of one running a long file alone at the end.
-LONG_FILES = (
-    "e2e/test_default_recipe_e2e.py",
-    "tools/test_bench_installed.py",
-    "e2e/test_shards_e2e.py",
-    "e2e/test_rundir_e2e.py",
-    "e2e/test_elastic_e2e.py",
-    "train/test_multilabel.py",
-    "tools/test_demo.py",
-    "tools/test_bench_memory.py",
-)
-
-
 def pytest_collection_modifyitems(config, items):
-    """Everything under tests/e2e runs the real CLI on several processes: `make test-fast` leaves it out. The
-    LONG_FILES go first (a stable sort: each file's tests stay in their order)."""
-    here = Path(__file__).parent
-    first = {name: rank for rank, name in enumerate(LONG_FILES)}
+    """Everything under tests/e2e runs the real CLI on several processes: `make test-fast` leaves it out."""
     for item in items:
         if "e2e" in item.path.parts:
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: first.get(item.path.relative_to(here).as_posix(), len(first)))
 
 
 @pytest.fixture(scope="session")
