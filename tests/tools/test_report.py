@@ -14,6 +14,7 @@ from ddptrain.tools.report import (
     label_runs,
     load_run,
     plot_curves,
+    plot_throughput,
     shows_top5,
     summary_row,
     write_report,
@@ -169,3 +170,13 @@ def test_top5_is_a_column_where_it_can_be_below_1(tmp_path):
     assert "final top-5" not in summary_row(run, shows_top5([run]))
     run.best_eval["class_names"] = [f"c{i}" for i in range(6)]
     assert summary_row(run, shows_top5([run]))["final top-5"] == "1.0000"
+
+
+def test_the_throughput_axis_starts_at_0_and_leaves_room_above_the_fastest_epoch(tmp_path):
+    """Seen on a page: a steady 150 img/s ran along the top edge of its chart (the top was the data's own margin)."""
+    runs = [load_run(fake_run(tmp_path / "a", 2, False)), load_run(fake_run(tmp_path / "b", 1, False))]
+    label_runs(runs)
+    speed_ax = plot_throughput(runs).axes[0]
+    fastest = max(max(run.series("images_per_sec")[1]) for run in runs)  # 202 img/s, run a's last epoch
+    bottom, top = speed_ax.get_ylim()
+    assert bottom == 0 and top >= 1.05 * fastest

@@ -265,7 +265,8 @@ def plot_throughput(runs: List[Run]):
                 label=f"{run.label}: slowest rank",
             )
     _style(speed_ax, "training throughput (all ranks)", "images / s")
-    speed_ax.set_ylim(bottom=0)
+    peak = max((v for run in runs for v in run.series("images_per_sec")[1] if v), default=0.0)
+    speed_ax.set_ylim(0, 1.1 * peak if peak > 0 else None)  # from 0, with room above the fastest epoch's point
     _style(wait_ax, "time waiting for the input pipeline", "% of step time")
     wait_ax.set_ylim(0, 100)
     wait_ax.axhline(20, color="#999999", linewidth=0.8, linestyle=":")
