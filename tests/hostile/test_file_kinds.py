@@ -167,7 +167,7 @@ def test_pictures_in_other_formats_are_left_out_counted_and_named_once(tmp_path,
     assert warnings == [
         f"{tmp_path}: 3 pictures in a format ddptrain does not read from folders are left out (2 .heic, 1 .gif: "
         "ants/deeper/old.heic, ants/phone.HEIC, bees/imageNotFound.gif); convert them to JPEG or PNG to use them "
-        "(read: bmp jpeg jpg png tif tiff webp)"
+        "(read: bmp jfif jpe jpeg jpg png tif tiff webp)"
     ]
 
 
@@ -179,3 +179,26 @@ def test_predict_on_a_folder_says_which_pictures_it_left_out(checkpoint, tmp_pat
         str(tmp_path / "one.jpg")
     ]
     assert "1 picture in a format ddptrain does not read from folders is left out (1 .gif: two.gif)" in proc.stderr
+
+
+def test_jpeg_files_named_jfif_or_jpe_are_read_and_sharded_as_jpg(tmp_path):
+    """What a browser on Windows saves a photo as: a JPEG by its bytes, listed, decoded and stored as KEY.jpg."""
+    import tarfile
+
+    from ddptrain.data.shards import write_shards
+    from ddptrain.data.sources import load_split
+
+    for label, name in enumerate(("ants", "bees")):
+        (tmp_path / "photos" / name).mkdir(parents=True)
+        for i, suffix in enumerate((".jfif", ".JPE", ".jpg")):
+            (tmp_path / "photos" / name / f"{i}{suffix}").write_bytes(render_image(0, label, i, "disc"))
+    split = load_split(tmp_path / "photos", 0.0, 0)
+    assert len(split.train) == 6
+    dataset = ImageDataset(split.train, lambda image: image, seed=0)
+    assert all(dataset[(i, 0)][0] is not None for i in range(6))  # decoded, not skipped
+    write_shards(split, tmp_path / "shards", 64 * 1024, 0)
+    images = []
+    for shard in (tmp_path / "shards").glob("train-*.tar"):
+        with tarfile.open(shard) as tar:
+            images += [m.name for m in tar.getmembers() if not m.name.endswith(".cls")]
+    assert len(images) == 6 and all(name.endswith(".jpg") for name in images)

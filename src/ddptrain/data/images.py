@@ -22,11 +22,13 @@ from ..util import counted
 if TYPE_CHECKING:
     import torch
 
-IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
+# .jfif and .jpe are JPEG files by other names (what browsers on Windows save): decoded by their content, as all.
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jfif", ".jpe", ".png", ".bmp", ".webp", ".tif", ".tiff"})
+EXTENSIONS_NAMED = " ".join(sorted(e[1:] for e in IMAGE_EXTENSIONS))  # for messages: "bmp jfif jpe jpeg ..."
 # Pictures a folder of photos often holds besides those (a phone's HEIC, a GIF, a camera's raw file): a listing
 # leaves them out, counts them and says so (index.scan_images), rather than pass over them in silence.
 OTHER_PICTURE_EXTENSIONS = frozenset(
-    {".gif", ".heic", ".heif", ".avif", ".jfif", ".jxl", ".ppm", ".pgm", ".ico", ".svg", ".dng", ".cr2", ".nef", ".arw"}
+    {".gif", ".heic", ".heif", ".avif", ".jxl", ".ppm", ".pgm", ".ico", ".svg", ".dng", ".cr2", ".nef", ".arw"}
 )
 
 ORIENTATION_TAG = 0x0112  # EXIF: how the stored pixels turn to be shown upright (1: as stored)
@@ -107,7 +109,7 @@ def left_out_pictures(where: Union[str, Path], names: Sequence[str]) -> str:
     return (
         f"{where}: {counted(len(names), 'picture')} in a format ddptrain does not read from folders {verb} left out "
         f"({each}: {shown}); convert {'it' if len(names) == 1 else 'them'} to JPEG or PNG to use "
-        f"{'it' if len(names) == 1 else 'them'} (read: {' '.join(sorted(e[1:] for e in IMAGE_EXTENSIONS))})"
+        f"{'it' if len(names) == 1 else 'them'} (read: {EXTENSIONS_NAMED})"
     )
 
 

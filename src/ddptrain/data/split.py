@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from ..errors import DataError
 from ..util import counted
 from . import splitfile
+from .images import EXTENSIONS_NAMED
 from .index import LABEL_SEPARATOR, Sample, SampleIndex, Samples, label_text
 
 log = logging.getLogger("ddptrain")
@@ -55,7 +56,7 @@ def stratified_split(
     for label, name in enumerate(classes):
         paths = list(images[name])
         if not paths:
-            raise DataError(f"class folder '{name}' has no images (extensions: jpg jpeg png bmp webp tif tiff)")
+            raise DataError(f"class folder '{name}' has no images (extensions: {EXTENSIONS_NAMED})")
         # Python's Random with an int seed gives the same sequence on every platform.
         random.Random(f"{seed}:{name}").shuffle(paths)
         n_val = round(len(paths) * val_split)

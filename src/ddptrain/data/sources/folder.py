@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import DataError, missing_data_folder
 from ...logs import RANK_0_SAYS
-from ..images import is_image_file, left_out_pictures
+from ..images import EXTENSIONS_NAMED, is_image_file, left_out_pictures
 from ..index import SampleIndex, scan_images
 from ..split import Split, stratified_split
 from .reading import Reading
@@ -40,9 +40,7 @@ class FolderSource:
                 raise DataError(f"{part} has one class folder ({classes[0]}); a classifier needs at least two")
             for name in classes:
                 if part.name != "val" and not _has_image(part / name):
-                    raise DataError(
-                        f"class folder '{name}' in {part} has no images (extensions: jpg jpeg png bmp webp tif tiff)"
-                    )
+                    raise DataError(f"class folder '{name}' in {part} has no images (extensions: {EXTENSIONS_NAMED})")
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         root = Path(location).resolve()
