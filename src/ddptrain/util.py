@@ -20,6 +20,11 @@ def counted(n: int, noun: str, plural: Optional[str] = None) -> str:
     return f"{n} {plural or (noun + 'es' if sibilant else noun + 's')}"
 
 
+def top5_says_something(classes: int) -> bool:
+    """Whether top-5 accuracy can be below 1: with 5 classes or fewer, five guesses always hold the right one."""
+    return classes > 5
+
+
 def ranks_named(ranks: Sequence[int]) -> str:
     """'rank 1', 'ranks 1, 2'."""
     return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}"

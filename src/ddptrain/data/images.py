@@ -105,11 +105,10 @@ def left_out_pictures(where: Union[str, Path], names: Sequence[str]) -> str:
     kinds = Counter(Path(name).suffix.lower() for name in names)
     each = ", ".join(f"{n} {suffix}" for suffix, n in sorted(kinds.items(), key=lambda kind: (-kind[1], kind[0])))
     shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
-    verb = "is" if len(names) == 1 else "are"
+    verb, them = ("is", "it") if len(names) == 1 else ("are", "them")
     return (
         f"{where}: {counted(len(names), 'picture')} in a format ddptrain does not read from folders {verb} left out "
-        f"({each}: {shown}); convert {'it' if len(names) == 1 else 'them'} to JPEG or PNG to use "
-        f"{'it' if len(names) == 1 else 'them'} (read: {EXTENSIONS_NAMED})"
+        f"({each}: {shown}); convert {them} to JPEG or PNG to use {them} (read: {EXTENSIONS_NAMED})"
     )
 
 

@@ -164,8 +164,8 @@ def _write_part(
             written = 0
         key = f"{position:09d}"
         ext = "jpg" if smaller else os.path.splitext(samples.relative(i))[1].lower().lstrip(".") or "jpg"
-        ext = {"jpeg": "jpg", "jfif": "jpg", "jpe": "jpg", "tiff": "tif"}.get(ext, ext)  # WebDataset's names: its
-        # readers decode by them
+        # WebDataset's names for the extensions: its readers decode by them
+        ext = {"jpeg": "jpg", "jfif": "jpg", "jpe": "jpg", "tiff": "tif"}.get(ext, ext)
         label = int(samples.labels[i])
         _add(tar, f"{key}.{ext}", data)
         _add(tar, f"{key}.cls", str(label).encode())

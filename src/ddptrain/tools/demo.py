@@ -12,7 +12,7 @@ from typing import List, Optional
 from ..config import LaunchConfig
 from ..runtime.env import DistEnv
 from ..runtime.launch import check_nproc, launch
-from ..util import counted, flags
+from ..util import counted, flags, top5_says_something
 from .demodata import dataset_is_complete, make_dataset
 
 log = logging.getLogger("ddptrain")
@@ -96,7 +96,7 @@ def _print_summary(out: str, report: dict, predictions: List[dict], figures: Pat
         "== ddptrain demo summary",
         f"run dir         {out}",
         f"val top-1       {report['top1']:.4f} on {report['samples']} images"
-        + (f" (top-5 {report['top5']:.4f})" if len(report["class_names"]) > 5 else ""),  # else always 1
+        + (f" (top-5 {report['top5']:.4f})" if top5_says_something(len(report["class_names"])) else ""),
         f"total time      {elapsed_s:.0f} s",
         "predictions (validation images):",
     ]

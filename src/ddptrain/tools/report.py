@@ -20,7 +20,7 @@ import yaml
 from ..config import format_channels, migrate, parse_channels
 from ..config.sections import EVAL_METRICS
 from ..errors import ConfigError, DdptrainError
-from ..util import DamagedLine, first_line, markdown_table, read_epoch_records
+from ..util import DamagedLine, first_line, markdown_table, read_epoch_records, top5_says_something
 
 log = logging.getLogger("ddptrain")
 
@@ -372,7 +372,7 @@ def plot_confusion(run: Run):
 # ---- the report -----------------------------------------------------------------------------------
 def shows_top5(runs: List[Run]) -> bool:
     """Whether top-5 says anything: with 5 classes or fewer it is always 1 (a run that recorded none may have more)."""
-    return any(run.classes is None or run.classes > 5 for run in runs)
+    return any(run.classes is None or top5_says_something(run.classes) for run in runs)
 
 
 def summary_row(run: Run, top5: bool = True) -> Dict:
@@ -448,11 +448,11 @@ def write_report(run_dirs: Sequence[str | Path], out: Optional[str | Path] = Non
         plt.close(fig)
     titles = {name: title for name, (title, _) in figures.items()}
     report = out_dir / "report.md"
-    report.write_text(_markdown(runs, titles, missing))
+    summary = [summary_row(run, shows_top5(runs)) for run in runs]
+    report.write_text(_markdown(runs, summary, titles, missing))
     worst = {run.label: _worst_of(run, thumbnails) for run in runs}
     from .reporthtml import page
 
-    summary = [summary_row(run, shows_top5(runs)) for run in runs]
     legend = [{"run": run.label, "folder": str(run.path), "options that differ": run.description} for run in runs]
     text = page(runs, titles, out_dir, summary, legend, config_differences(runs), worst)
     (out_dir / "report.html").write_text(text, encoding="utf-8")
@@ -473,9 +473,8 @@ def _worst_of(run: Run, thumbnails: bool) -> tuple:
         return [], f"no thumbnails: {first_line(error)}"
 
 
-def _markdown(runs: List[Run], figures: Dict[str, str], missing: List[Run]) -> str:
-    """`figures`: file name -> section title, in order."""
-    summary = [summary_row(run, shows_top5(runs)) for run in runs]
+def _markdown(runs: List[Run], summary: List[Dict], figures: Dict[str, str], missing: List[Run]) -> str:
+    """`summary`: each run's summary_row; `figures`: file name -> section title, in order."""
     columns = list(summary[0])
     lines = [
         "# ddptrain report",

@@ -20,7 +20,15 @@ from ..data.split import Split, write_split_files
 from ..errors import DataError
 from ..logs import add_log_file
 from ..runtime.startup import StartupClock
-from ..util import DamagedLine, counted, read_epoch_records, redact, write_json_atomic, write_text_atomic
+from ..util import (
+    DamagedLine,
+    counted,
+    read_epoch_records,
+    redact,
+    top5_says_something,
+    write_json_atomic,
+    write_text_atomic,
+)
 from . import timing
 from .loop import EpochStats
 from .metrics import EvalResult
@@ -192,7 +200,7 @@ class RunSinks:
             "not evaluated"
             if result is None
             else f"val_loss {result.loss:.4f}  val_top1 {result.top1:.4f}  "
-            + (f"val_top5 {result.top5:.4f}  " if len(result.per_class_count) > 5 else "")  # else always 1
+            + (f"val_top5 {result.top5:.4f}  " if top5_says_something(len(result.per_class_count)) else "")
             + "".join(f"val_{name} {value:.4f}  " for name, value in result.multilabel().items())
             + f"({result.samples} images)"
             + (f"  ema: val_top1 {ema.top1:.4f}" if ema is not None else "")
