@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from ddptrain.data import images
 from ddptrain.data.datasets import ImageDataset
 from ddptrain.data.images import ImageLimits, ImageTooLarge, NotARegularFile, read_image_file
 from ddptrain.data.index import SampleIndex, scan_images
@@ -202,3 +203,109 @@ def test_jpeg_files_named_jfif_or_jpe_are_read_and_sharded_as_jpg(tmp_path):
         with tarfile.open(shard) as tar:
             images += [m.name for m in tar.getmembers() if not m.name.endswith(".cls")]
     assert len(images) == 6 and all(name.endswith(".jpg") for name in images)
+
+
+def test_a_class_folder_of_scans_in_other_formats_says_what_it_holds(tmp_path):
+    """A hospital's DICOM files or a scanner's JPEG 2000 in class folders: the refusal names them and the fix,
+    instead of "has no images"."""
+    for name in ("normal", "sick"):
+        (tmp_path / "scans" / name).mkdir(parents=True)
+        (tmp_path / "scans" / name / "a.dcm").write_bytes(b"x" * 200)
+        (tmp_path / "scans" / name / "b.jp2").write_bytes(b"x" * 200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddptrain", "train", "--data", tmp_path / "scans", "--out", tmp_path / "run"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 1  # a data error, as for any data folder that gives no images
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "class folder 'normal' in "
+            f"{tmp_path / 'scans'} has no images ddptrain reads; {tmp_path / 'scans' / 'normal'}: 2 pictures in a format "
+            "ddptrain does not read from folders are left out (1 .dcm, 1 .jp2: a.dcm, b.jp2); convert them to JPEG or "
+            "PNG to use them (read: bmp jfif jpe jpeg jpg png tif tiff webp)"
+        )
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def _png(path, size):
+    from PIL import Image
+
+    Image.new("L", size, 90).save(path)
+    return path
+
+
+def test_a_pixel_limit_raised_above_pillows_own_is_the_one_that_counts(tmp_path, monkeypatch):
+    """--max-image-pixels above Pillow's process-wide threshold (89 Mpx; its error at twice that) let large scans
+    through ddptrain's check and Pillow then refused them with its own error: the user's limit now decides."""
+    from PIL import Image
+
+    from ddptrain.data.images import load_rgb
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # stands for Pillow's 89 Mpx: 60 x 60 is over twice it
+    monkeypatch.setattr(images, "PILLOW_DEFAULT_PIXELS", 1000)
+    png = _png(tmp_path / "scan.png", (60, 60))
+    Image.new("RGB", (60, 60)).save(tmp_path / "scan.jpg")
+    assert load_rgb(png, limits=ImageLimits(max_pixels=60 * 60)).size == (60, 60)
+    assert tuple(load_rgb(tmp_path / "scan.jpg", limits=ImageLimits(max_pixels=60 * 60)).shape) == (3, 60, 60)
+    with pytest.raises(ImageTooLarge, match=r"60x60 = 0 Mpx, over the --max-image-pixels limit"):
+        load_rgb(png, limits=ImageLimits(max_pixels=60 * 60 - 1))
+
+
+def test_pillows_own_bomb_and_damage_warnings_give_way_to_ddptrains_verdict(tmp_path, monkeypatch):
+    """On a folder of damaged files Pillow printed its warnings (decompression bomb, "Tag data larger than file",
+    three times per file) and its own error for a bomb, beside ddptrain's one line per skipped file: now the file
+    decodes, or it is refused in ddptrain's words, and no warning of Pillow's reaches the console."""
+    import struct
+    import warnings
+
+    from PIL import Image
+
+    from ddptrain.data.images import describe_unreadable, load_rgb
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # Pillow warns above 1,000 pixels, refuses above 2,000
+    monkeypatch.setattr(images, "PILLOW_DEFAULT_PIXELS", 1000)
+    limits = ImageLimits(max_pixels=1000)
+    tiff = tmp_path / "lying.tif"  # a tag whose data would run past the end of the file: Pillow skips it, and warns
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(tiff)
+    data = bytearray(tiff.read_bytes())
+    data[8 + 2 + 12 * 9 : 8 + 2 + 12 * 10] = struct.pack("<HHII", 305, 2, 100_000, 134)
+    tiff.write_bytes(bytes(data))
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        assert load_rgb(tiff, limits=limits).getpixel((0, 0)) == (200, 10, 10)
+        for size in ((40, 40), (100, 100)):  # over Pillow's warning; over its error
+            with pytest.raises(ImageTooLarge) as refused:
+                load_rgb(_png(tmp_path / f"{size[0]}.png", size), limits=limits)
+            assert "over the --max-image-pixels limit of 0 Mpx" in describe_unreadable(refused.value)
+    assert [str(warning.message) for warning in shown] == []
+
+
+def test_a_damaged_tiff_is_refused_without_libtiffs_own_lines_on_stderr(tmp_path):
+    """libtiff wrote its errors about a damaged TIFF straight to stderr (hundreds of lines for a file with a mangled
+    directory, again on each read, beside ddptrain's one line): now only the error reaches ddptrain."""
+    import struct
+
+    from PIL import Image
+
+    tiff = tmp_path / "cut.tif"
+    Image.new("RGB", (16, 16), (10, 200, 10)).save(tiff, compression="tiff_lzw")  # read back through libtiff
+    data = bytearray(tiff.read_bytes())
+    directory = struct.unpack("<I", data[4:8])[0]
+    for at in range(directory + 2, directory + 2 + 12 * struct.unpack("<H", data[directory : directory + 2])[0], 12):
+        if struct.unpack("<H", data[at : at + 2])[0] == 279:  # the strip's byte count: far past the end of the file
+            data[at : at + 12] = struct.pack("<HHII", 279, 4, 1, 100_000)
+    tiff.write_bytes(bytes(data))
+    read = (
+        "from ddptrain.data.images import UNREADABLE_ERRORS, describe_unreadable, load_rgb\n"
+        "try:\n    load_rgb(__import__('sys').argv[1])\n"
+        "except UNREADABLE_ERRORS as error:\n    print(describe_unreadable(error))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", read, tiff], capture_output=True, text=True, env=cli_env())
+    assert proc.stdout.startswith("OSError: decoder error")  # refused, as before
+    assert proc.stderr == ""  # no "TIFFFillStrip: Read error on strip 0; got 222 bytes, expected 100000."

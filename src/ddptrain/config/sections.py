@@ -181,7 +181,7 @@ class DataConfig:
     max_image_pixels: int = opt(
         64_000_000,
         "images with more pixels are skipped and counted as unreadable "
-        "(decompression bombs); PIL itself warns at 89 Mpx",
+        "(decompression bombs); raised above Pillow's own threshold (89 Mpx), this limit is the one that counts",
     )
     max_image_mb: float = opt(128.0, "files larger than this (MB) are skipped without being read")
     fetch_timeout: float = opt(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import io
 import os
@@ -11,7 +13,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Literal, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, BinaryIO, Iterator, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -25,10 +27,13 @@ if TYPE_CHECKING:
 # .jfif and .jpe are JPEG files by other names (what browsers on Windows save): decoded by their content, as all.
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".jfif", ".jpe", ".png", ".bmp", ".webp", ".tif", ".tiff"})
 EXTENSIONS_NAMED = " ".join(sorted(e[1:] for e in IMAGE_EXTENSIONS))  # for messages: "bmp jfif jpe jpeg ..."
-# Pictures a folder of photos often holds besides those (a phone's HEIC, a GIF, a camera's raw file): a listing
-# leaves them out, counts them and says so (index.scan_images), rather than pass over them in silence.
+# Pictures a folder of images often holds besides those (a phone's HEIC, a GIF, a camera's raw file, a scanner's
+# JPEG 2000, a hospital's DICOM, a graphics tool's TGA or PSD): a listing leaves them out, counts them and says so
+# (index.scan_images), rather than pass over them in silence.
 OTHER_PICTURE_EXTENSIONS = frozenset(
-    {".gif", ".heic", ".heif", ".avif", ".jxl", ".ppm", ".pgm", ".ico", ".svg", ".dng", ".cr2", ".nef", ".arw"}
+    {".gif", ".apng", ".heic", ".heif", ".avif", ".avifs", ".jxl", ".ppm", ".pgm", ".pbm", ".pnm", ".ico", ".svg"}
+    | {".dng", ".cr2", ".nef", ".arw", ".jp2", ".j2k", ".jpx", ".jpf", ".mpo", ".tga", ".psd", ".dds", ".pcx"}
+    | {".qoi", ".exr", ".hdr", ".dcm", ".fits", ".eps"}
 )
 
 ORIENTATION_TAG = 0x0112  # EXIF: how the stored pixels turn to be shown upright (1: as stored)
@@ -129,11 +134,7 @@ def open_rgb(
     it loads); a JPEG's pixels as stored, for the crop to turn only its region (`image_geometry`; `open_upright`
     turns the whole picture).
     """
-    try:
-        opened = Image.open(path)
-    except UnidentifiedImageError:
-        raise NotAnImageError("not an image (no image format recognised in its content)") from None
-    with opened as img:
+    with _pil_reading(limits), _pil_open(path) as img:
         _check_pixels(img.size[0], img.size[1], limits)  # from the header: nothing decoded yet
         known = pil_orientation(img) if img.format != "JPEG" else 1  # one found only as it loads is not applied
         if img.format == "JPEG" and (min_side or reduce > 1):
@@ -142,6 +143,67 @@ def open_rgb(
         img.load()  # decode now, inside the caller's error handling, so truncation surfaces here
         left = pil_orientation(img) if known != 1 else 1  # Pillow may have turned it as it loaded (TIFF)
         return to_rgb(img.transpose(PIL_TRANSPOSE[left]) if left != 1 else img)
+
+
+def _pil_open(source: Union[str, Path, BinaryIO]) -> Image.Image:
+    try:
+        return Image.open(source)
+    except UnidentifiedImageError:
+        raise NotAnImageError("not an image (no image format recognised in its content)") from None
+
+
+_BOMB_PIXELS = re.compile(r"Image size \((\d+) pixels\)")
+
+
+@contextlib.contextmanager
+def _pil_reading(limits: ImageLimits) -> Iterator[None]:
+    """Pillow reading one file for ddptrain: its size is judged by ddptrain's --max-image-pixels, not by Pillow's
+    own decompression-bomb threshold (raised to it where the user raised the limit above Pillow's, never lowered),
+    and Pillow's warnings about damaged files stay off the console — the file decodes, or it is skipped and counted
+    with the reason."""
+    _follow_raised_limit(limits)
+    _quiet_libtiff()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"PIL\.")
+        try:
+            yield
+        except Image.DecompressionBombError as error:
+            found = _BOMB_PIXELS.search(str(error))
+            if found is None or int(found.group(1)) <= limits.max_pixels:
+                raise  # a stricter limit someone set on Pillow in this process: its own words
+            raise ImageTooLarge(
+                f"{int(found.group(1)) / 1e6:,.0f} Mpx, over the --max-image-pixels limit of "
+                f"{limits.max_pixels / 1e6:.0f} Mpx (a decompression bomb, or a scan too large to train on)"
+            ) from None
+
+
+@functools.cache
+def _quiet_libtiff() -> None:
+    """libtiff writes its warnings and errors about a damaged TIFF straight to stderr — hundreds of lines for one
+    file with a mangled directory, again each time it is read — beside the one line ddptrain gives that file. Its
+    handlers are set to none in this process (the library Pillow loaded, found in the process's memory map; Pillow
+    still gets the error and ddptrain reports it). Where that cannot be done, nothing changes."""
+    try:
+        from PIL import _imaging  # noqa: F401 (loads the libtiff Pillow was built with)
+
+        with open("/proc/self/maps") as maps:
+            path = next(line.split()[-1] for line in maps if "/libtiff" in line)
+        library = ctypes.CDLL(path)
+        library.TIFFSetWarningHandler(None)
+        library.TIFFSetErrorHandler(None)
+    except (OSError, StopIteration, AttributeError, ImportError):
+        return
+
+
+PILLOW_DEFAULT_PIXELS = 1024 * 1024 * 1024 // 4 // 3  # Pillow's own threshold (89 Mpx), as it ships
+
+
+def _follow_raised_limit(limits: ImageLimits) -> None:
+    """Pillow's process-wide threshold raised to --max-image-pixels where the user raised that above Pillow's own
+    (a stricter threshold set on Pillow in this process stands otherwise)."""
+    if Image.MAX_IMAGE_PIXELS is not None and limits.max_pixels > max(Image.MAX_IMAGE_PIXELS, PILLOW_DEFAULT_PIXELS):
+        Image.MAX_IMAGE_PIXELS = limits.max_pixels
 
 
 def _check_pixels(width: int, height: int, limits: ImageLimits) -> None:
@@ -270,14 +332,11 @@ def image_geometry(data: bytes, limits: ImageLimits = ImageLimits()) -> Tuple[in
     if header is not None:
         _check_jpeg_pixels(header[0], header[1], limits)
         return header[0], header[1], header[3]
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            _check_pixels(img.size[0], img.size[1], limits)
-            orientation = pil_orientation(img)
-            if img.format == "JPEG" or orientation == 1:
-                return img.size[0], img.size[1], orientation
-    except UnidentifiedImageError:
-        raise NotAnImageError("not an image (no image format recognised in its content)") from None
+    with _pil_reading(limits), _pil_open(io.BytesIO(data)) as img:
+        _check_pixels(img.size[0], img.size[1], limits)
+        orientation = pil_orientation(img)
+        if img.format == "JPEG" or orientation == 1:
+            return img.size[0], img.size[1], orientation
     # Turned, and not a JPEG (rare): Pillow turns some formats as it loads them and reports their size upright
     # before (TIFF), others not, and that differs between its versions; the decoded picture's size is upright.
     return (*open_rgb(io.BytesIO(data), limits=limits).size, 1)
@@ -346,7 +405,8 @@ def _check_jpeg_pixels(width: int, height: int, limits: ImageLimits) -> None:
     if width < 1 or height < 1:  # a JPEG may leave its height to a later marker; we do not read such files
         raise NotAnImageError(f"{width}x{height} pixels in its JPEG header: nothing to decode")
     _check_pixels(width, height, limits)
-    if width * height > 2 * (Image.MAX_IMAGE_PIXELS or float("inf")):
+    _follow_raised_limit(limits)
+    if width * height > 2 * (Image.MAX_IMAGE_PIXELS or float("inf")):  # a stricter limit set on Pillow in this process
         raise Image.DecompressionBombError(
             f"{width}x{height} pixels: over twice PIL's limit of {Image.MAX_IMAGE_PIXELS}, could be a decompression bomb"
         )

@@ -40,7 +40,7 @@ class FolderSource:
                 raise DataError(f"{part} has one class folder ({classes[0]}); a classifier needs at least two")
             for name in classes:
                 if part.name != "val" and not _has_image(part / name):
-                    raise DataError(f"class folder '{name}' in {part} has no images (extensions: {EXTENSIONS_NAMED})")
+                    raise DataError(_no_images(part, name))
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         root = Path(location).resolve()
@@ -100,6 +100,18 @@ def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[L
     if others:
         log.warning("%s", left_out_pictures(root, others), extra=RANK_0_SAYS)
     return classes, images
+
+
+def _no_images(part: Path, name: str) -> str:
+    """Why a class folder gives no images: what it holds instead, when those are pictures in other formats."""
+    others: List[str] = []
+    try:
+        scan_images(part / name, others)
+    except OSError:
+        others = []
+    if others:
+        return f"class folder '{name}' in {part} has no images ddptrain reads; {left_out_pictures(part / name, others)}"
+    return f"class folder '{name}' in {part} has no images (extensions: {EXTENSIONS_NAMED})"
 
 
 def _has_image(folder: Path) -> bool:
