@@ -118,3 +118,21 @@ def test_whatever_rows_repeat_no_image_is_in_training_and_validation(rows, val_s
         assert len(set(train)) == len(train) and len(set(val)) == len(val)
         assert not set(train) & set(val)
         assert len(train) + len(val) == len(label_of)
+
+
+@pytest.mark.parametrize(
+    "encoding, separator, newline",
+    [("utf-8-sig", ",", "\r\n"), ("utf-8-sig", ";", "\r\n"), ("utf-8", "\t", "\n")],
+    ids=["excel-csv-utf8-with-bom", "excel-where-the-decimal-mark-is-a-comma", "tab-separated"],
+)
+def test_a_spreadsheets_csv_reads_as_the_plain_one(tmp_path, encoding, separator, newline):
+    """A manifest saved from a spreadsheet was refused as "not a manifest ... (found path,label)": the byte-order
+    mark, invisible in the message, stuck to the first column's name; a semicolon or tab file was one column."""
+    names = _images(tmp_path / "img", 4)
+    rows = [("path", "label", "split")] + [(n, "ant, red" if i % 2 else "bee", "train") for i, n in enumerate(names)]
+    plain = _write(tmp_path / "plain.csv", rows[1:], header=rows[0])
+    text = newline.join(separator.join(f'"{v}"' if separator in v else v for v in row) for row in rows) + newline
+    saved = tmp_path / "saved.csv"
+    saved.write_bytes(text.encode(encoding))
+    assert read_manifest(saved) == read_manifest(plain)
+    assert read_manifest(saved).classes == ["ant, red", "bee"]

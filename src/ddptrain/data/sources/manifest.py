@@ -273,12 +273,23 @@ def manifest_columns(path: Path, names: Sequence[str]) -> Dict[str, str]:
 
 
 def _csv_rows_unchecked(path: Path) -> Iterator[Row]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
+    # utf-8-sig: Excel's "CSV UTF-8" starts the file with a byte-order mark, which would stick to the first name
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        delimiter = field_separator(handle.readline())
+        handle.seek(0)
+        reader = csv.DictReader(handle, delimiter=delimiter)
         columns = manifest_columns(path, reader.fieldnames or [])
         for number, row in _numbered_rows(reader):
             which = (row.get(columns["split"]) or "") if "split" in columns else None
             yield number, row.get(columns["path"]) or "", row.get(columns["label"]) or "", which
+
+
+def field_separator(header: str) -> str:
+    """A comma; or, in a header line without one, a semicolon (Excel's CSV where the decimal mark is a comma) or a
+    tab (a tab-separated export), whichever it holds."""
+    if "," in header:
+        return ","
+    return next((separator for separator in (";", "\t") if separator in header), ",")
 
 
 def _first_undecodable_line(path: Path) -> int:
