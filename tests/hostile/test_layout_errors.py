@@ -41,9 +41,13 @@ def _layouts(tmp_path):
     manifest = tmp_path / "list.csv"
     with open(manifest, "w", newline="") as handle:
         csv.writer(handle).writerows([("path", "label"), *((f"images/{i}.jpg", i % 2) for i in range(30))])
+    unpacked = tmp_path / "unpacked"  # an archive unpacked into a folder of its own name
+    inner = write_synthetic(unpacked / "shapes", classes=2, per_class=3)
     return {
         "has no class sub-folders": empty,
         "has one class folder (disc); a classifier needs at least two": one,
+        f"has one class folder (shapes); a classifier needs at least two; {inner} looks like the dataset itself: "
+        f"--data {inner}\n": unpacked,
         "class folder 'star' in": hollow,
         "none of the 20 paths checked names a file, e.g. ": manifest,
     }
@@ -130,3 +134,18 @@ def test_eval_of_a_folder_trained_checkpoint_on_its_shards_agrees_or_says_why_no
     assert "is a shard set split with --seed 42 --val-split 0.2, and" in refused.stderr
     assert "was trained on a split with --seed 3 --val-split 0.25" in refused.stderr
     assert json.loads((straight / "class_indices.json").read_text())  # the run itself is untouched
+
+
+def test_folders_that_archivers_and_disks_make_are_not_classes(tmp_path):
+    """A dataset zipped on a Mac unpacks with a __MACOSX folder of "._" copies, a disk's root holds lost+found: each
+    was taken for a class folder without images, and refused."""
+    from ddptrain.data.sources import Reading, load_split
+    from ddptrain.data.sources.folder import FolderSource
+
+    data = write_synthetic(tmp_path / "shapes", classes=2, per_class=4)
+    for name in ("__MACOSX", "lost+found"):
+        (data / name / "disc").mkdir(parents=True)
+        (data / name / "disc" / "._0.jpg").write_bytes(b"\x00\x05\x16\x07")
+    FolderSource().check(str(data), Reading())  # the checks before launch pass ...
+    split = load_split(data, 0.25, seed=0)  # ... and the listing takes the two classes only
+    assert split.classes == ["disc", "ring"] and len(split.train) + len(split.val) == 8

@@ -37,7 +37,10 @@ class FolderSource:
             if not classes:
                 raise DataError(f"{part} has no class sub-folders; expected {part}/<class name>/<images>")
             if len(classes) < 2 and part == folder:
-                raise DataError(f"{part} has one class folder ({classes[0]}); a classifier needs at least two")
+                raise DataError(
+                    f"{part} has one class folder ({classes[0]}); a classifier needs at least two"
+                    + _one_level_down(part / classes[0])
+                )
             for name in classes:
                 if part.name != "val" and not _has_image(part / name):
                     raise DataError(_no_images(part, name))
@@ -80,8 +83,25 @@ def list_class_images(class_dir: Path, other_pictures: Optional[List[str]] = Non
     return images
 
 
+# Folders that archivers and file systems make beside the data, never a class: a Mac's zip (__MACOSX, holding a
+# "._" copy of every file), a disk's lost+found, Windows' recycle bin and volume information, a Synology NAS's index.
+NOT_CLASSES = frozenset({"__MACOSX", "lost+found", "$RECYCLE.BIN", "System Volume Information", "@eaDir"})
+
+
 def class_folders(root: Path) -> List[str]:
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return sorted(
+        p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in NOT_CLASSES
+    )
+
+
+def _one_level_down(inner: Path) -> str:
+    """The hint for a folder whose one sub-folder is the dataset itself (an archive unpacked into a folder of its
+    own name): empty when it is not."""
+    try:
+        looks_like_data = is_train_val_layout(inner) or len(class_folders(inner)) >= 2
+    except OSError:
+        return ""
+    return f"; {inner} looks like the dataset itself: --data {inner}" if looks_like_data else ""
 
 
 def scan_classes(root: Path, classes: Optional[Sequence[str]] = None) -> Tuple[List[str], Dict[str, List[str]]]:
