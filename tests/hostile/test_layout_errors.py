@@ -43,7 +43,13 @@ def _layouts(tmp_path):
         csv.writer(handle).writerows([("path", "label"), *((f"images/{i}.jpg", i % 2) for i in range(30))])
     unpacked = tmp_path / "unpacked"  # an archive unpacked into a folder of its own name
     inner = write_synthetic(unpacked / "shapes", classes=2, per_class=3)
+    by_split = tmp_path / "by_split"  # train/ and test/, no val/: once trained as two classes named train and test
+    for part in ("train", "test"):
+        write_synthetic(by_split / part, classes=2, per_class=3)
     return {
+        "by_split: its folders test, train are splits, not classes (each holds class folders: disc, ring); ddptrain "
+        "takes the training part from train/ and the validation part from val/ (or valid/, validation/): name them "
+        f"so, or give --data {by_split / 'train'} to split it by --val-split\n": by_split,
         "has no class sub-folders": empty,
         "has one class folder (disc); a classifier needs at least two": one,
         f"has one class folder (shapes); a classifier needs at least two; {inner} looks like the dataset itself: "
@@ -149,3 +155,23 @@ def test_folders_that_archivers_and_disks_make_are_not_classes(tmp_path):
     FolderSource().check(str(data), Reading())  # the checks before launch pass ...
     split = load_split(data, 0.25, seed=0)  # ... and the listing takes the two classes only
     assert split.classes == ["disc", "ring"] and len(split.train) + len(split.val) == 8
+
+
+def test_a_folder_split_as_roboflow_exports_it_trains_on_train_and_validates_on_valid(tmp_path, caplog):
+    """train/, valid/ and test/ (Roboflow's classification export, in any case): once three classes named after
+    the splits; now the training and validation parts, and one line saying test/ is not read."""
+    import logging
+
+    from ddptrain.data.sources import load_split
+
+    data = tmp_path / "export"
+    for part, count in (("train", 4), ("Valid", 2), ("test", 3)):
+        write_synthetic(data / part, classes=2, per_class=count)
+    with caplog.at_level(logging.INFO, logger="ddptrain"):
+        split = load_split(data, 0.2, seed=0)
+    assert split.classes == ["disc", "ring"] and (len(split.train), len(split.val)) == (8, 4)
+    assert all("/Valid/" in split.val.path(i) for i in range(len(split.val)))
+    assert [r.getMessage() for r in caplog.records if "not read" in r.getMessage()] == [
+        f"{data}: test/ is not read in training (training from train/, validation from Valid/); evaluate on it with "
+        f"ddptrain eval --data {data / 'test'} --split all"
+    ]

@@ -31,30 +31,35 @@ class FolderSource:
         folder = Path(location)
         if not folder.is_dir():
             raise missing_data_folder(location)
-        parts = [folder / "train", folder / "val"] if is_train_val_layout(folder) else [folder]
-        for part in parts:
+        parts = split_parts(folder)
+        for part in parts or (folder,):
             classes = class_folders(part)
             if not classes:
                 raise DataError(f"{part} has no class sub-folders; expected {part}/<class name>/<images>")
+            if part == folder:
+                _refuse_splits_as_classes(folder, classes)
             if len(classes) < 2 and part == folder:
                 raise DataError(
                     f"{part} has one class folder ({classes[0]}); a classifier needs at least two"
                     + _one_level_down(part / classes[0])
                 )
             for name in classes:
-                if part.name != "val" and not _has_image(part / name):
+                if (parts is None or part == parts[0]) and not _has_image(part / name):
                     raise DataError(_no_images(part, name))
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         root = Path(location).resolve()
-        if is_train_val_layout(root):
-            classes, train_images = scan_classes(root / "train")
-            _, val_images = scan_classes(root / "val", classes)
+        parts = split_parts(root)
+        if parts is not None:
+            _say_unread_parts(root, parts)
+            classes, train_images = scan_classes(parts[0])
+            _, val_images = scan_classes(parts[1], classes)
             train, _ = stratified_split(train_images, classes, 0.0, seed, root)
             pairs = ((p, label) for label, name in enumerate(classes) for p in val_images[name])
             val = SampleIndex.from_pairs(root, pairs)
             return Split(classes, train, val, "train/val", root, source=f"folder {root}", hint=HINT)
         classes, images = scan_classes(root)
+        _refuse_splits_as_classes(root, classes)
         if len(classes) < 2:
             raise DataError(f"{root} has one class folder ({classes[0]}); a classifier needs at least two")
         train, val = stratified_split(images, classes, val_split, seed, root)
@@ -68,8 +73,58 @@ class FolderSource:
         return samples
 
 
+# A folder laid out by split: its training part and its validation part by the names datasets use for them
+# (Roboflow's exports: train/, valid/, test/), in any case. Other split names are never classes either.
+TRAIN_NAMES = ("train", "training")
+VAL_NAMES = ("val", "valid", "validation")
+SPLIT_NAMES = frozenset(TRAIN_NAMES + VAL_NAMES + ("test", "testing", "eval", "dev"))
+
+
+def split_parts(root: Path) -> Optional[Tuple[Path, Path]]:
+    """(training part, validation part) of a folder laid out by split; None for a folder of class folders."""
+    try:
+        folders = {p.name.lower(): p for p in sorted(root.iterdir()) if p.is_dir()}
+    except OSError:
+        return None
+    train = next((folders[name] for name in TRAIN_NAMES if name in folders), None)
+    val = next((folders[name] for name in VAL_NAMES if name in folders), None)
+    return (train, val) if train is not None and val is not None else None
+
+
 def is_train_val_layout(root: Path) -> bool:
-    return (root / "train").is_dir() and (root / "val").is_dir()
+    return split_parts(root) is not None
+
+
+def _refuse_splits_as_classes(root: Path, classes: Sequence[str]) -> None:
+    """A folder whose class folders are named as splits and hold class folders themselves (train/ and test/, no
+    val/) would train a classifier of splits: refused, naming the fix."""
+    splits = [name for name in classes if name.lower() in SPLIT_NAMES and class_folders(root / name)]
+    if len(splits) < 2:
+        return
+    inner = class_folders(root / splits[0])
+    train = next((name for name in splits if name.lower() in TRAIN_NAMES), splits[0])
+    raise DataError(
+        f"{root}: its folders {', '.join(splits)} are splits, not classes (each holds class folders: "
+        f"{', '.join(inner[:5])}{', ...' if len(inner) > 5 else ''}); ddptrain takes the training part from train/ "
+        f"and the validation part from val/ (or valid/, validation/): name them so, or give --data {root / train} "
+        "to split it by --val-split"
+    )
+
+
+def _say_unread_parts(root: Path, parts: Tuple[Path, Path]) -> None:
+    """One line for the other split folders beside train/ and val/ (a test/ part): not read in training."""
+    others = [name for name in class_folders(root) if name.lower() in SPLIT_NAMES and root / name not in parts]
+    if others:
+        log.info(
+            "%s: %s not read in training (training from %s/, validation from %s/); evaluate on it with ddptrain "
+            "eval --data %s --split all",
+            root,
+            ", ".join(f"{name}/" for name in others) + (" is" if len(others) == 1 else " are"),
+            parts[0].name,
+            parts[1].name,
+            root / others[0],
+            extra=RANK_0_SAYS,
+        )
 
 
 def list_class_images(class_dir: Path, other_pictures: Optional[List[str]] = None) -> List[str]:
