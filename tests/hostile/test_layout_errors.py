@@ -175,3 +175,27 @@ def test_a_folder_split_as_roboflow_exports_it_trains_on_train_and_validates_on_
         f"{data}: test/ is not read in training (training from train/, validation from Valid/); evaluate on it with "
         f"ddptrain eval --data {data / 'test'} --split all"
     ]
+
+
+def test_a_validation_part_that_lacks_a_class_is_said_and_one_with_an_extra_class_is_refused(tmp_path, caplog):
+    """val/ without a folder for one class trained in silence, its accuracy measured on the other classes alone;
+    val/ with a class train/ does not have was refused as a class "the model does not know"."""
+    import logging
+
+    from ddptrain.data.sources import load_split
+    from ddptrain.errors import DataError
+
+    data = write_synthetic(tmp_path / "data" / "train", classes=2, per_class=3).parent
+    write_synthetic(data / "val", classes=1, per_class=2)
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        split = load_split(data, 0.2, seed=0)
+    assert split.classes == ["disc", "ring"] and len(split.val) == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{data / 'val'} has no images of 1 class (ring): validation does not measure it"
+    ]
+    write_synthetic(data / "val", classes=3, per_class=2)
+    with pytest.raises(DataError) as refused:
+        load_split(data, 0.2, seed=0)
+    assert str(refused.value) == (
+        f"{data / 'val'} has class folders {data / 'train'} (the training part) does not have: star"
+    )
