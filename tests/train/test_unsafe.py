@@ -44,6 +44,31 @@ def test_crafted_weights_and_checkpoints_are_refused_without_running_code(tmp_pa
     assert not marker.exists()
 
 
+def test_a_refusal_is_one_line_naming_what_the_file_holds(tmp_path):
+    """torch's own refusal is eight lines with terminal escapes and advice to load with weights_only=False."""
+    path, marker = _crafted(tmp_path)
+    with pytest.raises(WeightsError) as refused:
+        read_model_weights(path)
+    said = str(refused.value)
+    assert "\n" not in said and "\x1b" not in said and "weights_only=False" not in said
+    assert said.startswith(f"cannot read weights from {path}: it holds a pickled `getattr`, which could run code")
+    assert not marker.exists()
+
+
+def test_a_timm_checkpoint_with_its_command_line_is_read(tmp_path):
+    """timm's train.py stores its arguments as an argparse.Namespace in every checkpoint (beside `state_dict`,
+    saved from the DDP-wrapped model): refused before as 'pickled code'. A Namespace unpickles as plain data."""
+    import argparse
+
+    model = build_model("resnet18", 3)
+    path = tmp_path / "model_best.pth.tar"
+    state = {f"module.{k}": v for k, v in model.state_dict().items()}
+    torch.save({"epoch": 4, "arch": "resnet18", "state_dict": state, "args": argparse.Namespace(lr=0.1)}, path)
+    weights = read_model_weights(path)
+    assert weights.keys() == model.state_dict().keys()
+    assert load_weights(build_model("resnet18", 3), weights, "fc", str(path)) == []
+
+
 @pytest.mark.slow
 def test_crafted_checkpoint_is_refused_by_the_cli(tmp_path, tiny_shapes):
     path, marker = _crafted(tmp_path)
