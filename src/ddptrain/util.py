@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 # Nouns whose "ch" is said "k": they take an "s" ("epochs"), not the "es" of "batches".
 HARD_CH = ("epoch", "stomach", "monarch")
@@ -155,6 +156,21 @@ def mix_seed(*parts: int) -> int:
     for part in parts[1:]:
         value = value * _GOLDEN + int(part)
     return value % (2**63 - 1)
+
+
+# What other tools keep beside the weights that unpickles as plain data, running no code: timm's train.py stores
+# its command line as an argparse.Namespace in every checkpoint it writes. Allowed to torch.load(weights_only=True).
+PLAIN_DATA_GLOBALS: List[Any] = [argparse.Namespace]
+_UNSUPPORTED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+
+
+def load_refusal(error: BaseException) -> str:
+    """Why torch.load(weights_only=True) refused a file, in one line (torch's own is eight, with terminal escapes
+    and advice to load it with weights_only=False)."""
+    found = _UNSUPPORTED_GLOBAL.search(str(error))
+    if found:
+        return f"it holds a pickled `{found.group(1)}`, which could run code when loaded"
+    return first_line(error)
 
 
 def first_line(error: BaseException | str, limit: int = 300, kind: bool = False) -> str:

@@ -95,3 +95,30 @@ def test_missing_weights_file_stops_the_cli(tmp_path, tiny_shapes):
     )
     assert proc.returncode != 0 and "does not exist" in proc.stderr and "from scratch" in proc.stderr
     assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()
+
+
+def test_another_tools_checkpoint_is_named_as_such_by_eval_and_resume(tmp_path):
+    """A script's {'model', 'optimizer', 'epoch'} checkpoint passed as a ddptrain one: eval rebuilt a model of 0
+    classes and stopped on a traceback of size mismatches; a resume said "classes [] vs ['disc', 'ring']". timm's
+    .pth.tar was refused for its pickled arguments. Each now says it is another tool's and to use --weights."""
+    import argparse
+
+    from ddptrain.tools.modelfile import ModelFileError, load_model
+    from ddptrain.train.resume import Resume
+
+    weights = build_model("resnet18", 3).state_dict()
+    script = tmp_path / "script.pth"
+    torch.save({"model": weights, "optimizer": {}, "epoch": 3}, script)
+    timm_like = tmp_path / "model_best.pth.tar"
+    torch.save({"state_dict": weights, "args": argparse.Namespace(lr=0.1), "epoch": 3}, timm_like)
+    with pytest.raises(ModelFileError, match=r"script.pth is not a checkpoint ddptrain train wrote .*--weights"):
+        load_model(script, torch.device("cpu"))
+    with pytest.raises(CheckpointError, match=r"model_best.pth.tar is not a ddptrain checkpoint .*use --weights"):
+        load_model(timm_like, torch.device("cpu"))
+    with pytest.raises(CheckpointError) as refused:
+        Resume(script, checkpointer.load(script))
+    assert str(refused.value) == (
+        f"cannot resume from {script}: it is not a checkpoint ddptrain train wrote (it holds no class names or "
+        f"training options; another tool's?). To start from its weights use --weights {script}"
+    )
+    assert refused.value.every_rank  # said once per node, not by every rank

@@ -4,9 +4,7 @@ head that does not fit re-initialised, any other difference listed."""
 
 from __future__ import annotations
 
-import argparse
 import logging
-import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List
 
@@ -14,7 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import WeightsError, missing_weights_file
-from ..util import first_line
+from ..util import PLAIN_DATA_GLOBALS, load_refusal
 
 log = logging.getLogger("ddptrain")
 
@@ -75,20 +73,6 @@ def describe_mismatch(state: Dict[str, torch.Tensor], own: Dict[str, torch.Tenso
     )
 
 
-# What other tools keep beside the weights that unpickles as plain data, running no code: timm's train.py stores
-# its command line as an argparse.Namespace in every checkpoint it writes.
-PLAIN_DATA_GLOBALS: List[Any] = [argparse.Namespace]
-_UNSUPPORTED = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
-
-
-def _unreadable_why(error: Exception) -> str:
-    """torch.load's refusal in one line (its own is eight, with terminal escapes)."""
-    found = _UNSUPPORTED.search(str(error))
-    if found:
-        return f"it holds a pickled `{found.group(1)}`, which could run code when loaded"
-    return first_line(error)
-
-
 def read_model_weights(path: str | Path) -> Dict[str, torch.Tensor]:
     """A model state dict from a bare state-dict file, a .safetensors file, a ddptrain checkpoint or another
     script's checkpoint (`state_dict` / `model_state_dict` inside). Tensors only: pickled code is refused."""
@@ -106,7 +90,7 @@ def read_model_weights(path: str | Path) -> Dict[str, torch.Tensor]:
                 loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
         raise WeightsError(
-            f"cannot read weights from {path}: {_unreadable_why(error)}. Only tensors, plain values and "
+            f"cannot read weights from {path}: {load_refusal(error)}. Only tensors, plain values and "
             ".safetensors are read (weights_only=True: no pickled code runs); save the model's state_dict alone "
             "(torch.save(model.state_dict(), PATH)) to start from it"
         ) from None

@@ -143,6 +143,11 @@ def _train_config(flat: Dict[str, Any], source: Path) -> Config:
 
 def _load_checkpoint(path: Path, device: torch.device, ema: bool = False) -> LoadedModel:
     state = checkpointer.load_whole(path)
+    if not state.from_a_run:
+        raise ModelFileError(
+            f"{path} is not a checkpoint ddptrain train wrote (it holds no class names or training options; another "
+            "tool's?): eval, predict and export rebuild the model from those. Train from its weights with --weights"
+        )
     config = _train_config(state.config, path)
     model = _rebuild(config, len(state.class_names), config.data.img_size, path)
     if ema and state.ema is None:

@@ -11,7 +11,7 @@ from typing import Any, Dict
 import torch
 
 from ..errors import CheckpointError
-from ..util import first_line, fsync_dir
+from ..util import PLAIN_DATA_GLOBALS, fsync_dir, load_refusal
 from .rundir import run_folder_given
 
 
@@ -63,6 +63,7 @@ def load_raw(path: str | Path) -> Dict[str, Any]:
     if not zipfile.is_zipfile(path):  # torch.save writes zip archives; anything else is damaged or not ours
         raise UnreadableCheckpoint(path, "not a zip archive (truncated, or not a PyTorch checkpoint)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(PLAIN_DATA_GLOBALS):
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise UnreadableCheckpoint(path, first_line(error)) from None
+        raise UnreadableCheckpoint(path, load_refusal(error)) from None

@@ -102,6 +102,12 @@ class Resume:
     once)."""
 
     def __init__(self, path: Path, state: TrainState):
+        if not state.from_a_run:
+            raise CheckpointError(
+                f"cannot resume from {path}: it is not a checkpoint ddptrain train wrote (it holds no class names or "
+                f"training options; another tool's?). To start from its weights use --weights {path}",
+                every_rank=True,
+            )
         self.path, self.state = path, state
         self.saved = Config.from_flat(state.config, str(path), strict=False)
         self.cfg: Optional[Config] = None
@@ -204,6 +210,7 @@ class Resume:
                 + "; ".join(differences)
                 + ". Use another --out (or --resume PATH) for a different model or data.",
                 rank=rank,
+                every_rank=True,  # each rank compares the same checkpoint with the same model and data
             )
 
     def _restore_whole(self, model, optimizer, ema, cfg: Config, say: bool) -> None:

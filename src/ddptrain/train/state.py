@@ -116,6 +116,12 @@ class TrainState:
             values["partial"] = PartialEpoch.from_dict(values["partial"])
         return cls(**values)
 
+    @property
+    def from_a_run(self) -> bool:
+        """Whether `ddptrain train` wrote it: another tool's checkpoint may hold a `model` entry, never the class
+        names and the training options eval, predict, export and a resume need."""
+        return bool(self.class_names) and bool(self.config)
+
     def next_epoch(self) -> int:
         """The epoch a resumed run trains first: the interrupted one, or the one after the last complete."""
         return self.partial.epoch if self.partial is not None else self.epoch + 1
