@@ -61,6 +61,24 @@ def test_head_of_another_size_is_reinitialised_and_named(tmp_path, caplog):
     assert torch.equal(model.conv1.weight, source.conv1.weight)
 
 
+def test_a_lightning_checkpoint_of_a_module_holding_the_model_loads(tmp_path, caplog):
+    """A LightningModule keeps the network as `self.model`: its .ckpt's keys all read `model.conv1.weight`, ...
+    and --weights refused them as 'unexpected' and every key of the model 'missing'."""
+    source = torchvision.models.resnet18(num_classes=10)
+    state = {f"model.{k}": v for k, v in source.state_dict().items()}
+    ckpt = {"epoch": 3, "pytorch-lightning_version": "2.4.0", "state_dict": state, "hyper_parameters": {"lr": 0.1}}
+    torch.save(ckpt, tmp_path / "epoch=3.ckpt")
+    model = build_model("resnet18", 3)
+    with caplog.at_level(logging.INFO, logger="ddptrain"):
+        assert _load_file(model, tmp_path / "epoch=3.ckpt") == ["fc.bias", "fc.weight"]
+    assert torch.equal(model.layer4[1].conv2.weight, source.layer4[1].conv2.weight)
+    assert "keys read without their prefix 'model.'" in caplog.text
+    other = {**state, "criterion.weight": torch.ones(3)}  # keys under two holders: which is the model is not said
+    torch.save({"state_dict": other}, tmp_path / "two.ckpt")
+    with pytest.raises(WeightsError, match="unexpected: criterion.weight, model.bn1.bias"):
+        _load_file(build_model("resnet18", 3), tmp_path / "two.ckpt")
+
+
 def test_backbone_mismatch_lists_the_keys(tmp_path):
     torch.save(torchvision.models.resnet34(num_classes=3).state_dict(), tmp_path / "r34.pth")
     with pytest.raises(WeightsError, match="unexpected: layer1.2"):

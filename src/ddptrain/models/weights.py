@@ -37,8 +37,8 @@ def strip_prefixes(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
 def load_weights(model: nn.Module, state: Dict[str, torch.Tensor], head: str, source: str) -> List[str]:
     """Load `state` (read from `source`) into `model`. A head that does not fit is left freshly initialised
     and returned; any other missing, unexpected or mis-shaped key is an error listing the keys."""
-    state = strip_prefixes(state)
     own = model.state_dict()
+    state = without_holder_prefix(strip_prefixes(state), own, source)
     head_keys = {k for k in own if k.startswith(head + ".")}
     reinit_head = sorted(k for k in head_keys if k not in state or state[k].shape != own[k].shape)
     problems = describe_mismatch(state, own, head_keys)
@@ -57,6 +57,23 @@ def load_weights(model: nn.Module, state: Dict[str, torch.Tensor], head: str, so
             tuple(own[reinit_head[0]].shape),
         )
     return reinit_head
+
+
+def without_holder_prefix(state: Dict[str, torch.Tensor], own: Dict[str, Any], source: str) -> Dict[str, torch.Tensor]:
+    """Weights saved from a module that holds the model as an attribute (a LightningModule's `self.model`, a
+    wrapper's `self.net`): every key starts with the same `NAME.` and none is one of the model's own; read without
+    that prefix, when what is left names the model's keys."""
+    if not state or any(key in own for key in state) or not all("." in key for key in state):
+        return state
+    holders = {key.split(".", 1)[0] for key in state}
+    if len(holders) != 1:
+        return state
+    prefix = holders.pop() + "."
+    stripped = {key[len(prefix) :]: value for key, value in state.items()}
+    if not any(key in own for key in stripped):
+        return state
+    log.info("weights %s: keys read without their prefix %r (the model held as an attribute)", source, prefix)
+    return stripped
 
 
 def describe_mismatch(state: Dict[str, torch.Tensor], own: Dict[str, torch.Tensor], allowed: Iterable[str] = ()) -> str:
