@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import handed
 from .config import Config, RunConfig
-from .config.sections import AUTO_BATCH, is_factory
+from .config.sections import AUTO_BATCH, hub_spelling, is_factory
 from .data import sources
 from .errors import (
     CheckpointError,
@@ -101,6 +101,9 @@ def _is_checkpoint(path: Path) -> bool:
 def check_model_source(name: str) -> None:
     """A model of the user's own: its file is there, or its module can be found (not imported: that is the workers'
     job, which say what went wrong inside it)."""
+    hub = hub_spelling(name)
+    if hub is not None:
+        raise ConfigError(hub)
     if not is_factory(name) or handed.lookup(name) is not None:
         return
     if name.startswith(handed.OBJECT_PREFIX):

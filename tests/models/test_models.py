@@ -101,3 +101,21 @@ def test_freeze_backbone_leaves_only_the_head_trainable():
     freeze_backbone(model, "fc")
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert trainable == {"fc.weight", "fc.bias"}
+
+
+@pytest.mark.parametrize(
+    "name, said",
+    [
+        ("timm/resnet18.a1_in1k", "write --model timm:resnet18.a1_in1k"),
+        ("hf-hub:timm/resnet18.a1_in1k", "write --model timm:resnet18.a1_in1k"),
+        ("hf_hub:someone/net", r"not built by name here \(that would read the Hub\)"),
+    ],
+)
+def test_a_model_named_as_the_hub_names_it_gets_the_name_to_write(name, said):
+    """Model cards name timm's models `timm/NAME.TAG`: that was an 'unknown torchvision model' with the advice
+    `--model timm:timm/...` (which timm does not build either), and `hf-hub:...` a module to install."""
+    from ddptrain.checks import check_model_source
+
+    for refuse in (lambda: check_model_source(name), lambda: build_model(name, 3)):
+        with pytest.raises(ConfigError, match=said):
+            refuse()

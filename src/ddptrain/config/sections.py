@@ -377,6 +377,23 @@ def is_factory(name: str) -> bool:
     return ":" in name and not name.startswith("timm:")
 
 
+HUB_PREFIXES = ("hf-hub:", "hf_hub:")
+
+
+def hub_spelling(name: str) -> Optional[str]:
+    """Why `name`, a model as the Hugging Face Hub names it (`timm/resnet50.a1_in1k`, `hf-hub:timm/...`), is not a
+    --model here, and what to write instead; None for any other name."""
+    bare = next((name[len(prefix) :] for prefix in HUB_PREFIXES if name.startswith(prefix)), name)
+    if bare.startswith("timm/"):
+        return f"--model {name} is a timm model as the Hugging Face Hub names it: write --model timm:{bare[5:]}"
+    if bare != name:
+        return (
+            f"--model {name}: models on the Hugging Face Hub are not built by name here (that would read the Hub); "
+            "for timm's write --model timm:NAME, for another, a model file that builds it (path/to/file.py:FACTORY)"
+        )
+    return None
+
+
 def absolute_factory(name: str) -> str:
     """A model file named by an absolute path, so that eval, predict, export and --resume from another folder find
     the file the run was trained with; other names as they are."""

@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 
 from torch import nn
 
-from ..config.sections import ModelConfig, is_factory
+from ..config.sections import ModelConfig, hub_spelling, is_factory
 from ..errors import ConfigError
 from .custom import build_custom
 
@@ -42,6 +42,9 @@ def build_model(
 ) -> nn.Module:
     """`img_size`: the input size the model will see; it matters only to models built for one size (see
     `timm_size_args`). `kwargs`: the model's own arguments; `rates`: non-zero `drop_path` / `dropout`."""
+    hub = hub_spelling(name)
+    if hub is not None:
+        raise ConfigError(hub, every_rank=True)
     if is_factory(name):
         return build_custom(name, num_classes, kwargs, img_size, rates)
     if name.startswith(TIMM_PREFIX):
