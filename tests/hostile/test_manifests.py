@@ -136,3 +136,27 @@ def test_a_spreadsheets_csv_reads_as_the_plain_one(tmp_path, encoding, separator
     saved.write_bytes(text.encode(encoding))
     assert read_manifest(saved) == read_manifest(plain)
     assert read_manifest(saved).classes == ["ant, red", "bee"]
+
+
+def test_tags_listed_apart_by_spaces_are_said_to_be_one_class_each(tmp_path, caplog):
+    """Kaggle's Planet lists tags as `image_name,tags` with `haze primary`: the columns were not taken, and with
+    them renamed, --task multilabel made each combination of tags one class, in silence."""
+    from ddptrain.data.sources import Reading
+    from ddptrain.data.sources.manifest import ManifestSource
+
+    names = _images(tmp_path / "img", 6)
+    tags = ["haze primary", "clear primary", "primary", "clear water", "haze", "water primary"]
+    csv_path = _write(tmp_path / "train_v2.csv", list(zip(names, tags)), header=("image_name", "tags"))
+    with caplog.at_level(logging.INFO, logger="ddptrain"):
+        ManifestSource().check(str(csv_path), Reading(multilabel=True))
+    said = [r.getMessage() for r in caplog.records]
+    assert f"{csv_path}: path from 'image_name', label from 'tags'" in said
+    assert (
+        f"{csv_path}: labels such as 'clear primary' list names apart by spaces, not '|': each whole label is one "
+        "class here (6 in all); for several classes per image write them as 'clear|primary'"
+    ) in said
+    caplog.clear()
+    named = _write(tmp_path / "breeds.csv", list(zip(names, ["golden retriever", "labrador retriever"] * 3)))
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        ManifestSource().check(str(named), Reading(multilabel=True))
+    assert caplog.records == []  # class names of several words are not taken for tags

@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -60,6 +61,16 @@ class ManifestSource:
                 "--task multilabel",
                 path,
                 next(name for name in classes if LABEL_SEPARATOR in name),
+            )
+        spaced = spaced_tag_lists(classes) if reading.multilabel else None
+        if spaced is not None:
+            log.warning(
+                "%s: labels such as %r list names apart by spaces, not '|': each whole label is one class here (%s in "
+                "all); for several classes per image write them as %r",
+                path,
+                spaced,
+                len(classes),
+                LABEL_SEPARATOR.join(spaced.split()),
             )
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
@@ -182,6 +193,18 @@ def numeric_order(names: Iterable[str]) -> List[str]:
     return sorted(names, key=(lambda c: (int(c), c)) if numeric else None)
 
 
+def spaced_tag_lists(classes: Sequence[str]) -> Optional[str]:
+    """A label that looks like tags listed apart by spaces (Kaggle's Planet: 'haze primary') where --task multilabel
+    reads '|': one whose every word is itself a class, or is a word of another label. None when no label looks so."""
+    words = [name.split() for name in classes]
+    known = {word for split in words if len(split) == 1 for word in split}
+    counts = Counter(word for split in words for word in set(split))
+    for name, split in zip(classes, words):
+        if len(split) > 1 and all(word in known or counts[word] > 1 for word in split):
+            return name
+    return None
+
+
 def label_sets(manifest: Manifest) -> Tuple[List[str], List[Tuple[str, List[int]]]]:
     """--task multilabel: the classes (every name in any a|b|c label, `1`/`01` one class) and each image with its
     class indices, sorted by path."""
@@ -248,8 +271,11 @@ def _csv_rows(path: Path) -> Iterator[Row]:
 
 # The column of each role, by the names manifests are written with (Kaggle's, pandas exports): the first found.
 COLUMN_NAMES = {
-    "path": ("path", "filepath", "file_path", "filename", "file_name", "file", "image", "image_path", "img"),
-    "label": ("label", "class", "class_name", "category", "target", "labels"),
+    "path": (
+        *("path", "filepath", "file_path", "filename", "file_name", "file"),
+        *("image", "image_path", "image_name", "image_file", "img", "img_path"),
+    ),
+    "label": ("label", "class", "class_name", "category", "target", "labels", "tags"),
     "split": ("split", "subset"),
 }
 
