@@ -160,3 +160,22 @@ def test_tags_listed_apart_by_spaces_are_said_to_be_one_class_each(tmp_path, cap
     with caplog.at_level(logging.WARNING, logger="ddptrain"):
         ManifestSource().check(str(named), Reading(multilabel=True))
     assert caplog.records == []  # class names of several words are not taken for tags
+
+
+def test_a_manifest_whose_files_are_elsewhere_says_where_they_are(tmp_path):
+    """Kaggle's layout: train.csv beside train_images/, its image_id column naming files without their folder,
+    often without their extension either. The refusal said only that no path named a file."""
+    from ddptrain.data.sources import Reading
+    from ddptrain.data.sources.manifest import ManifestSource
+
+    (tmp_path / "train_images").mkdir()
+    rows = []
+    for i in range(4):
+        (tmp_path / "train_images" / f"{1000 + i}.jpg").write_bytes(b"x")
+        rows.append((f"{1000 + i}.jpg", "ab"[i % 2]))
+    beside = _write(tmp_path / "train.csv", rows, header=("image_id", "label"))
+    with pytest.raises(DataError, match=r"; 1000.jpg is in .*train_images: write the paths as train_images/1000.jpg"):
+        ManifestSource().check(str(beside), Reading())
+    inside = _write(tmp_path / "train_images" / "train.csv", [(name[:-4], label) for name, label in rows])
+    with pytest.raises(DataError, match=r"; the files are named with .jpg added \(1000.jpg\): write the names whole"):
+        ManifestSource().check(str(inside), Reading())

@@ -139,7 +139,26 @@ def check_listed(path: Path, classes: Sequence[str], first: Sequence[str]) -> No
         raise DataError(
             f"{path}: none of the {len(files)} paths checked names a file, e.g. {files[0]}; relative paths in a "
             f"manifest are relative to its folder ({path.resolve().parent}), or give absolute paths"
+            + where_they_are(Path(files[0]), path.resolve().parent)
         )
+
+
+def where_they_are(missing: Path, base: Path) -> str:
+    """Where a manifest's first missing file is after all, as Kaggle's layouts have it: without its extension
+    (`image_id` values), or in a sub-folder of the manifest's folder (`train_images/`). Empty when it is not found
+    so: the manifest's folder and its sub-folders only, each looked at once."""
+    named = next((ext for ext in (".jpg", ".jpeg", ".png") if missing.with_name(missing.name + ext).is_file()), None)
+    if named:
+        return f"; the files are named with {named} added ({missing.name}{named}): write the names whole"
+    try:
+        relative = missing.relative_to(base)
+        subfolders = sorted(entry for entry in base.iterdir() if entry.is_dir())[:200]
+    except (ValueError, OSError):
+        return ""
+    found = next((folder for folder in subfolders if (folder / relative).is_file()), None)
+    if found is None:
+        return ""
+    return f"; {relative} is in {found}: write the paths as {found.name}/{relative}, or put the manifest in {found}"
 
 
 HINT = "relative paths in a manifest are relative to its folder; check them, or give absolute ones"
@@ -273,7 +292,7 @@ def _csv_rows(path: Path) -> Iterator[Row]:
 COLUMN_NAMES = {
     "path": (
         *("path", "filepath", "file_path", "filename", "file_name", "file"),
-        *("image", "image_path", "image_name", "image_file", "img", "img_path"),
+        *("image", "image_path", "image_name", "image_file", "image_id", "img", "img_path"),
     ),
     "label": ("label", "class", "class_name", "category", "target", "labels", "tags"),
     "split": ("split", "subset"),
