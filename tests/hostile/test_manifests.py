@@ -179,3 +179,18 @@ def test_a_manifest_whose_files_are_elsewhere_says_where_they_are(tmp_path):
     inside = _write(tmp_path / "train_images" / "train.csv", [(name[:-4], label) for name, label in rows])
     with pytest.raises(DataError, match=r"; the files are named with .jpg added \(1000.jpg\): write the names whole"):
         ManifestSource().check(str(inside), Reading())
+
+
+def test_a_manifest_written_on_windows_reads_its_backslashed_paths(tmp_path, caplog):
+    """pandas' to_csv of os.path.join paths on Windows writes `img\\0.jpg`: on Linux no path named a file. The
+    first such path decides; a file whose own name holds a backslash is read as written."""
+    names = _images(tmp_path / "img", 4)
+    windows = _write(tmp_path / "win.csv", [(n.replace("/", "\\"), "ab"[i % 2]) for i, n in enumerate(names)])
+    with caplog.at_level(logging.INFO, logger="ddptrain"):
+        assert read_manifest(windows) == read_manifest(
+            _write(tmp_path / "plain.csv", [(n, "ab"[i % 2]) for i, n in enumerate(names)])
+        )
+    assert f"{windows}: its paths separate folders with '\\' (written on Windows): read with '/'" in caplog.text
+    (tmp_path / "odd\\name.jpg").write_bytes(b"x")
+    literal = _write(tmp_path / "odd.csv", [("odd\\name.jpg", "a"), (names[0], "b")])
+    assert str(tmp_path / "odd\\name.jpg") in read_manifest(literal).by_class["a"]

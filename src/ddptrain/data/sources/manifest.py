@@ -252,8 +252,14 @@ def manifest_from_rows(path: Path, rows: Iterable[Row], multilabel: bool = False
     found: Dict[str, Tuple[str, str, int]] = {}  # full path -> (label, split, line)
     repeated: List[Tuple[int, int]] = []
     base = path.resolve().parent
+    windows: Optional[bool] = None  # whether a backslash separates folders: decided at the first path holding one
     for number, image, label, which in rows:
         image, label = image.strip(), label.strip()
+        if "\\" in image and "://" not in image:
+            if windows is None:
+                windows = _windows_paths(path, base, image)
+            if windows:
+                image = image.replace("\\", "/")
         if multilabel:  # a|b|c: the same set however it is written
             label = LABEL_SEPARATOR.join(sorted({part.strip() for part in label.split(LABEL_SEPARATOR)} - {""}))
         if not image or not label:
@@ -275,6 +281,17 @@ def manifest_from_rows(path: Path, rows: Iterable[Row], multilabel: bool = False
     if not found:
         raise DataError(f"{path} lists no images")
     return _manifest(path, found, repeated)
+
+
+def _windows_paths(path: Path, base: Path, image: str) -> bool:
+    """Whether a manifest written on Windows separates folders with backslashes (`train\\ants\\1.jpg`, as
+    os.path.join writes there): its first such path names no file as written, and one with '/' instead."""
+    if os.path.exists(os.path.join(base, image)):
+        return False
+    if not os.path.exists(os.path.join(base, image.replace("\\", "/"))):
+        return False
+    log.info("%s: its paths separate folders with '\\' (written on Windows): read with '/'", path)
+    return True
 
 
 def _csv_rows(path: Path) -> Iterator[Row]:
