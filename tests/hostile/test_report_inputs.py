@@ -30,7 +30,11 @@ def test_a_tampered_split_or_a_damaged_image_never_reaches_outside_the_data_fold
     scored, note = worst_images(run, str(data), count=100)
     shown = {item.path for item in scored}
     assert shown and victim not in shown and not shown & {"../secret.jpg", "disc/link-out.jpg"}
-    assert note.startswith("scored ")
+    images = len(lines) - 1  # the split file's first line is its header
+    assert len(scored) == images - 1  # every readable image inside the folder, and only those
+    assert note == (  # not "scored N of N": the damaged image was tried, and left out
+        f"scored {images - 1} of {images + 2} validation images with checkpoints/best.pt (1 unreadable image left out)"
+    )
 
 
 def test_a_run_named_twice_is_drawn_once_and_the_repeat_is_said(tmp_path, caplog):

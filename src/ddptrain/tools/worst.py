@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from ..data import splitfile
+from ..util import counted
 
 MAX_IMAGES = 2000  # validation images scored at most (the first ones of the split): the report stays quick
 THUMBNAIL_PX = 112
@@ -41,7 +42,10 @@ def worst_images(run_dir: Path, data: Optional[str], count: int = 12) -> Tuple[L
         return [], f"no thumbnails: none of the validation images is under {data}"
     scored = _score(best, data, named[:MAX_IMAGES])
     scored.sort(key=lambda s: s.true_prob if s.true_prob is not None else -s.predicted_prob)
-    note = f"scored {min(len(named), MAX_IMAGES)} of {len(entries)} validation images with checkpoints/best.pt"
+    unread = min(len(named), MAX_IMAGES) - len(scored)
+    note = f"scored {len(scored)} of {len(entries)} validation images with checkpoints/best.pt" + (
+        f" ({counted(unread, 'unreadable image')} left out)" if unread else ""
+    )
     return scored[:count], note
 
 
