@@ -8,7 +8,8 @@ node's local rank 0 only, so the user reads it once per node.
 
 from __future__ import annotations
 
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Tuple
 
 
 class DdptrainError(Exception):
@@ -75,8 +76,27 @@ def missing_weights_file(path) -> WeightsError:
     )
 
 
+# Archives a dataset is downloaded as, and the command that unpacks each into the current folder.
+_ARCHIVES: Tuple[Tuple[str, str, str], ...] = (
+    *((".zip", "zip", "unzip {}"), (".tar.gz", "gzip tar", "tar xzf {}"), (".tgz", "gzip tar", "tar xzf {}")),
+    *((".tar.xz", "xz tar", "tar xJf {}"), (".tar.bz2", "bzip2 tar", "tar xjf {}"), (".7z", "7-Zip", "7z x {}")),
+)
+
+
 def missing_data_folder(root) -> DataError:
-    return DataError(f"data folder {root} does not exist or is not a folder")
+    path = Path(root)
+    if not path.is_file():
+        return DataError(f"data folder {root} does not exist or is not a folder")
+    archive = next((entry for entry in _ARCHIVES if path.name.lower().endswith(entry[0])), None)
+    if archive is not None:
+        return DataError(
+            f"--data {root} is a {archive[1]} archive: unpack it ({archive[2].format(path.name)}) and give the folder "
+            "it makes"
+        )
+    return DataError(
+        f"--data {root} is a file, not a folder: give a folder of class folders, a CSV or Parquet manifest, a shard "
+        "set or a .tar set"
+    )
 
 
 def missing_tracker_package(tracker: str) -> ConfigError:

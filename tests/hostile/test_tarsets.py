@@ -146,3 +146,34 @@ def test_a_label_key_the_samples_lack_is_refused_before_launch_naming_what_they_
     with pytest.raises(DataError, match=r"--label-key png\); its samples hold: cls, jpg, json, txt; give --label-key"):
         check(str(tmp_path / "set"), Reading(label_key="png"))
     check(str(tmp_path / "set"), Reading(label_key="png", known=False))  # eval: the checkpoint's key is not read yet
+
+
+def test_a_tar_of_image_folders_and_a_zipped_folder_are_refused_naming_the_fix(tmp_path, caplog):
+    """`tar cf data.tar data/` of a class-folder dataset was refused for a --label-key among 'gif, jpeg, jpg', after
+    a warning that every sample had no label; a .zip or .tar.gz 'does not exist or is not a folder'."""
+    import shutil
+    import subprocess
+    import sys
+
+    from ..conftest import cli_env
+
+    data = write_synthetic(tmp_path / "data", classes=2, per_class=3)
+    with tarfile.open(tmp_path / "data.tar", "w") as tar:
+        tar.add(data, arcname="data")
+    with caplog.at_level(logging.WARNING, logger="ddptrain"), pytest.raises(DataError) as refused:
+        check(str(tmp_path / "data.tar"), Reading())
+    assert str(refused.value).startswith(
+        f"--data {tmp_path / 'data.tar'}: a tar of image folders (e.g. data/disc/disc_0000), not a tar set"
+    )
+    assert caplog.records == []  # no warning about each of its samples first
+    zipped = shutil.make_archive(str(tmp_path / "data"), "zip", tmp_path, "data")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddptrain", "train", "--data", zipped, "--out", tmp_path / "run"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=60,
+    )
+    assert proc.stderr.strip().endswith(
+        f"--data {zipped} is a zip archive: unpack it (unzip data.zip) and give the folder it makes"
+    )

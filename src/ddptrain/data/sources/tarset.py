@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -166,14 +166,21 @@ class IndexedSet:
         self.size = np.asarray([s for ix in indexes for s in ix.sizes], dtype=np.int64)
         self.names = [f"{name}/{key}" for (name, _), ix in zip(shards, indexes) for key in ix.keys]
         self.labels = [label for ix in indexes for label in ix.labels]
-        _warn_skipped(location, shards, indexes)
         if not self.names:
             held = sorted({e for ix in indexes for e in ix.extensions})
+            folders = _folder_tree(indexes, held)
+            if folders is not None:
+                raise DataError(
+                    f"--data {location}: a tar of image folders (e.g. {folders}), not a tar set (where each image "
+                    "has its label beside it: KEY.jpg and KEY.cls); unpack it (tar xf ARCHIVE) and give the folder, "
+                    "or make a shard set of that folder with ddptrain shard"
+                )
             raise DataError(
                 f"--data {location}: no sample of the tar set has an image and a label (--label-key "
                 f"{label_key}); its samples hold: {', '.join(held) or 'nothing'}; give --label-key one of those "
                 "(cls, txt, another extension) or json:PATH into the json member"
             )
+        _warn_skipped(location, shards, indexes)
 
     @classmethod
     def read(cls, location: str, reading: Reading) -> IndexedSet:
@@ -242,6 +249,15 @@ def _stratified(indexed: IndexedSet, classes: List[str], val_split: float, seed:
         row_of[name] = row
     train, val = stratified_split(by_class, classes, val_split, seed, Path(""))
     return [[row_of[part.relative(i)] for i in range(len(part))] for part in (train, val)]
+
+
+def _folder_tree(indexes: List[ShardIndex], held: List[str]) -> Optional[str]:
+    """One of its images, when a tar holds a tree of image folders (what `tar cf` of a class-folder dataset makes):
+    every sample left out is in a folder and no member could be a label. None otherwise."""
+    keys = [key for ix in indexes for left in ix.skipped.values() for key in left]
+    if not keys or not all("/" in key for key in keys) or {"cls", "txt", "json"} & set(held):
+        return None
+    return keys[0]
 
 
 def _warn_skipped(location: str, shards, indexes: List[ShardIndex]) -> None:
