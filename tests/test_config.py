@@ -163,3 +163,19 @@ def test_every_unusable_value_is_named_at_once(tmp_path):
         "False; lr must have a value .default: 0.001.; val_split must be a number",
     ):
         build_config({"data": "d"}, str(tmp_path / "c.yaml"))
+
+
+def test_paths_in_a_config_file_starting_with_a_tilde_are_in_the_home_folder(tmp_path, monkeypatch):
+    """`data: ~/datasets/flowers` in a YAML file was read as a folder named '~' ("does not exist"), and `out: ~/runs`
+    would have made one in the current folder: the shell expands `~` on the command line, YAML does not."""
+    from ddptrain.config.files import load_yaml
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config = tmp_path / "c.yaml"
+    config.write_text("data: ~/datasets/flowers\nout: ~/runs/a\nweights: ~/w.pth\nlabel_key: ~cls\nepochs: 2\n")
+    loaded = load_yaml(config)
+    home = tmp_path / "home"
+    assert (loaded["data"], loaded["out"], loaded["weights"]) == tuple(
+        str(home / p) for p in ("datasets/flowers", "runs/a", "w.pth")
+    )
+    assert loaded["label_key"] == "~cls" and loaded["epochs"] == 2  # other options as written

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import functools
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -102,7 +103,18 @@ def load_yaml(path: str | Path) -> Dict[str, Any]:
         raise ConfigError(f"config file {path}: {problems[0]}")
     if problems:
         raise ConfigError(f"config file {path}: {len(problems)} values cannot be used: {'; '.join(problems)}")
-    return {key: value for key, (value, _) in converted.items()}
+    return {key: _home_expanded(key, value) for key, (value, _) in converted.items()}
+
+
+# Options that name files or folders: in a config file `~/datasets/x` means the user's home, as the shell reads it on
+# the command line (YAML leaves the `~` as it is).
+PATH_OPTIONS = frozenset({"data", "out", "resume", "weights", "model"})
+
+
+def _home_expanded(key: str, value: Any) -> Any:
+    if key in PATH_OPTIONS and isinstance(value, str) and value.startswith("~"):
+        return os.path.expanduser(value)
+    return value
 
 
 def _flatten(data: Mapping, source: str) -> Dict[str, Any]:
