@@ -177,22 +177,36 @@ def test_a_folder_split_as_roboflow_exports_it_trains_on_train_and_validates_on_
     ]
 
 
-def test_a_validation_part_that_lacks_a_class_is_said_and_one_with_an_extra_class_is_refused(tmp_path, caplog):
-    """val/ without a folder for one class trained in silence, its accuracy measured on the other classes alone;
-    val/ with a class train/ does not have was refused as a class "the model does not know"."""
-    import logging
-
+def test_a_validation_part_that_lacks_a_class_is_said_and_one_with_an_extra_class_is_refused(tmp_path):
+    """val/ without a folder for one class was blamed on "too few images for --val-split 0.2", which a given split
+    does not use; val/ with a class train/ does not have was refused as a class "the model does not know"."""
     from ddptrain.data.sources import load_split
+    from ddptrain.data.split import unvalidated_classes
     from ddptrain.errors import DataError
 
     data = write_synthetic(tmp_path / "data" / "train", classes=2, per_class=3).parent
     write_synthetic(data / "val", classes=1, per_class=2)
-    with caplog.at_level(logging.WARNING, logger="ddptrain"):
-        split = load_split(data, 0.2, seed=0)
+    split = load_split(data, 0.2, seed=0)
     assert split.classes == ["disc", "ring"] and len(split.val) == 2
-    assert [r.getMessage() for r in caplog.records] == [
-        f"{data / 'val'} has no images of 1 class (ring): validation does not measure it"
-    ]
+    assert unvalidated_classes(split, 0.2) == (
+        "no validation image for class ring (the data's own split): its accuracy is not measured"
+    )
+    many = write_synthetic(tmp_path / "many", classes=8, per_class=1)  # one image each: none held out
+    (many / "disc" / "extra.jpg").write_bytes((many / "disc" / "disc_0000.jpg").read_bytes())
+    assert unvalidated_classes(load_split(many, 0.2, seed=0), 0.2) == (
+        "no validation image for classes crescent, cross, hexagon, ring, square, star, triangle (too few images for "
+        "--val-split 0.2): their accuracy is not measured"
+    )
+    import types
+
+    import numpy as np
+
+    from ddptrain.data.split import Split
+
+    wide = Split([f"c{i:02d}" for i in range(12)], None, types.SimpleNamespace(labels=np.array([0])), "shards", None)
+    assert unvalidated_classes(wide, 0.2).startswith(  # a thousand classes are not a thousand names on one line
+        "no validation image for classes c01, c02, c03, c04, c05, c06, c07, c08, ... (11 in all) (the data's own"
+    )
     write_synthetic(data / "val", classes=3, per_class=2)
     with pytest.raises(DataError) as refused:
         load_split(data, 0.2, seed=0)

@@ -81,6 +81,22 @@ def classes_without_validation(split: Split) -> List[str]:
     return [name for i, name in enumerate(split.classes) if i not in present]
 
 
+def unvalidated_classes(split: Split, val_split: float) -> str:
+    """The warning for classes the validation part holds no image of ('' when it holds every class): why, by how
+    the split was made, and at most 8 of them by name."""
+    missing = classes_without_validation(split)
+    if not missing:
+        return ""
+    one = len(missing) == 1
+    made_here = split.layout in ("folders", "manifest")  # a manifest's split column is rare: said as by --val-split
+    why = f"too few images for --val-split {val_split}" if made_here else "the data's own split"
+    named = ", ".join(missing[:8]) + (f", ... ({len(missing)} in all)" if len(missing) > 8 else "")
+    return (
+        f"no validation image for {'class' if one else 'classes'} {named} ({why}): {'its' if one else 'their'} "
+        "accuracy is not measured"
+    )
+
+
 def split_entries(split: Split) -> Dict[str, List[Tuple[str, str]]]:
     """The split as its files hold it: (relative path, class name) per image, for train and for val."""
     return {

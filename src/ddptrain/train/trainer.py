@@ -31,7 +31,7 @@ from ..data.loaders import (
 from ..data.presize import recorded_side
 from ..data.samplers import EpochSampler
 from ..data.sources import Reading, load_split
-from ..data.split import Split, classes_without_validation, run_split, split_summary
+from ..data.split import Split, run_split, split_summary, unvalidated_classes
 from ..data.transforms import Augment, Preprocess
 from ..errors import DataError, NonFiniteLossError, WeightsError
 from ..models import (
@@ -249,16 +249,9 @@ class Trainer:
             start_workers(self.val_loader)  # before the run's threads start
         else:
             self._train_only()
-        missing_val = classes_without_validation(split)
-        if missing_val and rt.is_main and self.validates:
-            one = len(missing_val) == 1
-            log.warning(
-                "no validation image for %s %s: too few images for --val-split %s; %s accuracy is not measured",
-                "class" if one else "classes",
-                ", ".join(missing_val),
-                cfg.data.val_split,
-                "its" if one else "their",
-            )
+        unmeasured = unvalidated_classes(split, cfg.data.val_split)
+        if unmeasured and rt.is_main and self.validates:
+            log.warning("%s", unmeasured)
         log.info(
             "data: %s, %d train / %d val images (%s layout), %s per epoch, %s per process",
             counted(len(split.classes), "class"),

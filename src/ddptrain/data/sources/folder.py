@@ -11,7 +11,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import DataError, missing_data_folder
 from ...logs import RANK_0_SAYS
-from ...util import counted
 from ..images import EXTENSIONS_NAMED, is_image_file, left_out_pictures
 from ..index import SampleIndex, scan_images
 from ..split import Split, stratified_split
@@ -55,7 +54,6 @@ class FolderSource:
             _say_unread_parts(root, parts)
             classes, train_images = scan_classes(parts[0])
             _, val_images = scan_classes(parts[1], classes, f"{parts[0]} (the training part) does not have")
-            _say_unvalidated_classes(parts[1], classes, val_images)
             train, _ = stratified_split(train_images, classes, 0.0, seed, root)
             pairs = ((p, label) for label, name in enumerate(classes) for p in val_images[name])
             val = SampleIndex.from_pairs(root, pairs)
@@ -159,19 +157,6 @@ def _one_level_down(inner: Path) -> str:
     except OSError:
         return ""
     return f"; {inner} looks like the dataset itself: --data {inner}" if looks_like_data else ""
-
-
-def _say_unvalidated_classes(val: Path, classes: Sequence[str], images: Dict[str, List[str]]) -> None:
-    missing = [name for name in classes if not images.get(name)]
-    if missing:
-        log.warning(
-            "%s has no images of %s (%s): validation does not measure %s",
-            val,
-            counted(len(missing), "class", "classes"),
-            ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else ""),
-            "it" if len(missing) == 1 else "them",
-            extra=RANK_0_SAYS,
-        )
 
 
 def scan_classes(
