@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -213,3 +214,18 @@ def test_a_validation_part_that_lacks_a_class_is_said_and_one_with_an_extra_clas
     assert str(refused.value) == (
         f"{data / 'val'} has class folders {data / 'train'} (the training part) does not have: star"
     )
+
+
+def test_two_class_folders_that_are_one_folder_are_refused(tmp_path):
+    """`formica -> ants`: a link beside the folder it names made a third class of the same images, each image
+    labelled twice and free to land in training under one label and in validation under the other, in silence."""
+    from ddptrain.data.sources import Reading, load_split
+    from ddptrain.data.sources.folder import FolderSource
+    from ddptrain.errors import DataError
+
+    data = write_synthetic(tmp_path / "data", classes=2, per_class=3)
+    (data / "zdisc").symlink_to("disc")
+    said = f"{data}: class folders disc and zdisc are one folder (a link to it): each of its images would carry both"
+    for refuse in (lambda: FolderSource().check(str(data), Reading()), lambda: load_split(data, 0.2, seed=0)):
+        with pytest.raises(DataError, match=re.escape(said)):
+            refuse()

@@ -36,6 +36,7 @@ class FolderSource:
             classes = class_folders(part)
             if not classes:
                 raise DataError(f"{part} has no class sub-folders; expected {part}/<class name>/<images>")
+            _refuse_one_folder_twice(part, classes)
             if part == folder:
                 _refuse_splits_as_classes(folder, classes)
             if len(classes) < 2 and part == folder:
@@ -93,6 +94,23 @@ def split_parts(root: Path) -> Optional[Tuple[Path, Path]]:
 
 def is_train_val_layout(root: Path) -> bool:
     return split_parts(root) is not None
+
+
+def _refuse_one_folder_twice(root: Path, classes: Sequence[str]) -> None:
+    """Two class folders that are one folder (one a link to the other) would give each of its images both labels,
+    and could put an image in training under one and in validation under the other: refused, naming them."""
+    first: Dict[Tuple[int, int], str] = {}
+    for name in classes:
+        try:
+            info = os.stat(root / name)
+        except OSError:
+            continue
+        earlier = first.setdefault((info.st_dev, info.st_ino), name)
+        if earlier != name:
+            raise DataError(
+                f"{root}: class folders {earlier} and {name} are one folder (a link to it): each of its images would "
+                "carry both labels; remove the link, or give each class its own images"
+            )
 
 
 def _refuse_splits_as_classes(root: Path, classes: Sequence[str]) -> None:
@@ -172,6 +190,7 @@ def scan_classes(
     unknown = sorted(set(found) - set(classes))
     if unknown:
         raise DataError(f"{root} has class folders {unknown_to}: {', '.join(unknown)}")
+    _refuse_one_folder_twice(root, classes)
     others: List[str] = []
     images = {name: list_class_images(root / name, others) if (root / name).is_dir() else [] for name in classes}
     if others:
