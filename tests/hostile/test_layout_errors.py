@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -226,6 +227,27 @@ def test_two_class_folders_that_are_one_folder_are_refused(tmp_path):
     data = write_synthetic(tmp_path / "data", classes=2, per_class=3)
     (data / "zdisc").symlink_to("disc")
     said = f"{data}: class folders disc and zdisc are one folder (a link to it): each of its images would carry both"
+    for refuse in (lambda: FolderSource().check(str(data), Reading()), lambda: load_split(data, 0.2, seed=0)):
+        with pytest.raises(DataError, match=re.escape(said)):
+            refuse()
+
+
+@pytest.mark.parametrize("linked", ["val", "val/disc"])
+def test_a_validation_part_linked_to_the_training_part_is_refused(tmp_path, linked):
+    """val/ made a link to train/ (or val/disc to train/disc) to have something there: validation measured the
+    images the model trains on, and the run reported their accuracy as validation's, in silence."""
+    from ddptrain.data.sources import Reading, load_split
+    from ddptrain.data.sources.folder import FolderSource
+    from ddptrain.errors import DataError
+
+    data = write_synthetic(tmp_path / "data" / "train", classes=2, per_class=3).parent
+    if linked == "val":
+        (data / "val").symlink_to("train")
+    else:
+        write_synthetic(data / "val", classes=2, per_class=1)
+        shutil.rmtree(data / "val" / "disc")
+        (data / "val" / "disc").symlink_to("../train/disc")
+    said = f"{data / linked} is {data / 'train' / linked[4:]} (a link to it): validation would measure the images"
     for refuse in (lambda: FolderSource().check(str(data), Reading()), lambda: load_split(data, 0.2, seed=0)):
         with pytest.raises(DataError, match=re.escape(said)):
             refuse()

@@ -32,6 +32,8 @@ class FolderSource:
         if not folder.is_dir():
             raise missing_data_folder(location)
         parts = split_parts(folder)
+        if parts is not None:
+            _refuse_validation_on_training_images(parts)
         for part in parts or (folder,):
             classes = class_folders(part)
             if not classes:
@@ -52,6 +54,7 @@ class FolderSource:
         root = Path(location).resolve()
         parts = split_parts(root)
         if parts is not None:
+            _refuse_validation_on_training_images(parts)
             _say_unread_parts(root, parts)
             classes, train_images = scan_classes(parts[0])
             _, val_images = scan_classes(parts[1], classes, f"{parts[0]} (the training part) does not have")
@@ -101,16 +104,34 @@ def _refuse_one_folder_twice(root: Path, classes: Sequence[str]) -> None:
     and could put an image in training under one and in validation under the other: refused, naming them."""
     first: Dict[Tuple[int, int], str] = {}
     for name in classes:
-        try:
-            info = os.stat(root / name)
-        except OSError:
-            continue
-        earlier = first.setdefault((info.st_dev, info.st_ino), name)
+        earlier = first.setdefault(_identity(root / name), name)
         if earlier != name:
             raise DataError(
                 f"{root}: class folders {earlier} and {name} are one folder (a link to it): each of its images would "
                 "carry both labels; remove the link, or give each class its own images"
             )
+
+
+def _refuse_validation_on_training_images(parts: Tuple[Path, Path]) -> None:
+    """A validation part that is the training part, or holds one of its class folders (a link made to fill val/),
+    would measure the model on images it trained on: refused, naming the two."""
+    train, val = parts
+    pairs = [(train, val)] + [(train / name, val / name) for name in class_folders(val)]
+    for trained, validated in pairs:
+        if validated.is_dir() and _identity(trained) == _identity(validated):
+            raise DataError(
+                f"{validated} is {trained} (a link to it): validation would measure the images the model trains on; "
+                "give the validation part images of its own, or give --data the training part alone to hold some out "
+                "by --val-split"
+            )
+
+
+def _identity(folder: Path) -> Tuple[int, int]:
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return (-1, id(folder))  # unreadable: unlike every other folder
+    return info.st_dev, info.st_ino
 
 
 def _refuse_splits_as_classes(root: Path, classes: Sequence[str]) -> None:
