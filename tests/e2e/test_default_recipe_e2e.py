@@ -2,8 +2,10 @@
 
 ImageNet's SGD (0.05 for the global batch of 64, the former default) took the training loss from 2.0 to 4.0 and
 the validation loss to 8,796 right after its one-epoch warm-up here, and stayed at chance (0.27 top-1 after 10
-epochs); the default AdamW reaches about 0.43 after 10 epochs (docs/howto.md, "The default recipe") and 0.39-0.41
-after 6 (seeds 1 and 42), which is what this test runs: the blow-up came right after the warm-up."""
+epochs); the default AdamW reaches about 0.43 after 10 epochs (docs/howto.md, "The default recipe") and 0.34-0.41
+after 6, which is what this test runs: the blow-up came right after the warm-up. Seed 0 ends at 0.34 on an AMD
+EPYC machine and at least 0.35 on the CPUs it ran on before (their float arithmetic differs), so the accuracy asked
+for is chance + 0.1 and the losses say the rest: both falling, neither ever above where it started."""
 
 from __future__ import annotations
 
@@ -35,4 +37,5 @@ def test_the_default_recipe_learns_the_generated_shapes_without_blowing_up(tmp_p
     assert max(row["train_loss"] for row in epochs) <= first + 0.05  # ... and never climbs above it
     assert max(row["val_loss"] for row in epochs) < 5.0  # BatchNorm's statistics did not blow up either
     assert epochs[-1]["train_loss"] < first - 0.2
-    assert max(row["val_top1"] for row in epochs) >= chance + 0.15
+    assert epochs[-1]["val_loss"] < epochs[0]["val_loss"] - 0.2  # it learned what it is measured on, too
+    assert max(row["val_top1"] for row in epochs) >= chance + 0.1
