@@ -74,6 +74,6 @@ def test_every_bench_runs_from_an_installed_wheel_outside_the_source_tree(instal
             env=cli_env(),
             timeout=300,
         )
-        assert proc.returncode == 0, f"bench {name}: {proc.stderr[-3000:]}"
+        assert proc.returncode == 0, f"bench {name}: {proc.stderr[-3000:]}\n{proc.stdout[-3000:]}"  # JSON: the log
         assert json.loads(proc.stdout.strip().splitlines()[-1]), name
         assert list((tmp_path / name).glob(f"{name}*.json")), name  # precision --synthetic: precision-synthetic.json

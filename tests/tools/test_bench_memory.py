@@ -4,6 +4,7 @@ checkpointing keeps fewer activations, and the table, JSON and chart are written
 from __future__ import annotations
 
 import json
+import re
 
 from ..conftest import run_cli
 
@@ -26,3 +27,26 @@ def test_memory_bench_measures_each_strategy_on_real_processes(tmp_path):
     assert all(row["peak MB"] > 0 and row["images/s"] > 0 for row in rows.values())
     assert json.loads((out / "memory.json").read_text())["rows"] == result["rows"]
     assert (out / "memory.png").stat().st_size > 0
+
+
+def test_a_variant_that_fails_says_which_rank_and_why(tmp_path):
+    """The row's error is the worker's own exception, or the signal that ended it: not the last line of torchrun's
+    banner ("====")."""
+    args = ["bench", "memory", "--img-size", 32, "--batch-size", 2, "--steps", 1, "--nproc", 2, "--device", "cpu"]
+    args += ["--variants", "ddp", "--out", tmp_path / "bench"]
+    raised = run_cli([*args, "--model", "timm:nosuch_model"], check=False)
+    assert raised.returncode == 1
+    assert re.search(
+        r"^ddp: rank [01]: ddptrain\.errors\.ConfigError: unknown timm model 'nosuch_model'", raised.stderr, re.M
+    )
+
+    hook = tmp_path / "hook"  # rank 1 is killed as the kernel's out-of-memory killer would kill it
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, signal\nif os.environ.get('RANK') == '1':\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    killed = run_cli([*args, "--model", "timm:test_vit"], check=False, env_extra={"PYTHONPATH": str(hook)})
+    assert killed.returncode == 1
+    assert "ddp: rank 1 ended with signal 9 and printed no error (killed: out of memory?)" in killed.stderr, (
+        killed.stderr
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -50,11 +51,34 @@ def _launch(variant: str, model: str, img_size: int, batch: int, nproc: int, dev
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        tail = "\n".join(proc.stderr.splitlines()[-15:])
-        return {"error": f"exit {proc.returncode}: {tail.splitlines()[-1] if tail else ''}", "log": tail}
+        return {"error": worker_failure(proc.stderr, proc.returncode), "log": "\n".join(proc.stderr.splitlines()[-40:])}
     ranks = [json.loads(line) for line in lines][-1]["ranks"]
     worst = {key: max(rank[key] for rank in ranks) for key in ranks[0] if key != "images/s"}
     return {**worst, "images/s": ranks[0]["images/s"]}
+
+
+# a worker's uncaught exception as torchrun prints it: "[rank1]: ValueError: ..." (the traceback's last line)
+_RANK_ERROR = re.compile(r"^\[(?:default)?rank(\d+)\]:\s+([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\w*\b.*)$")
+# torchrun's failure table: "  rank      : 1 (local_rank: 1)" then "  exitcode  : -9 (pid: 123)"
+_TABLE_ROW = re.compile(r"^\s+(rank|exitcode)\s*:\s*(-?\d+)")
+
+
+def worker_failure(stderr: str, code: int) -> str:
+    """What made a torchrun job fail, in one line: the last worker exception it printed (with its rank), else the
+    exit code (or signal) torchrun's failure table gives for its first failed rank, else the job's exit code."""
+    lines = stderr.splitlines()
+    for line in reversed(lines):
+        found = _RANK_ERROR.match(line)
+        if found:
+            return f"rank {found[1]}: {found[2].strip()}"
+    table = [(row[1], int(row[2])) for row in map(_TABLE_ROW.match, lines) if row]
+    ranks = [value for key, value in table if key == "rank"]
+    exits = [value for key, value in table if key == "exitcode"]
+    if exits:
+        said = f"signal {-exits[-1]}" if exits[-1] < 0 else f"exit code {exits[-1]}"
+        whose = f"rank {ranks[-1]}" if ranks else "a worker"
+        return f"{whose} ended with {said} and printed no error{' (killed: out of memory?)' if exits[-1] == -9 else ''}"
+    return f"exit {code}, no error printed"
 
 
 # ---- the worker ------------------------------------------------------------------------------------
