@@ -185,8 +185,25 @@ def test_the_runs_split_is_the_source_of_truth_once_written(tmp_path):
     refused = run_cli(["train", *flags, "--epochs", 3], check=False)
     assert (
         refused.returncode != 0
-        and f"1 image of the run's split ({run_dir / 'splits'}) is gone from {data}: {gone}" in refused.stderr
+        and f"1 image of the run's split ({run_dir / 'splits'}) is gone from {data}: {gone}; give --data the run's own folder" in refused.stderr
     )
+
+
+def test_eval_in_the_run_dir_on_another_folder_names_the_folder_the_run_trained_on(tiny_shapes, one_epoch, tmp_path):
+    """A checkpoint beside its run's splits/, evaluated on a folder of other images: --split val needs the run's
+    folder, said as such (not "36 images are gone ... put them back"); --split all scores the other folder."""
+    other = write_synthetic(tmp_path / "other", classes=3, per_class=4, start=100)
+    best = one_epoch / "checkpoints" / "best.pt"
+    refused = run_cli(["eval", "--checkpoint", best, "--data", other], check=False)
+    assert refused.returncode != 0
+    assert (
+        f"none of the 36 images of the run's split ({one_epoch / 'splits'}) is in {other}: it is not the folder the "
+        f"run was trained on; --split val scores the run's validation images, which need the folder it trained on "
+        f"({tiny_shapes}) or a copy of it; --split all scores every image in {other}"
+    ) in refused.stderr, refused.stderr
+    assert "put them back" not in refused.stderr
+    scored = run_cli(["eval", "--checkpoint", best, "--data", other, "--split", "all"])
+    assert json_lines(scored.stdout)[0]["samples"] == 12
 
 
 def test_eval_on_another_folder_says_the_split_differs(tiny_shapes, one_epoch, tmp_path):

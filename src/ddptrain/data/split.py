@@ -152,10 +152,17 @@ def describe_added(added: List[str], root: Path, where: str) -> str:
     return f"{counted(len(added), 'image')} added to {root} since the run's split was written are left out of {where}: {shown}"
 
 
-def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[str]]]:
+# What to do when images of a run's split are not in the folder given: resuming a run needs them all
+RESUME_FIX = (
+    "give --data the run's own folder (or put the images back), or start another run (another --out, or --overwrite)"
+)
+
+
+def read_run_split(run_dir: Path, scanned: Split, fix: str = RESUME_FIX) -> Optional[Tuple[Split, List[str]]]:
     """The run's own split, read back from RUN_DIR/splits (the source of truth once written), checked against
     what the data folder holds now (`scanned`): (split, files added to the folder since). A file of the split
-    that is gone, or a class folder the run does not know, is an error naming them. None: no split written."""
+    that is gone (`fix` says what to do), or a class folder the run does not know, is an error naming them.
+    None: no split written."""
     split_dir = run_dir / "splits"
     files = [run_dir / "class_indices.json", split_dir / "train.txt", split_dir / "val.txt"]
     if not all(f.is_file() for f in files):
@@ -177,11 +184,15 @@ def read_run_split(run_dir: Path, scanned: Split) -> Optional[Tuple[Split, List[
     listed.update(scanned.val.relative(i) for i in range(len(scanned.val)))
     known = [part.relative(i) for part in (train, val) for i in range(len(part))]
     missing = sorted(stored.root / relative for relative in set(known) - listed)
+    if len(missing) == len(set(known)):
+        raise DataError(
+            f"none of the {counted(len(missing), 'image')} of the run's split ({split_dir}) is in {scanned.root}: "
+            f"it is not the folder the run was trained on; {fix}"
+        )
     if missing:
         raise DataError(
             f"{counted(len(missing), 'image')} of the run's split ({split_dir}) {'is' if len(missing) == 1 else 'are'} gone from {scanned.root}: "
-            f"{', '.join(map(str, missing[:5]))}{' ...' if len(missing) > 5 else ''}; put them back, or start "
-            "another run (another --out, or --overwrite)"
+            f"{', '.join(map(str, missing[:5]))}{' ...' if len(missing) > 5 else ''}; {fix}"
         )
     added = sorted(str(scanned.root / relative) for relative in listed - set(known))
     return stored, added
@@ -204,11 +215,14 @@ def _read_samples(path: Path, root: Path, classes: List[str], multilabel: bool =
     return SampleIndex.from_pairs(root, ((relative, labels[0]) for relative, labels in samples))
 
 
-def run_split(listed: Split, run_dir: Optional[Path], where: str, say: bool) -> Tuple[Split, bool]:
+def run_split(
+    listed: Split, run_dir: Optional[Path], where: str, say: bool, fix: str = RESUME_FIX
+) -> Tuple[Split, bool]:
     """The split a run trains (or is evaluated) on: `listed` — what the data holds now — unless the run in `run_dir`
     wrote its own, which is then read back (images added since are left out of `where`, said once when `say`; a
-    fixed split, a shard set's, is always the data's own). Whether it was read back."""
-    found = read_run_split(run_dir, listed) if run_dir is not None and not listed.fixed else None
+    fixed split, a shard set's, is always the data's own; images of it that are gone: `fix` says what to do).
+    Whether it was read back."""
+    found = read_run_split(run_dir, listed, fix) if run_dir is not None and not listed.fixed else None
     if found is None:
         return listed, False
     split, added = found

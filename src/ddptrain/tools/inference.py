@@ -74,7 +74,13 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
         )
     listed = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, Reading.of(cfg.data))
     run_dir = Path(opts.checkpoint).resolve().parent.parent  # RUN_DIR/checkpoints/best.pt
-    split, read_back = run_split(listed, run_dir if (run_dir / "splits").is_dir() else None, "--split val", is_main)
+    fix = (
+        f"--split val scores the run's validation images, which need the folder it trained on ({cfg.data.path}) "
+        f"or a copy of it; --split all scores every image in {opts.data}"
+    )
+    split, read_back = run_split(
+        listed, run_dir if (run_dir / "splits").is_dir() else None, "--split val", is_main, fix
+    )
     if not read_back and loaded.split is not None and not same_split(split, loaded.split):
         raise DataError(split_differs(opts, split, loaded))
     if split.classes != loaded.class_names:
