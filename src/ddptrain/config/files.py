@@ -19,6 +19,7 @@ from ..util import first_line
 from ..version import __version__
 from .schema import WORDS, Config, Option, _convert, check_known_keys, options
 from .sections import SECTION_TITLES, SECTIONS, parse_channels, parse_kwargs
+from .timmargs import timm_args_refusal
 
 CONFIG_VERSION = 2  # 2: per-channel values as lists of numbers; `tensorboard` no longer a --log-to choice
 VERSION_KEY = "config_version"
@@ -94,6 +95,9 @@ def load_yaml(path: str | Path) -> Dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid YAML: {first_line(error)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of option names to values")
+    refused = timm_args_refusal(data, str(path))
+    if refused:
+        raise ConfigError(refused)
     data = migrate(data, str(path))
     flat = _flatten(data, str(path))
     check_known_keys(flat, str(path))
