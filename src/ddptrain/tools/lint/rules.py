@@ -518,12 +518,7 @@ def saves_wrapped_state(program: Program) -> Iterator[Hit]:
         wraps = _wraps(module, program)
         if not wraps:
             continue
-        if any(
-            last_name(c) == "load_state_dict"
-            and isinstance(c.func, ast.Attribute)
-            and _is_wrapper(module, c, call_name(c.func.value), wraps)
-            for c in module.calls
-        ):
+        if _loads_into_wrapper(program, module, wraps):
             continue  # the program loads its files back into the wrapper: the prefix is its own format
         for call in module.calls:  # `save_model(args, model)` whose helper saves `model.state_dict()`: pass .module
             for other, callee, parameter in _wrapper_passed(program, module, call, wraps):
@@ -536,6 +531,27 @@ def saves_wrapped_state(program: Program) -> Iterator[Hit]:
             saves = [c for c in module.calls if c.lineno == hit[1]]
             if not any(_on_single_process_path(module, c) for c in saves):
                 yield hit  # (not in the else of `if args.distributed:`, where the model is the plain one)
+
+
+def _loads_into_wrapper(program: Program, module: Module, wraps) -> bool:
+    """`model.load_state_dict(...)` on the wrapper, here or in a helper of the program the wrapper is passed to
+    (`load_checkpoint(args, model, optimizer)`)."""
+
+    def loads(where: Module, calls: Iterable[ast.Call], owners) -> bool:
+        return any(
+            last_name(c) == "load_state_dict"
+            and isinstance(c.func, ast.Attribute)
+            and _is_wrapper(where, c, call_name(c.func.value), owners)
+            for c in calls
+        )
+
+    if loads(module, module.calls, wraps):
+        return True
+    return any(
+        loads(other, other.calls_in(callee), {parameter})
+        for call in module.calls
+        for other, callee, parameter in _wrapper_passed(program, module, call, wraps)
+    )
 
 
 def _is_wrapper(module: Module, call: ast.Call, owner: str, wraps) -> bool:
