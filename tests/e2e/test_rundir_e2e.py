@@ -185,7 +185,8 @@ def test_the_runs_split_is_the_source_of_truth_once_written(tmp_path):
     refused = run_cli(["train", *flags, "--epochs", 3], check=False)
     assert (
         refused.returncode != 0
-        and f"1 image of the run's split ({run_dir / 'splits'}) is gone from {data}: {gone}; give --data the run's own folder" in refused.stderr
+        and f"1 image of the run's split ({run_dir / 'splits'}) is gone from {data}: {gone}; give --data the run's own folder"
+        in refused.stderr
     )
 
 
