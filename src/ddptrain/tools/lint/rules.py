@@ -36,6 +36,7 @@ from .program import (
 ERROR, WARNING = "error", "warning"
 Hit = Tuple[Module, int]
 EVAL_WORDS = ("val", "test", "eval")
+DEV_PART = "dev"  # a development split (`dev_data`, `dev_sampler`) when a whole part of a name, not `device`
 DISTRIBUTED_WORDS = {
     "distributed",
     "ddp",
@@ -1322,7 +1323,12 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
             continue
         dataset = call.args[0] if call.args else keyword(call, "dataset")
         names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
-        if not (is_const(keyword(call, "shuffle"), False) or _is_eval_name(names) or name.startswith("Ordered")):
+        if not (
+            is_const(keyword(call, "shuffle"), False)
+            or _is_eval_name(names)
+            or DEV_PART in re.split(r"[^a-z0-9]+", names.lower())
+            or name.startswith("Ordered")
+        ):
             continue
         target = module.parents.get(call)
         if isinstance(target, ast.Assign) and all(isinstance(t, ast.Name) for t in target.targets):
