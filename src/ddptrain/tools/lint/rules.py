@@ -1306,12 +1306,54 @@ def _evaluation_reduces(program: Program) -> bool:
     for module in program.modules:
         for scope in [module.tree, *module.functions]:
             calls = module.calls_in(scope)
-            if _evaluates(calls):
+            if _evaluates(calls) and (
+                _over_batches(scope)
+                or any(last_name(c) == "eval" for c in calls)
+                or _is_eval_name(getattr(scope, "name", ""))
+            ):
                 if _reduces(program, module, scope):
                     return True
-            elif any(_is_eval_name(last_name(c)) for c in calls) and any(_combines(c) for c in calls):
+            elif _combines_what_evaluation_returns(module, scope, calls):
                 return True  # `acc = evaluate(...)` then `dist.all_reduce(acc)`
     return False
+
+
+def _combines_what_evaluation_returns(module: Module, scope: ast.AST, calls: List[ast.Call]) -> bool:
+    """`acc = evaluate(...)` (or `validate`...) then a combining call given `acc`, or what was computed from it
+    (`t = torch.tensor(acc)`, `all_reduce(t)`); not a reduction of something else in the same scope (a training
+    loss)."""
+    results: Set[str] = set()
+    for call in calls:
+        if not _is_eval_name(last_name(call)):
+            continue
+        if any(isinstance(p, ast.Call) and _combines(p) for p in module.ancestors(call)):
+            return True  # `all_reduce(evaluate(...))`
+        parent = module.parents.get(call)
+        if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            results |= _last_parts(_assigned_names(parent))
+    if not results:
+        return False
+    events = [n for n in walk(scope) if isinstance(n, (ast.Assign, ast.AugAssign, ast.Call))]
+    for node in sorted(events, key=lambda n: (n.lineno, n.col_offset)):
+        if module.scope_of(node) is not scope:
+            continue
+        if isinstance(node, ast.Call):  # `meter.update(acc)`: the meter now holds the evaluation's figures
+            if isinstance(node.func, ast.Attribute) and any(names_in(a) & results for a in node.args):
+                results |= _last_parts({_root_name(node.func.value)})
+        elif names_in(node.value) & results:
+            results |= _last_parts(_assigned_names(node))
+    return any(_combines(c) and names_in(c) & results for c in calls)
+
+
+def _last_parts(dotted: Set[str]) -> Set[str]:
+    """`self.meter` -> `meter`: names as `names_in` gives them (a bare `self` would match every method call)."""
+    return {name.split(".")[-1] for name in dotted} - {"", "self", "cls"}
+
+
+def _over_batches(scope: ast.AST) -> bool:
+    """A loop in the scope: an evaluation goes over a loader's batches; a helper that reduces a training loss under
+    `no_grad` (`reduce_loss(loss)`) has none, and its reduction combines no evaluation."""
+    return any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in walk(scope))
 
 
 def padded_evaluation(program: Program) -> Iterator[Hit]:
@@ -1580,8 +1622,12 @@ def _logged_beside_a_reduction(
 
 def _labelled_for_evaluation(call: ast.Call) -> bool:
     """The logged figure says it is a validation or test one: in its text, keys or names."""
-    texts = [n.value for n in walk(call) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    return any(_is_eval_name(text) for text in [*texts, *_logged_names(call)])
+    return any(_is_eval_name(text) for text in [*_texts(call), *_logged_names(call)])
+
+
+def _texts(call: ast.Call) -> List[str]:
+    """The literal text a call is given (f-strings' literal parts too): what a log line says it shows."""
+    return [n.value for n in walk(call) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 
 
 def _dotted_values(call: ast.Call) -> Set[str]:
@@ -1715,8 +1761,6 @@ def _logged_by_callers(program: Program, name: str) -> Iterator[Hit]:
         if not isinstance(assign, ast.Assign):
             continue
         results = {n.id for t in assign.targets for n in walk(t) if isinstance(n, ast.Name)}
-        if not _is_metric(results):
-            continue
         for call in module.calls_in(module.scope_of(site)):
             if call.lineno <= site.lineno:
                 continue
@@ -1726,7 +1770,7 @@ def _logged_by_callers(program: Program, name: str) -> Iterator[Hit]:
                 break  # reduced before it is logged
             if _is_log_call(program, module, call):
                 logged = _logged_names(call) & results
-                if logged and _is_metric(logged):
+                if logged and (_is_metric(logged) or _is_metric(_texts(call))):  # `cnt / total` as "accuracy"
                     yield module, call.lineno
                     break
 
