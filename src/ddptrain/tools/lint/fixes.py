@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .program import Module, call_name, is_const, keyword, last_name
-from .rules import _global_rank, _scaled_backward
+from .rules import _global_rank, _last_assignment, _scaled_backward
 
 NEWLINE = re.compile(rb"\r\n|\r|\n")
 
@@ -214,10 +214,21 @@ def fix_local_device(module: Module, line: int, lines: Sequence[bytes]) -> Optio
         edits = [
             replace(c, f"{_wrapped(module, c)} % torch.cuda.device_count()")
             for c in candidates
-            if _global_rank(module, call, c)
+            if _global_rank(module, call, c) or _a_parameter(module, call, c)
         ]
         return edits or None
     return None
+
+
+def _a_parameter(module: Module, at: ast.AST, node: ast.expr) -> bool:
+    """`rank` as the function received it (lint found its callers pass the global rank)."""
+    function = module.function_of(at)
+    return (
+        isinstance(node, ast.Name)
+        and function is not None
+        and node.id in {a.arg for a in [*function.args.posonlyargs, *function.args.args]}
+        and _last_assignment(module, at, node) is node
+    )
 
 
 def _wrapped(module: Module, node: ast.expr) -> str:

@@ -1036,6 +1036,47 @@ def _attribute_from_process_index(program: Program, attr: str) -> bool:
     )
 
 
+def _parameter_given_the_global_rank(program: Program, module: Module, value: ast.expr) -> bool:
+    """`def train(rank, ...)` whose every caller passes the global rank (`rank = int(os.environ["RANK"])`;
+    `train(rank, ...)`). A function also handed over uncalled (`mp.spawn(train, ...)`, `Process(target=train)`) gets
+    its process index there, the local rank: not this."""
+    function = module.function_of(value)
+    if not isinstance(value, ast.Name) or function is None:
+        return False
+    parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    if value.id not in parameters or parameters[:1] in (["self"], ["cls"]):
+        return False  # (a method's callers pass one argument fewer than it names)
+    position = parameters.index(value.id)
+    sites = [
+        (site_module, site)
+        for site_module, site in program.call_sites.get(function.name, [])
+        if any(callee is function for _, callee in program.resolve(site, site_module))  # not `model.train()`
+    ]
+    if not sites or _handed_over(program, function.name):
+        return False
+    for site_module, site in sites:
+        given = next((k.value for k in site.keywords if k.arg == value.id), None)
+        if given is None and position < len(site.args) and not isinstance(site.args[position], ast.Starred):
+            given = site.args[position]
+        if given is None or not _global_rank(site_module, site, given):
+            return False
+    return True
+
+
+def _handed_over(program: Program, name: str) -> bool:
+    """The function is referred to other than by calling it: passed to a launcher or stored."""
+    for module in program.modules:
+        if name not in module.words:
+            continue
+        calls = {id(c.func) for c in module.calls}
+        if any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) and id(n) not in calls
+            for n in module.of_type(ast.Name)
+        ):
+            return True
+    return False
+
+
 def single_node(program: Program) -> bool:
     """The program ranks its processes by the local rank (`init_process_group(..., rank=local_rank)`,
     `DistributedSampler(..., rank=args.local_rank)`): it is written for one node, where the local rank is the rank."""
@@ -1066,7 +1107,7 @@ def global_rank_device(program: Program) -> Iterator[Hit]:
             candidates = [call.args[1]]
         for candidate in candidates:
             value = _last_assignment(module, call, candidate)
-            if not _global_rank(module, call, candidate):
+            if not (_global_rank(module, call, candidate) or _parameter_given_the_global_rank(program, module, value)):
                 continue
             if isinstance(value, ast.Attribute) and _attribute_from_process_index(program, value.attr):
                 continue
