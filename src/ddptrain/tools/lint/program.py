@@ -801,7 +801,11 @@ class Program:
             return False
         if self.returns_early_off_main(function, getattr(node, "lineno", 0)):
             return True
-        return depth > 0 and self.only_called_guarded(function.name, depth - 1)
+        if depth == 0:
+            return False
+        sites = self.sites_of(function.name)  # less those whose constant arguments take another branch
+        reaching = [(m, call) for m, call in sites if not branch_not_taken(module, function, node, call)]
+        return bool(sites) and all(self.guarded(m, call, depth - 1) for m, call in reaching)
 
     def only_called_guarded(self, function_name: str, depth: int = 2) -> bool:
         sites = self.sites_of(function_name)
@@ -977,5 +981,42 @@ def _under_initialized_check(module: Module, node: ast.AST, stop: ast.AST) -> bo
         if parent is stop:
             return False
         if isinstance(parent, ast.If) and names_in(parent.test) & {"is_initialized", "is_available", "world_size"}:
+            return True
+    return False
+
+
+def branch_not_taken(module: Module, function: ast.FunctionDef, node: ast.AST, call: ast.Call) -> bool:
+    """`node` sits in a branch of `function` that `call` cannot take: `if save_cur:` ... `else:` (or `elif`) with
+    `node` in the else and the call passing `save_cur=True` — or in the if, with a false constant (or default)."""
+    parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    defaults = dict(zip(reversed(parameters), reversed(function.args.defaults)))
+    if parameters[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
+        parameters = parameters[1:]
+    lineage = {id(node), *map(id, module.ancestors(node))}
+    for branch in module.ancestors(node):
+        if branch is function:
+            break
+        if not isinstance(branch, ast.If):
+            continue
+        test, negated = branch.test, False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, True
+        if not isinstance(test, ast.Name) or test.id not in parameters:
+            continue
+        given = next((k.value for k in call.keywords if k.arg == test.id), None)
+        position = parameters.index(test.id)
+        if given is None and position < len(call.args):
+            given = call.args[position]
+        if (
+            given is None
+            and not any(isinstance(a, ast.Starred) for a in call.args)
+            and not any(k.arg is None for k in call.keywords)
+        ):
+            given = defaults.get(test.id)
+        if not isinstance(given, ast.Constant):
+            continue
+        taken = bool(given.value) != negated
+        in_body = any(id(statement) in lineage for statement in branch.body)
+        if in_body != taken:
             return True
     return False
