@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .configs import fixed_settings
 from .discover import repository_root
@@ -714,13 +714,20 @@ def _paired(module: Module, call: ast.Call, branch: ast.If) -> bool:
 
 
 def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
+    wrappers: Dict[int, list] = {}
     for module, call in program.calls():
         collective = is_collective(call, module)
         callees = [] if collective else program.resolve(call, module)
-        if not (collective or callees or _is_compute(call)):
+        if id(module) not in wrappers:
+            wrappers[id(module)] = _broadcasting_wrappers(module, program)
+        forward = not collective and _wrapper_forward(program, module, call, wrappers[id(module)])
+        if not (collective or callees or _is_compute(call) or forward):
             continue  # a library's call: no collective, whatever branch holds it
         branch = module.rank_branch(call)
         if branch is None:
+            continue
+        if forward:
+            yield module, call.lineno
             continue
         if collective:
             if not _paired(module, call, branch):
@@ -735,6 +742,32 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
             if program.reaches_collective(other, callee):
                 yield module, call.lineno
                 break
+
+
+def _broadcasting_wrappers(module: Module, program: Program) -> list:
+    """The module's DDP wrappers (see `_wraps`) made without `broadcast_buffers=False`: their forward broadcasts rank
+    0's buffers (BatchNorm statistics) to every rank first, a collective no line of the program names."""
+    if not any(word in module.source for word in ("DistributedDataParallel", "DDP")):
+        return []
+    quiet = {
+        node.lineno
+        for node in module.of_type(ast.Assign)
+        if isinstance(node.value, ast.Call) and is_const(keyword(node.value, "broadcast_buffers"), False)
+    }
+    return [wrap for wrap in _wraps(module, program) if wrap[1] not in quiet]
+
+
+def _wrapper_forward(program: Program, module: Module, call: ast.Call, wraps: list) -> bool:
+    """`call` runs the wrapper's forward: `ddp_model(x)`, or `evaluate(model=ddp_model, ...)` whose function calls
+    that parameter."""
+    if not wraps:
+        return False
+    if isinstance(call.func, (ast.Name, ast.Attribute)) and _is_wrapper(module, call, call_name(call.func), wraps):
+        return True
+    return any(
+        any(call_name(inner.func) == parameter for inner in other.calls_in(callee))
+        for other, callee, parameter in _wrapper_passed(program, module, call, wraps)
+    )
 
 
 def _metric_compute(module: Module, call: ast.Call) -> bool:
@@ -1966,9 +1999,10 @@ RULES: List[Rule] = [
     Rule(
         "DDP010",
         ERROR,
-        "collective reached on some ranks only (inside a rank-selecting branch, or in a function called only there): "
-        "the other ranks never join and the job hangs",
-        "call the collective on every rank, outside `if rank == 0:`",
+        "collective reached on some ranks only (inside a rank-selecting branch, or in a function called only there; "
+        "a DDP model's forward is one: it broadcasts rank 0's buffers): the other ranks never join and the job hangs",
+        "call the collective on every rank, outside `if rank == 0:`; evaluate model.module, not the DDP wrapper, on "
+        "one rank",
         collective_on_some_ranks,
     ),
     Rule(
