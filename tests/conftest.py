@@ -85,8 +85,9 @@ def _temporary_folder_of_the_session(tmp_path_factory) -> None:
 def cli_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.pop("DDPTRAIN_WORKER", None)
-    # two test workers share the machine's cores: one thread per training process, not one per core each
-    env.setdefault("OMP_NUM_THREADS", "1")
+    # two test workers share the machine's cores: one thread per training process, not one per core each — and
+    # always one, so runs compared bit for bit with a reference run of the session use the same arithmetic
+    env["OMP_NUM_THREADS"] = "1"
     env.update(extra or {})
     return env
 

@@ -126,3 +126,31 @@ def test_a_temporary_folder_that_cannot_hold_the_launchers_folder_is_one_line(tm
     monkeypatch.setattr(tempfile, "tempdir", str(not_a_folder))
     with pytest.raises(LaunchError, match=r"scratch folder in the temporary folder .*/tmp: .*set TMPDIR"):
         launch(LaunchConfig(nproc=1), ["train"])
+
+
+def _fails() -> None:
+    raise SystemExit(3)  # a worker that fails at once
+
+
+def test_a_launch_leaves_the_callers_environment_as_it_was(tmp_path, monkeypatch):
+    """A launch put OMP_NUM_THREADS, the socket interfaces and the worker marker into the caller's environment and
+    left the first two (and, when the temporary folder could not hold its scratch folder, all of them) there: a
+    script or notebook calling ddptrain.fit again believed itself a worker, and the processes it started later ran
+    on another thread count. A real worker that fails, then a temporary folder that is a file."""
+    import os
+    import tempfile
+
+    from ddptrain.runtime.launch import Entrypoint, launch
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    before = dict(os.environ)
+    with pytest.raises(LaunchError, match="worker processes failed"):
+        launch(LaunchConfig(nproc=1), [], entrypoint=Entrypoint(_fails, (), "fork"))
+    assert dict(os.environ) == before
+    not_a_folder = tmp_path / "tmp"
+    not_a_folder.write_text("a file")
+    monkeypatch.setattr(tempfile, "tempdir", str(not_a_folder))
+    with pytest.raises(LaunchError, match="scratch folder"):
+        launch(LaunchConfig(nproc=1), ["train"])
+    assert dict(os.environ) == before

@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 from ..config import LaunchConfig
 from ..errors import ConfigError, DdptrainError, LaunchError
@@ -26,7 +26,7 @@ from ..util import counted, first_line
 from .env import LAUNCH_DIR_ENV, WORKER_ENV, available_cpus
 from .explain import explain
 from .preempt import EXIT_INTERRUPTED, EXIT_PREEMPTED, Preempted
-from .startup import LAUNCHED_ENV, mark_launch
+from .startup import mark_launch
 
 LOOPBACK = "127.0.0.1"
 log = logging.getLogger("ddptrain")
@@ -226,20 +226,36 @@ def launch(
     if not verbose:
         quiet_torchrun_logs()
     from torch.distributed import run as torchrun  # noqa: F401 (its loggers exist from here: quieted below)
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.multiprocessing import errors  # noqa: F401 (as above)
 
     if not verbose:
         quiet_torchrun_logs()  # the loggers the imports above just created
+    scratch = _scratch_folder()  # first: a temporary folder that cannot hold it stops the launch with nothing to undo
+    caller_environment = dict(os.environ)
     local = None
-    if spec.single_node:
-        warn_single_node_address(spec.master_addr)
-        local = LoopbackRendezvous(spec.master_port)
-        spec = dataclasses.replace(spec, master_addr=LOOPBACK, master_port=local.port)
-    argv = torchrun_argv(spec, worker_argv)
-    _prepare_environment(spec)
-    scratch = _scratch_folder()
-    os.environ[LAUNCH_DIR_ENV] = scratch
+    try:
+        if spec.single_node:
+            warn_single_node_address(spec.master_addr)
+            local = LoopbackRendezvous(spec.master_port)
+            spec = dataclasses.replace(spec, master_addr=LOOPBACK, master_port=local.port)
+        argv = torchrun_argv(spec, worker_argv)
+        _prepare_environment(spec)
+        os.environ[LAUNCH_DIR_ENV] = scratch
+        _run_node(spec, argv, scratch, run, entrypoint)
+    finally:
+        _forget_launch(scratch, caller_environment)
+        if local is not None:
+            local.close()
+    return 0
+
+
+def _run_node(
+    spec: LaunchConfig, argv: List[str], scratch: str, run: RunRecord, entrypoint: Optional[Entrypoint]
+) -> None:
+    """torchrun's agent for this node's workers, its failures and the signals it was stopped by said as ddptrain's."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
     previous_usr1 = signal.signal(signal.SIGUSR1, _forward_usr1)  # torchrun's agent handles SIGTERM itself
     started, interrupts = time.time(), _Interrupts().install()
     try:
@@ -261,14 +277,10 @@ def launch(
     finally:
         interrupts.uninstall()
         signal.signal(signal.SIGUSR1, previous_usr1)
-        _forget_launch(scratch)
-        if local is not None:
-            local.close()
-    return 0
 
 
 def _prepare_environment(spec: LaunchConfig) -> None:
-    """What the workers inherit from this process's environment (`_forget_launch` takes the markers back)."""
+    """What the workers inherit from this process's environment (`_forget_launch` puts it back as it was)."""
     os.environ.update(network_environment(spec))
     if spec.rdzv_endpoint:
         # torchrun's c10d rendezvous shares one TCP store across rounds and keeps the bootstrap address it found in
@@ -281,10 +293,15 @@ def _prepare_environment(spec: LaunchConfig) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cpus() // (spec.nproc or 1))))
 
 
-def _forget_launch(scratch: str) -> None:
-    """What a launch leaves in this process's environment and the temporary folder, undone when it ends."""
-    for name in (WORKER_ENV, LAUNCHED_ENV, LAUNCH_DIR_ENV):
-        os.environ.pop(name, None)
+def _forget_launch(scratch: str, caller_environment: Mapping[str, str]) -> None:
+    """What a launch left in this process's environment (the workers' markers, OMP_NUM_THREADS, the socket
+    interfaces) and the temporary folder, undone when it ends however it ends: a script or notebook that calls
+    `ddptrain.fit` again, or starts other processes, finds its environment as it was."""
+    for name in [name for name in os.environ if name not in caller_environment]:
+        del os.environ[name]
+    for name, value in caller_environment.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
     shutil.rmtree(scratch, ignore_errors=True)
 
 
