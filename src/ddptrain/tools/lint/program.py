@@ -58,6 +58,8 @@ RANK_NAMES = {
     "LOCAL_RANK",
     "Get_rank",  # mpi4py
     "gpu_id",
+    "WORLD_RANK",  # read from the environment's RANK by scripts launched under several launchers
+    "world_rank",
 }
 MULTIPROCESS_IMPORTS = (
     "distributed",
@@ -242,7 +244,10 @@ def selects_ranks(test: ast.expr) -> bool:
     if not names_in(test) & RANK_NAMES and not _rank_like(test):
         return False
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return all(selects_ranks(value) for value in test.values)  # `not distributed or rank == 0`: maybe all
+        # `rank == 0 or args.save_all`: maybe every rank; `device == 0 or not args.distributed`: one rank wherever
+        # there are several (the other arm holds only in a single-process run)
+        chosen = [value for value in test.values if selects_ranks(value)]
+        return bool(chosen) and all(value in chosen or _single_process_only(value) for value in test.values)
     for node in walk(test):
         if isinstance(node, ast.Compare) and any(
             isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.USub) for c in [node.left, *node.comparators]
@@ -251,6 +256,32 @@ def selects_ranks(test: ast.expr) -> bool:
         if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.GtE) and is_const(node.comparators[0], 0):
             return False  # `local_rank >= 0`: the same
     return True
+
+
+SINGLE_PROCESS_FLAGS = {
+    "distributed",
+    "is_distributed",
+    "use_distributed",
+    "ddp",
+    "use_ddp",
+    "is_initialized",
+    "multi_gpu",
+    "multigpu",
+}
+
+
+def _single_process_only(test: ast.expr) -> bool:
+    """A condition that holds only when the run is not distributed: `not args.distributed`, `not
+    dist.is_initialized()`, `world_size == 1`, `world_size < 2`."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):  # (not `multiprocessing_distributed`: the
+        # ImageNet example runs distributed without it, one process per node)
+        return bool({name.lower() for name in names_in(test.operand)} & SINGLE_PROCESS_FLAGS)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and "world_size" in names_in(test.left):
+        op, right = test.ops[0], test.comparators[0]
+        return isinstance(right, ast.Constant) and (
+            (isinstance(op, (ast.Eq, ast.LtE)) and right.value == 1) or (isinstance(op, ast.Lt) and right.value == 2)
+        )
+    return False
 
 
 def forget_trees() -> None:

@@ -53,7 +53,7 @@ DISTRIBUTED_WORDS = {
     "RANK",
     "LOCAL_RANK",
 }
-GLOBAL_RANK = {"rank", "global_rank", "RANK", "get_rank"}
+GLOBAL_RANK = {"rank", "global_rank", "RANK", "get_rank", "WORLD_RANK", "world_rank"}
 
 
 DDP, SECURITY = "ddp", "security"
@@ -548,6 +548,15 @@ def _loads_into_wrapper(program: Program, module: Module, wraps) -> bool:
 
     if loads(module, module.calls, wraps):
         return True
+    if any(  # `model_load_state_dict(model, state)`, a helper of another file named for what it does
+        "load_state_dict" in last_name(c)
+        and isinstance(c.func, ast.Name)
+        and any(
+            isinstance(a, (ast.Name, ast.Attribute)) and _is_wrapper(module, c, call_name(a), wraps) for a in c.args
+        )
+        for c in module.calls
+    ):
+        return True
     return any(
         loads(other, other.calls_in(callee), {parameter})
         for call in module.calls
@@ -801,7 +810,7 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
         assigns = module.of_type(ast.Assign) if "MASTER_PORT" in module.source else []
         for node in [*assigns, *module.calls]:
             if isinstance(node, ast.Assign):
-                if _environ_port(node) and _fixed_port(program, module, node):
+                if _environ_port(node) and _fixed_port(program, module, node) and not _only_when_unset(module, node):
                     yield module, node.lineno
             elif last_name(node) == "init_process_group":
                 method = _port_value(program, module, node, keyword(node, "init_method") or ast.Constant(None))
@@ -959,6 +968,27 @@ def _environ_port(node: ast.Assign) -> bool:
         isinstance(t, ast.Subscript) and call_name(t.value).endswith("environ") and is_const(t.slice, "MASTER_PORT")
         for t in node.targets
     )
+
+
+def _only_when_unset(module: Module, node: ast.Assign) -> bool:
+    """`if "MASTER_PORT" not in os.environ:` (or `if not os.environ.get("MASTER_PORT"):`) around the assignment: a
+    default a launcher's value overrides, as `os.environ.setdefault` is."""
+    for parent in module.ancestors(node):
+        if not isinstance(parent, ast.If) or not any(node is s or s in module.ancestors(node) for s in parent.body):
+            continue
+        test = parent.test
+        if (
+            isinstance(test, ast.Compare)
+            and isinstance(test.ops[0], ast.NotIn)
+            and is_const(test.left, "MASTER_PORT")
+            and call_name(test.comparators[0]).endswith("environ")
+        ):
+            return True
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call):
+            got = test.operand
+            if last_name(got) in ("get", "getenv") and got.args and is_const(got.args[0], "MASTER_PORT"):
+                return True
+    return False
 
 
 def _port_value(program: Program, module: Module, at: ast.AST, value: ast.expr) -> ast.expr:
@@ -1446,13 +1476,18 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
             or name.startswith("Ordered")
         ):
             continue
-        target = module.parents.get(call)
-        if isinstance(target, ast.Assign) and all(isinstance(t, ast.Name) for t in target.targets):
-            names_set = {t.id for t in target.targets}  # type: ignore[attr-defined]
-            used = any(n.id in names_set and isinstance(n.ctx, ast.Load) for n in module.of_type(ast.Name))
-            if not used:
-                continue  # made and never given to a loader
+        if _never_used(module, call):
+            continue  # made and never given to a loader
         yield module, call.lineno
+
+
+def _never_used(module: Module, call: ast.Call) -> bool:
+    """`test_sampler = DistributedSampler(...)` whose name nothing reads: made and never given to a loader."""
+    target = module.parents.get(call)
+    if not (isinstance(target, ast.Assign) and all(isinstance(t, ast.Name) for t in target.targets)):
+        return False
+    names = {t.id for t in target.targets}  # type: ignore[attr-defined]
+    return not any(n.id in names and isinstance(n.ctx, ast.Load) for n in module.of_type(ast.Name))
 
 
 # ---- DDP017 ---------------------------------------------------------------------------------------
@@ -1587,7 +1622,11 @@ def _under_eval_split(module: Module, call: ast.Call) -> bool:
 def _evaluation_sharded(program: Program) -> bool:
     """An evaluation shard maker is built (see `_for_evaluation`): each rank evaluates a part. Without one every
     rank evaluates the whole set, and rank 0's figure is the model's."""
-    return any(_for_evaluation(program, module, call) for module in program.modules for call in _shard_calls(module))
+    return any(
+        _for_evaluation(program, module, call) and not _never_used(module, call)
+        for module in program.modules
+        for call in _shard_calls(module)
+    )
 
 
 def _shard_calls(module: Module) -> List[ast.Call]:

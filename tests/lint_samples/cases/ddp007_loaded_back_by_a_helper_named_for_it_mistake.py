@@ -1,0 +1,17 @@
+"""ddptrain lint sample ddp007_loaded_back_by_a_helper_named_for_it: the mistake (lines marked `# expect:` get exactly those findings)."""
+
+import os, math
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+
+from utils import model_load_state_dict
+
+
+dist.init_process_group("gloo")
+model = DDP(net)
+model_load_state_dict(net, torch.load(args.resume)["model"])  # into the plain model
+if dist.get_rank() == 0:
+    torch.save({"model": model.state_dict()}, "last.pt")  # expect: DDP007
