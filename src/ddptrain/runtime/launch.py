@@ -226,7 +226,6 @@ def launch(
     if not verbose:
         quiet_torchrun_logs()
     from torch.distributed import run as torchrun  # noqa: F401 (its loggers exist from here: quieted below)
-    from torch.distributed.elastic.multiprocessing import errors  # noqa: F401 (as above)
 
     if not verbose:
         quiet_torchrun_logs()  # the loggers the imports above just created
