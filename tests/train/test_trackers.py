@@ -263,8 +263,10 @@ def test_wandb_offline_keeps_its_id_and_continues_the_run_on_resume(tmp_path, mo
     again.log_epoch(_record(1))
     again.close("FINISHED")
     assert isinstance(again.trackers[0], WandbTracker) and again.trackers[0].run.id == run_id
-    runs = sorted((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))
-    assert len(runs) >= 1 and len(list((tmp_path / "wandb").glob("offline-run-*"))) == len(runs)  # one id
+    # W&B names a run's folder offline-run-TIME-ID, with -1, -2, ... after it when the resumed run starts within
+    # the same second; each folder's transaction log is run-ID.wandb: one id means every folder holds that file.
+    runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) >= 1 and all((run / f"run-{run_id}.wandb").is_file() for run in runs), runs
     assert (runs[0] / "files" / "best_eval.json").is_file()
     logged = b"".join(path.read_bytes() for run in runs for path in run.glob("*.wandb"))
     assert b"val_top1" in logged and b"train_loss" in logged
