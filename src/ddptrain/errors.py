@@ -94,8 +94,24 @@ def missing_data_folder(root) -> DataError:
             "it makes"
         )
     return DataError(
-        f"--data {root} is a file, not a folder: give a folder of class folders, a CSV or Parquet manifest, a shard "
-        "set or a .tar set"
+        f"--data {root} is a file, not a folder: give a folder of class folders, a CSV, JSON Lines or Parquet "
+        f"manifest, a shard set or a .tar set{_list_file_hint(path)}"
+    )
+
+
+def _list_file_hint(path: Path) -> str:
+    """For a file of `path label` lines (as mmpretrain and Caffe list images): how to make it a CSV manifest."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(4096).decode("utf-8", "replace").split()
+    except OSError:
+        return ""
+    if len(first) != 2 or "." not in first[0]:
+        return ""
+    csv = path.with_suffix(".csv").name
+    return (
+        f"; its lines are 'path label' (as mmpretrain and Caffe list images): write them as a CSV manifest, e.g. "
+        f"(echo path,label; sed 's/ \\([^ ]*\\)$/,\\1/' {path.name}) > {csv}, and give --data {csv}"
     )
 
 

@@ -76,10 +76,12 @@ def test_the_library_api_and_train_split_alike_through_the_registry(tiny_shapes,
         "shard set",
         "Hugging Face dataset",
         "Parquet manifest",
+        "JSON Lines manifest",
         "manifest",
         "folder",
     ]
     assert sources.source_for(str(tmp_path / "list.csv")).name == "manifest"
+    assert sources.source_for(str(tmp_path / "metadata.JSONL")).name == "JSON Lines manifest"
     assert sources.source_for("https://host/set/").name == "shard set"
     assert sources.source_for("https://host/set/train-{0000..0009}.tar").name == "tar set"
     assert sources.source_for("wds:/data/any").name == "tar set"

@@ -48,7 +48,22 @@ def _layouts(tmp_path):
     by_split = tmp_path / "by_split"  # train/ and test/, no val/: once trained as two classes named train and test
     for part in ("train", "test"):
         write_synthetic(by_split / part, classes=2, per_class=3)
+    a_class = write_synthetic(tmp_path / "classes", classes=2, per_class=3) / "disc"  # one class given as the data
+    flat = tmp_path / "flat" / "train"  # a Hugging Face imagefolder: images and their labels in metadata.jsonl
+    flat.mkdir(parents=True)
+    (flat / "0.jpg").write_bytes((a_class / "disc_0000.jpg").read_bytes())
+    (flat / "metadata.jsonl").write_text('{"file_name": "0.jpg", "label": "disc"}\n')
+    listed = tmp_path / "train.txt"  # mmpretrain's and Caffe's list of images
+    listed.write_text("disc/0.jpg 0\nring/0.jpg 1\n")
     return {
+        f"it holds 3 images itself, as one class's folder does: give the folder above it, which holds one folder per "
+        f"class: --data {a_class.parent}\n": a_class,
+        f"has no class sub-folders; expected {flat}/<class name>/<images>; it holds metadata.jsonl: to read the labels "
+        f"it lists, give --data {flat / 'metadata.jsonl'}\n": flat,
+        f"has one class folder (train); a classifier needs at least two; {flat} holds metadata.jsonl: to read the "
+        f"labels it lists, give --data {flat / 'metadata.jsonl'}\n": flat.parent,
+        "its lines are 'path label' (as mmpretrain and Caffe list images): write them as a CSV manifest, e.g. "
+        "(echo path,label; sed 's/ \\([^ ]*\\)$/,\\1/' train.txt) > train.csv, and give --data train.csv\n": listed,
         "by_split: its folders test, train are splits, not classes (each holds class folders: disc, ring); ddptrain "
         "takes the training part from train/ and the validation part from val/ (or valid/, validation/): name them "
         f"so, or give --data {by_split / 'train'} to split it by --val-split\n": by_split,

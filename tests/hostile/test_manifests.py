@@ -194,3 +194,32 @@ def test_a_manifest_written_on_windows_reads_its_backslashed_paths(tmp_path, cap
     (tmp_path / "odd\\name.jpg").write_bytes(b"x")
     literal = _write(tmp_path / "odd.csv", [("odd\\name.jpg", "a"), (names[0], "b")])
     assert str(tmp_path / "odd\\name.jpg") in read_manifest(literal).by_class["a"]
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b'{"path": "img/0.jpg", "label": "a"}\n{"path": "img/1.jpg", label: b}\n', r"m\.jsonl:2 is not JSON \("),
+        (b'{"path": "img/0.jpg", "label": "a"}\n["img/1.jpg", "b"]\n', r"m\.jsonl:2: each line is a JSON object"),
+        (b'{"path": "img/0.jpg", "label": "a"}\n{"path": "img/\xff.jpg", "label": "b"}\n', r"m\.jsonl:2 is not UTF-8"),
+        (b'{"path": "img/0.jpg", "label": "' + b"a" * (1 << 21) + b'"}\n', r"m\.jsonl:1: a line over 1 MiB"),
+        (b"\n\n", r"m\.jsonl lists no images"),
+        (b'{"photo": "img/0.jpg", "label": "a"}\n', r"m\.jsonl is not a manifest: it needs a path and a label"),
+    ],
+    ids=["not-json", "an-array", "not-utf8", "endless-line", "empty", "no-path-field"],
+)
+def test_a_jsonl_line_that_is_not_a_row_is_one_error_naming_it(tmp_path, content, said):
+    _images(tmp_path / "img", 2)
+    (tmp_path / "m.jsonl").write_bytes(content)
+    with pytest.raises(DataError, match=said):
+        load_split(tmp_path / "m.jsonl", 0.5, 0)
+
+
+def test_a_jsonl_saved_with_a_byte_order_mark_and_blank_lines_reads_as_the_plain_one(tmp_path):
+    _images(tmp_path / "img", 4)
+    lines = [f'{{"path": "img/{i}.jpg", "label": "{"ab"[i % 2]}"}}\n' for i in range(4)]
+    (tmp_path / "plain.jsonl").write_text("".join(lines))
+    (tmp_path / "saved.jsonl").write_bytes(("\ufeff" + "\n".join(lines) + "\n\n").encode())
+    plain, saved = (load_split(tmp_path / name, 0.5, 0) for name in ("plain.jsonl", "saved.jsonl"))
+    assert saved.classes == plain.classes == ["a", "b"]
+    assert (list(saved.train), list(saved.val)) == (list(plain.train), list(plain.val))

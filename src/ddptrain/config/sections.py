@@ -124,8 +124,8 @@ AUTO_BATCH = -1  # --batch-size auto, as the option holds it (train.autobatch fi
 class DataConfig:
     path: Optional[str] = opt(
         None,
-        "the data: a folder of class sub-folders (or with train/ and val/ inside), a path,label[,split] CSV manifest, "
-        "a shard set made by `ddptrain shard` (its folder, or an http(s):// URL of it), or WebDataset tar shards "
+        "the data: a folder of class sub-folders (or with train/ and val/ inside), a path,label[,split] manifest (.csv, "
+        ".jsonl or .parquet), a shard set made by `ddptrain shard` (its folder, or an http(s):// URL of it), or WebDataset tar shards "
         "written by other tools (a folder of .tar files, one .tar, or a brace pattern such as "
         "'train-{000000..000099}.tar', local or http(s)://)",
         flag="data",

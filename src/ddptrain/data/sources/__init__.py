@@ -18,6 +18,7 @@ from ..index import Samples
 from ..split import Split
 from .folder import FolderSource
 from .hfdata import HFSource
+from .jsonl import JsonLinesManifestSource
 from .manifest import ManifestSource
 from .parquet import ParquetManifestSource
 from .pydataset import PyDatasetSource
@@ -45,6 +46,7 @@ SOURCES: List[Source] = [
     ShardSetSource(),
     HFSource(),
     ParquetManifestSource(),
+    JsonLinesManifestSource(),
     ManifestSource(),
     FolderSource(),
 ]

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ...errors import DataError, missing_data_folder
 from ...logs import RANK_0_SAYS
+from ...util import counted
 from ..images import EXTENSIONS_NAMED, is_image_file, left_out_pictures
 from ..index import SampleIndex, scan_images
 from ..split import Split, stratified_split
@@ -37,7 +38,7 @@ class FolderSource:
         for part in parts or (folder,):
             classes = class_folders(part)
             if not classes:
-                raise DataError(f"{part} has no class sub-folders; expected {part}/<class name>/<images>")
+                raise DataError(no_class_folders(part))
             _refuse_one_folder_twice(part, classes)
             if part == folder:
                 _refuse_splits_as_classes(folder, classes)
@@ -195,7 +196,51 @@ def _one_level_down(inner: Path) -> str:
         looks_like_data = is_train_val_layout(inner) or len(class_folders(inner)) >= 2
     except OSError:
         return ""
-    return f"; {inner} looks like the dataset itself: --data {inner}" if looks_like_data else ""
+    if looks_like_data:
+        return f"; {inner} looks like the dataset itself: --data {inner}"
+    manifest = _labels_file(inner)
+    return f"; {inner} {_labels_hint(inner, manifest)}" if manifest else ""
+
+
+# Files beside the images that label them, as datasets ship them: a manifest ddptrain reads (a Hugging Face
+# `imagefolder` keeps its labels in metadata.csv or metadata.jsonl).
+MANIFEST_SUFFIXES = (".csv", ".jsonl", ".parquet", ".pq")
+
+
+def no_class_folders(folder: Path) -> str:
+    """Why `folder` gives no classes, and what to give instead: the labels file it holds (a Hugging Face
+    imagefolder's metadata.csv), or, when it holds images itself (one class's folder given as the dataset), the
+    folder above it where that one holds the class folders."""
+    said = f"{folder} has no class sub-folders; expected {folder}/<class name>/<images>"
+    manifest = _labels_file(folder)
+    if manifest is not None:
+        return f"{said}; it {_labels_hint(folder, manifest)}"
+    try:
+        images = sum(1 for entry in os.scandir(folder) if entry.is_file() and is_image_file(entry.name))
+        above = len(class_folders(folder.parent)) >= 2
+    except OSError:
+        return said
+    if not images:
+        return said
+    where = (
+        f"give the folder above it, which holds one folder per class: --data {folder.parent}"
+        if above
+        else "put each class's images in a folder of its own, or list them in a path,label CSV and give that"
+    )
+    return f"{said}; it holds {counted(images, 'image')} itself, as one class's folder does: {where}"
+
+
+def _labels_file(folder: Path) -> Optional[str]:
+    """The name of the first file in `folder` that can label its images (MANIFEST_SUFFIXES)."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_file())
+    except OSError:
+        return None
+    return next((name for name in names if name.lower().endswith(MANIFEST_SUFFIXES)), None)
+
+
+def _labels_hint(folder: Path, name: str) -> str:
+    return f"holds {name}: to read the labels it lists, give --data {folder / name}"
 
 
 def scan_classes(
@@ -206,7 +251,7 @@ def scan_classes(
         raise missing_data_folder(root)
     found = class_folders(root)
     if not found:
-        raise DataError(f"{root} has no class sub-folders; expected {root}/<class name>/<images>")
+        raise DataError(no_class_folders(root))
     classes = list(classes) if classes is not None else found
     unknown = sorted(set(found) - set(classes))
     if unknown:

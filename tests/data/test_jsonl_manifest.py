@@ -1,0 +1,86 @@
+"""JSON Lines manifests (a Hugging Face imagefolder's metadata.jsonl): the CSV manifest's rules and split for the same
+rows, and a line that is not a row refused naming it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from ddptrain.data.sources import Reading, all_images, load_split, source_for
+from ddptrain.errors import DataError
+
+from ..conftest import write_synthetic
+
+
+def write_jsonl(path: Path, records) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return path
+
+
+def write_csv(path: Path, header, rows) -> Path:
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle).writerows([header, *rows])
+    return path
+
+
+def _paths(part):
+    return [part.path(i) for i in range(len(part))]
+
+
+@pytest.fixture
+def flat(tmp_path) -> Path:
+    """The images of two classes in one folder, as a Hugging Face imagefolder keeps them beside metadata.jsonl."""
+    classes = write_synthetic(tmp_path / "classes", classes=2, per_class=6)
+    folder = tmp_path / "train"
+    folder.mkdir()
+    for image in sorted(classes.glob("*/*.jpg")):
+        image.rename(folder / f"{image.parent.name}_{image.name}")
+    return folder
+
+
+def test_an_imagefolder_metadata_jsonl_splits_as_the_csv_of_the_same_rows(flat, caplog):
+    names = sorted(p.name for p in flat.glob("*.jpg"))
+    records = [{"file_name": name, "label": name.split("_")[0], "caption": "a shape"} for name in names]
+    jsonl = write_jsonl(flat / "metadata.jsonl", [*records, records[2]])  # one exact repeat
+    table = write_csv(flat / "metadata.csv", ["file_name", "label"], [(r["file_name"], r["label"]) for r in records])
+    assert source_for(str(jsonl)).name == "JSON Lines manifest"
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        got = load_split(jsonl, 0.25, 3)
+    assert "(line 13 = line 3)" in caplog.text  # the repeat named by its line
+    want = load_split(table, 0.25, 3)
+    assert got.classes == want.classes == ["disc", "ring"]
+    assert (_paths(got.train), _paths(got.val)) == (_paths(want.train), _paths(want.val))
+    assert (len(got.train), len(got.val)) == (8, 4)
+    assert list(all_images(str(jsonl), got.classes)) == list(all_images(str(table), got.classes))
+
+
+def test_a_split_field_integer_labels_and_label_lists_read_as_in_the_csv(flat):
+    names = sorted(p.name for p in flat.glob("*.jpg"))
+    records = [
+        {"path": n, "class": [1, "01", 2][i % 3], "split": "val" if i % 4 == 0 else "train"}
+        for i, n in enumerate(names)
+    ]
+    got = load_split(write_jsonl(flat / "split.jsonl", records), 0.25, 0)
+    assert got.classes == ["1", "2"] and (len(got.train), len(got.val)) == (9, 3)
+
+    sets = [{"file_name": n, "label": ["ring", "disc"] if i % 3 == 0 else ["disc"]} for i, n in enumerate(names)]
+    text = [(s["file_name"], "|".join(s["label"])) for s in sets]
+    reading = Reading(multilabel=True)
+    got = load_split(write_jsonl(flat / "sets.jsonl", sets), 0.25, 3, reading)
+    want = load_split(write_csv(flat / "sets.csv", ["path", "label"], text), 0.25, 3, reading)
+    assert got.classes == want.classes == ["disc", "ring"]
+    for part in ("train", "val"):
+        assert list(getattr(got, part)) == list(getattr(want, part))
+        assert (getattr(got, part).targets == getattr(want, part).targets).all()
+
+
+def test_an_image_with_two_labels_is_refused_naming_both_lines(flat):
+    names = sorted(p.name for p in flat.glob("*.jpg"))
+    records = [{"file_name": n, "label": n.split("_")[0]} for n in names]
+    path = write_jsonl(flat / "metadata.jsonl", [*records, {"file_name": names[0], "label": "ring"}])
+    with pytest.raises(DataError, match=rf"metadata\.jsonl:13: {names[0]} has label 'ring' here and 'disc' on line 1"):
+        load_split(path, 0.25, 0)
