@@ -8,6 +8,7 @@ node's local rank 0 only, so the user reads it once per node.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -83,9 +84,29 @@ _ARCHIVES: Tuple[Tuple[str, str, str], ...] = (
 )
 
 
+# timm's --dataset names (READER/NAME): what ddptrain takes in their place
+_HF_DATASET = "a Hugging Face dataset: --data hf:{name} once it is in the datasets cache, or a save_to_disk folder"
+TIMM_READERS = {
+    "torch": "a torchvision dataset: save it as class folders, or hand it to ddptrain.fit(data=...) in Python",
+    "hfds": _HF_DATASET,
+    "hfids": _HF_DATASET,
+    "hf-hub": _HF_DATASET,
+    "tfds": "a TensorFlow dataset: write its images as class folders or a path,label CSV and give that",
+    "wds": "WebDataset shards: give --data their folder of .tar files (or wds:PATH)",
+}
+_TIMM_DATASET = re.compile(r"^(torch|hfds|hfids|tfds|wds)/([\w.-]+)$|^(hf-hub):([\w./-]+)$")
+
+
 def missing_data_folder(root) -> DataError:
     path = Path(root)
     if not path.is_file():
+        timm = _TIMM_DATASET.match(str(root)) if not path.exists() else None
+        if timm:
+            reader, name = (timm.group(1), timm.group(2)) if timm.group(1) else (timm.group(3), timm.group(4))
+            return DataError(
+                f"--data {root} is timm's name for {TIMM_READERS[reader].format(name=name)} (ddptrain "
+                "fetches no dataset by name)"
+            )
         return DataError(f"data folder {root} does not exist or is not a folder")
     archive = next((entry for entry in _ARCHIVES if path.name.lower().endswith(entry[0])), None)
     if archive is not None:

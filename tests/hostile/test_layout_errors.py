@@ -64,6 +64,10 @@ def _layouts(tmp_path):
         f"labels it lists, give --data {flat / 'metadata.jsonl'}\n": flat.parent,
         "its lines are 'path label' (as mmpretrain and Caffe list images): write them as a CSV manifest, e.g. "
         "(echo path,label; sed 's/ \\([^ ]*\\)$/,\\1/' train.txt) > train.csv, and give --data train.csv\n": listed,
+        "--data torch/cifar10 is timm's name for a torchvision dataset: save it as class folders, or hand it to "
+        "ddptrain.fit(data=...) in Python (ddptrain fetches no dataset by name)\n": "torch/cifar10",
+        "--data hfds/beans is timm's name for a Hugging Face dataset: --data hf:beans once it is in the datasets "
+        "cache, or a save_to_disk folder (ddptrain fetches no dataset by name)\n": "hfds/beans",
         "by_split: its folders test, train are splits, not classes (each holds class folders: disc, ring); ddptrain "
         "takes the training part from train/ and the validation part from val/ (or valid/, validation/): name them "
         f"so, or give --data {by_split / 'train'} to split it by --val-split\n": by_split,
