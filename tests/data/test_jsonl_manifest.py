@@ -84,3 +84,26 @@ def test_an_image_with_two_labels_is_refused_naming_both_lines(flat):
     path = write_jsonl(flat / "metadata.jsonl", [*records, {"file_name": names[0], "label": "ring"}])
     with pytest.raises(DataError, match=rf"metadata\.jsonl:13: {names[0]} has label 'ring' here and 'disc' on line 1"):
         load_split(path, 0.25, 0)
+
+
+def test_a_run_resumed_on_a_manifest_with_a_new_label_names_the_label_not_a_folder(flat, tmp_path):
+    """Refused before: 'it has a class folder 'wasp'', in a manifest that has no class folders."""
+    from ddptrain.data.split import read_run_split, write_split_files
+
+    names = sorted(p.name for p in flat.glob("*.jpg"))
+    records = [{"file_name": n, "label": n.split("_")[0]} for n in names]
+    path = write_jsonl(flat / "metadata.jsonl", records)
+    (tmp_path / "run").mkdir()
+    write_split_files(load_split(path, 0.25, 0), tmp_path / "run")
+    records[0]["label"] = "wasp"
+    with pytest.raises(DataError, match=r"it has a class 'wasp' that the run's split \("):
+        read_run_split(tmp_path / "run", load_split(write_jsonl(path, records), 0.25, 0))
+    data = write_synthetic(tmp_path / "folder", classes=3, per_class=4)
+    (tmp_path / "folder_run").mkdir()
+    write_split_files(load_split(data, 0.25, 0), tmp_path / "folder_run")
+    (data / "wasp").mkdir()
+    (data / "wasp" / "0.jpg").write_bytes((data / "disc" / "disc_0000.jpg").read_bytes())
+    (data / "hornet").mkdir()
+    (data / "hornet" / "0.jpg").write_bytes((data / "disc" / "disc_0000.jpg").read_bytes())
+    with pytest.raises(DataError, match=r"it has class folders 'hornet', 'wasp' that the run's split \("):
+        read_run_split(tmp_path / "folder_run", load_split(data, 0.25, 0))

@@ -176,9 +176,18 @@ def test_the_runs_split_is_the_source_of_truth_once_written(tmp_path):
     evaluated = run_cli(["eval", "--checkpoint", best, "--data", data, "--nproc", 2])
     assert json_lines(evaluated.stdout)[0]["samples"] == val_before.count("\n") - 1 == 9  # less the format line
     assert evaluated.stderr.count("12 images added to") == 1 and "left out of --split val" in evaluated.stderr
-    resumed = run_cli(["train", *flags, "--epochs", 2])
+    resumed = run_cli(["train", *flags, "--epochs", 2, "--val-split", 0.5])  # a later flag wins over TINY's 0.25
     assert "resume: train/val split read back" in resumed.stderr and "12 images added to" in resumed.stderr
     assert (run_dir / "splits" / "val.txt").read_text() == val_before
+    assert (
+        resumed.stderr.count(  # what config.yaml records is the split's own --val-split, not the one moving none
+            "the split trained on was made with --val-split 0.25 (this run's own, read back); this command's 0.5 moves "
+            "no image and the run records 0.25"
+        )
+        == 1
+    )
+    assert "val_split: 0.25\n" in (run_dir / "config.yaml").read_text()
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["config"]["val_split"] == 0.25
     assert [m["val_samples"] for m in read_metrics(run_dir)] == [9, 9]
     gone = data / val_before.splitlines()[1].split("\t")[0]
     gone.unlink()

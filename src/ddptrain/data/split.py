@@ -171,8 +171,10 @@ def read_run_split(run_dir: Path, scanned: Split, fix: str = RESUME_FIX) -> Opti
     classes = [indices[str(i)] for i in range(len(indices))]
     unknown = sorted(set(scanned.classes) - set(classes))
     if unknown:
+        kind = "class folder" if scanned.layout in ("folders", "train/val") else "class"
+        what = f"a {kind}" if len(unknown) == 1 else counted(len(unknown), kind).split(" ", 1)[1]
         raise DataError(
-            f"cannot resume or evaluate this run on {scanned.root}: it has {'a class folder' if len(unknown) == 1 else 'class folders'} "
+            f"cannot resume or evaluate this run on {scanned.root}: it has {what} "
             f"{', '.join(repr(c) for c in unknown)} that the run's split ({split_dir}) does not know; "
             "a model trained on the run's classes cannot learn or score them. Start another run (another "
             "--out, or --overwrite) for another class list"

@@ -44,6 +44,11 @@ class Start:
 
 
 class Beginning(Protocol):
+    @property
+    def saved(self) -> Optional[Config]:
+        """The options of the checkpoint resumed from; None for a fresh start."""
+        ...
+
     def configure(self, cfg: Config, world_size: int, say: bool) -> Tuple[Config, Config]: ...
 
     def restore(self, model, optimizer, scaler, ema, classes: List[str], rt: Runtime) -> Start: ...
@@ -84,6 +89,7 @@ class Fresh:
 
     def __init__(self, resume: Optional[str], folder: Path):
         self.resume, self.folder = resume, folder
+        self.saved: Optional[Config] = None
 
     def configure(self, cfg: Config, world_size: int, say: bool) -> Tuple[Config, Config]:
         """(the options as the run records them, the options it trains with): the same for a fresh run."""

@@ -114,6 +114,7 @@ class Trainer:
         # read before anything is built: a resume keeps its preprocessing and its global batch
         beginning = self.checkpointer.resume_from(cfg.run.resume)
         self.requested, self.cfg = beginning.configure(cfg, rt.world_size, say=rt.is_main)  # as given / as trained
+        self.saved = beginning.saved
         cfg = self.cfg
         self.preprocess = Preprocess.of(cfg.data)
         self.unreadable = UnreadableFiles()
@@ -122,6 +123,7 @@ class Trainer:
             torch.set_num_threads(self.cpus)
         self.split = self._load_split()
         self._record_presized()
+        self._record_split_made_with()
         self.precision = resolve_precision(cfg.optim.amp, rt.device)
         self._build_model()
         self.clock.mark("model")
@@ -176,6 +178,23 @@ class Trainer:
             if self.rt.is_main:
                 log.info("data: shards pre-sized to a longest side of %d px", side)
 
+    def _record_split_made_with(self) -> None:
+        """config.yaml and the checkpoints record the --val-split of the split the run trains on: a shard set's own,
+        or the run's own when it is read back on resume. Another value on the command line moves no image: said."""
+        made = self.split.made_with.get("val_split")
+        if made is None or made == self.cfg.data.val_split:
+            return
+        if self.rt.is_main:
+            log.info(
+                "data: the split trained on was made with --val-split %g (%s); this command's %g moves no image and "
+                "the run records %g",
+                made,
+                "the shard set's" if self.split.fixed else "this run's own, read back",
+                self.cfg.data.val_split,
+                made,
+            )
+        self.cfg.data.val_split = self.requested.data.val_split = made
+
     @functools.cached_property
     def split_info(self) -> Dict[str, Any]:
         """The split's summary that checkpoints keep (computed once, when the first one is written)."""
@@ -195,6 +214,8 @@ class Trainer:
                 len(split.train),
                 len(split.val),
             )
+            if self.saved is not None:
+                split.made_with = {**split.made_with, "val_split": self.saved.data.val_split}
         return split
 
     def _choose_decode(self) -> str:
