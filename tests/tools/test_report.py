@@ -172,6 +172,17 @@ def test_top5_is_a_column_where_it_can_be_below_1(tmp_path):
     assert summary_row(run, shows_top5([run]))["final top-5"] == "1.0000"
 
 
+def test_a_run_of_few_classes_beside_one_of_many_gets_no_top5(tmp_path):
+    """Beside a run of 6 classes, a run of 3 showed its top-5 of 1.0 in the table and as a line on the chart."""
+    few, many = (load_run(fake_run(tmp_path / name, 2, False)) for name in ("few", "many"))
+    many.best_eval["class_names"] = [f"c{i}" for i in range(6)]
+    runs = [few, many]
+    label_runs(runs)
+    assert [summary_row(run, shows_top5(runs))["final top-5"] for run in runs] == ["–", "1.0000"]
+    labels = [line.get_label() for line in plot_curves(runs).axes[1].get_lines()]
+    assert [label for label in labels if "top-5" in label] == [f"{many.label}: top-5"]
+
+
 def test_the_throughput_axis_starts_at_0_and_leaves_room_above_the_fastest_epoch(tmp_path):
     """Seen on a page: a steady 150 img/s ran along the top edge of its chart (the top was the data's own margin)."""
     runs = [load_run(fake_run(tmp_path / "a", 2, False)), load_run(fake_run(tmp_path / "b", 1, False))]

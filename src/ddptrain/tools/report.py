@@ -224,7 +224,7 @@ def plot_curves(runs: List[Run]):
         _plot(loss_ax, run, "train_loss", color, f"{name}train")
         _plot(loss_ax, run, "val_loss", color, f"{name}val", linestyle="--")
         _plot(acc_ax, run, "val_top1", color, f"{name}top-1")
-        if top5:
+        if top5 and shows_top5([run]):  # a run of 5 classes or fewer beside one of more: its top-5 is always 1
             _plot(acc_ax, run, "val_top5", color, f"{name}top-5", linestyle=":")
         _plot(lr_ax, run, "lr", color, run.label)
     losses = [v for run in runs for key in ("train_loss", "val_loss") for v in run.series(key)[1] if v and v > 0]
@@ -387,7 +387,7 @@ def summary_row(run: Run, top5: bool = True) -> Dict:
         "ranks": run.world_size,
         "epochs": last["epoch"] + 1,
         "final top-1": _fmt(last.get("val_top1"), 4),
-        **({"final top-5": _fmt(last.get("val_top5"), 4)} if top5 else {}),
+        **({"final top-5": _fmt(last.get("val_top5") if shows_top5([run]) else None, 4)} if top5 else {}),
         "final val loss": _fmt(last.get("val_loss"), 4),
         "best (epoch)": f"{metric} {best.get(f'val_{metric}', 0.0):.4f} ({best['epoch'] + 1})",
         "images/s": _fmt(_mean(e.get("images_per_sec") for e in steady), 1),
