@@ -162,3 +162,31 @@ def test_a_missing_remote_shard_is_an_error_naming_it(server, shards, tmp_path):
             train.read(int(np.flatnonzero(train.shard == 1)[0]), ImageLimits())
     finally:
         (tmp_path / "away.tar").rename(shards / "train-000001.tar")
+
+
+def test_validation_images_that_are_copies_of_training_images_are_named(tmp_path, caplog):
+    """A file copied into val/ under another name is a training image that validation scores as unseen: `shard`
+    reads every byte anyway, and now says which ones are copies (the shards are written as they were)."""
+    import logging
+
+    from ddptrain.tools.shard import make_shards
+
+    data = tmp_path / "data"
+    for part, start in (("train", 0), ("val", 100)):
+        write_synthetic(data / part, classes=2, per_class=4, start=start)
+    copied = sorted((data / "train" / "ring").glob("*.jpg"))[1]
+    (data / "val" / "ring" / "again.jpg").write_bytes(copied.read_bytes())
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        summary = make_shards(str(data), str(tmp_path / "shards"), "1MB", 0.2, 0, False)
+    said = [r.getMessage() for r in caplog.records if "byte-for-byte" in r.getMessage()]
+    assert said == [
+        f"1 image of the validation part is byte-for-byte a training image (val/ring/again.jpg = "
+        f"train/ring/{copied.name}, in {data}): validation scores it as unseen; remove one copy of each and shard again"
+    ]
+    assert summary["val"]["samples"] == 9  # written as it is: the same split as training from the folder
+
+    caplog.clear()
+    (data / "val" / "ring" / "again.jpg").unlink()
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        make_shards(str(data), str(tmp_path / "clean"), "1MB", 0.2, 0, False)
+    assert "byte-for-byte" not in caplog.text

@@ -55,6 +55,7 @@ def make_shards(
             presize.max_side,
             presize.quality,
         )
+    _warn_copies(summary["val_copies_of_train"], split.root)
     log.info(
         "wrote %s (%s) and %s (%s) of %s to %s in %.1f s; "
         "train with --data %s, or serve the folder over HTTP(S) and use --data https://HOST/PATH/",
@@ -68,6 +69,22 @@ def make_shards(
         folder,
     )
     return summary
+
+
+def _warn_copies(copies, root) -> None:
+    """Validation images that are byte-for-byte training images: said, with the first three pairs."""
+    if not copies:
+        return
+    shown = "; ".join(f"{val} = {train}" for val, train in copies[:3]) + (" ..." if len(copies) > 3 else "")
+    log.warning(
+        "%s of the validation part %s byte-for-byte a training image (%s, in %s): validation scores %s as unseen; "
+        "remove one copy of each and shard again",
+        counted(len(copies), "image"),
+        "is" if len(copies) == 1 else "are",
+        shown,
+        root,
+        "it" if len(copies) == 1 else "them",
+    )
 
 
 def _clear_earlier_set(folder: Path, overwrite: bool) -> None:
