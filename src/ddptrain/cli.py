@@ -306,7 +306,7 @@ def cmd_train(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
 
         check_before_start(cfg)
         if cfg.launch.uses_launcher:
-            return _launch(cfg.launch, argv, args.verbose, _run_record(Path(cfg.run.out)))
+            return _launch(cfg.launch, argv, args.verbose, _run_record(Path(cfg.run.out), bool(cfg.run.resume)))
     from .train.job import run
 
     clock.mark("imports")
@@ -331,7 +331,7 @@ def _launch(spec: LaunchConfig, argv: List[str], verbose: bool, run=None) -> int
     return launch(spec, argv, verbose, run or RunRecord())
 
 
-def _run_record(run_dir: Path):
+def _run_record(run_dir: Path, resuming: bool = False):
     """What the launcher may say about the run in `run_dir` once its workers are gone (see runtime.launch)."""
     from .runtime.launch import RunRecord
     from .train.rundir import existing_run, stopped_since
@@ -339,6 +339,7 @@ def _run_record(run_dir: Path):
     return RunRecord(
         has_checkpoint=lambda: "checkpoints" in (existing_run(run_dir) or ""),
         stopped_at_step=lambda since: stopped_since(run_dir, since),
+        resuming=resuming,
     )
 
 

@@ -41,6 +41,18 @@ def _copy(run_dir, tmp_path):
     return shutil.copytree(run_dir, tmp_path / "run")
 
 
+def test_a_resumed_run_whose_workers_fail_is_not_told_to_add_the_resume_it_has(one_epoch, tmp_path):
+    """A worker failure in a run with a checkpoint ended on "add --resume auto", also for a command that had it."""
+    run_dir = _copy(one_epoch, tmp_path)
+    more = write_synthetic(tmp_path / "more", classes=4, per_class=3)  # a class the run's split does not know
+    failed = run_cli(
+        ["train", "--data", more, "--out", run_dir, *TINY, "--nproc", 2, "--epochs", 2, "--resume", "auto"],
+        check=False,
+    )
+    assert failed.returncode != 0 and "that the run's split" in failed.stderr, failed.stderr[-3000:]
+    assert "fix it and rerun." in failed.stderr and "add --resume auto" not in failed.stderr
+
+
 def test_a_second_run_into_the_same_out_is_refused_and_overwrite_starts_clean(tiny_shapes, one_epoch, tmp_path):
     run_dir = _copy(one_epoch, tmp_path)
     metrics, last = (run_dir / "metrics.jsonl").read_text(), _digest(run_dir / "checkpoints" / "last.pt")

@@ -196,10 +196,12 @@ def quiet_torchrun_logs() -> None:
 class RunRecord:
     """What the launcher can learn about the run once its workers are gone (the run directory knows; runtime/ does
     not read it itself): whether there is a checkpoint to resume from, and the step at which the workers saved a
-    checkpoint and stopped after a given time (None when they did not)."""
+    checkpoint and stopped after a given time (None when they did not); and whether the command already resumes
+    (--resume given: rerunning it continues, nothing to add)."""
 
     has_checkpoint: Callable[[], bool] = lambda: False
     stopped_at_step: Callable[[float], Optional[int]] = lambda since: None
+    resuming: bool = False
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,7 @@ def _run_node(
             raise Preempted(
                 "the workers saved a checkpoint and stopped on a signal; continue with --resume auto"
             ) from None
-        raise LaunchError(_describe_failure(failure, run.has_checkpoint())) from None
+        raise LaunchError(_describe_failure(failure, not run.resuming and run.has_checkpoint())) from None
     except (RuntimeError, OSError) as error:  # the agent itself: rendezvous, store, port
         hint = explain(str(error))
         if hint is None:
