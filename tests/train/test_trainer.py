@@ -80,3 +80,24 @@ def test_preprocessing_comes_from_the_command_line_then_the_checkpoint_then_the_
     given = build_config({"data": "d", "model": "timm:test_resnet", "mean": "0.4,0.4,0.4", "std": "0.2,0.2,0.2"})
     chosen, _ = resolve_preprocessing(given, fresh)
     assert (chosen.data.mean, chosen.data.std, chosen.data.img_size) == ((0.4, 0.4, 0.4), (0.2, 0.2, 0.2), 32)
+
+
+@pytest.mark.slow
+def test_an_epoch_that_leaves_much_of_the_data_in_a_partial_batch_says_so(tiny_shapes, tmp_path, capfd):
+    """180 images of 60 classes at the default batch trained on 64 of 120 each epoch, in silence."""
+    flags = {"data": str(tiny_shapes), "model": "timm:test_resnet", "img_size": 32, "epochs": 1, "workers": 0}
+    flags["val_split"] = 0.25  # 27 training images
+    setup_logging(0, 1)
+    rt = dist.setup(DistEnv(), "cpu", 60)
+    try:
+        Trainer(build_config({**flags, "out": str(tmp_path / "a"), "batch_size": 12}), rt).fit()
+        said = capfd.readouterr().err
+        Trainer(build_config({**flags, "out": str(tmp_path / "b"), "batch_size": 9}), rt).fit()
+        whole = capfd.readouterr().err
+    finally:
+        dist.cleanup()
+    assert (
+        "each epoch trains on 24 of each process's 27 training images: the last partial batch of --batch-size 12 is "
+        "left out (other images each epoch); --batch-size 9 leaves none out"
+    ) in said
+    assert "partial batch" not in whole

@@ -83,6 +83,7 @@ from .state import (
 )
 
 log = logging.getLogger("ddptrain")
+PARTIAL_SHARE_SAID = 0.1  # a process's images left out of each epoch by its last partial batch: said from this share
 
 
 def seed_everything(seed: int, epoch: int, rank: int) -> None:
@@ -265,6 +266,8 @@ class Trainer:
         self.steps_per_epoch = steps_per_epoch(len(self.train_loader), cfg.optim.grad_accum)
         if self.steps_per_epoch == 0:
             self._refuse_an_epoch_without_a_step()
+        if rt.is_main:
+            self._say_partial_batches()
         self.validates = len(split.val) > 0
         if self.validates:
             start_workers(self.val_loader)  # before the run's threads start
@@ -354,6 +357,23 @@ class Trainer:
             most=batch_for_the_data(len(self.split.train), self.rt.world_size, self.cfg.optim.grad_accum),
         )
         self.cfg.optim.batch_size = self.requested.optim.batch_size = found
+
+    def _say_partial_batches(self) -> None:
+        """Each process leaves its last partial batch out of an epoch (equal, full batches on every rank): with
+        little data that is much of it, said with a batch size that leaves nothing out."""
+        per_process, batch = len(self.train_sampler), self.cfg.optim.batch_size
+        trained = len(self.train_loader) * batch
+        if per_process - trained < PARTIAL_SHARE_SAID * per_process:
+            return
+        whole = max(b for b in range(1, batch + 1) if per_process % b == 0)
+        log.warning(
+            "each epoch trains on %d of each process's %d training images: the last partial batch of --batch-size "
+            "%d is left out (other images each epoch)%s",
+            trained,
+            per_process,
+            batch,
+            f"; --batch-size {whole} leaves none out" if whole > batch // 2 else "",
+        )
 
     def _warn_repeats_per_process(self) -> None:
         if self.cfg.data.repeated_aug > self.rt.world_size and self.rt.is_main:
