@@ -170,11 +170,21 @@ def _descendants(root: int) -> List[int]:
 
 
 def run_cli(
-    args: Sequence[str], timeout: int = CLI_TIMEOUT_S, check: bool = True, env_extra: dict | None = None
+    args: Sequence[str],
+    timeout: int = CLI_TIMEOUT_S,
+    check: bool = True,
+    env_extra: dict | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "ddptrain", *map(str, args)]
     popen = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(env_extra), start_new_session=True
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(env_extra),
+        start_new_session=True,
+        cwd=cwd,
     )
     try:
         stdout, stderr = popen.communicate(timeout=timeout)

@@ -165,6 +165,26 @@ def test_every_unusable_value_is_named_at_once(tmp_path):
         build_config({"data": "d"}, str(tmp_path / "c.yaml"))
 
 
+def test_a_relative_path_a_config_file_meant_from_its_own_folder_is_refused_naming_both(tmp_path, monkeypatch):
+    """configs/ants.yaml saying `data: ../data`, run from the project folder: "data folder ../data does not exist",
+    with nothing said of the file's folder, where it is."""
+    from ddptrain.config.files import build_config
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "ants.yaml").write_text("data: ../data\nepochs: 1\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        build_config({}, "configs/ants.yaml")
+    assert str(refused.value) == (
+        f"config file configs/ants.yaml: data ../data is read from the current folder ({tmp_path}), where it does not "
+        f"exist; from the file's folder it is {tmp_path / 'data'}: write that path, or run from configs"
+    )
+    assert build_config({"data": "data"}, "configs/ants.yaml").data.path == "data"  # a flag given instead: read
+    monkeypatch.chdir(tmp_path / "configs")
+    assert build_config({}, "ants.yaml").data.path == "../data"  # there from here: read as written
+
+
 def test_paths_in_a_config_file_starting_with_a_tilde_are_in_the_home_folder(tmp_path, monkeypatch):
     """`data: ~/datasets/flowers` in a YAML file was read as a folder named '~' ("does not exist"), and `out: ~/runs`
     would have made one in the current folder: the shell expands `~` on the command line, YAML does not."""

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from ..conftest import (
     CLI_TIMEOUT_S,
@@ -51,6 +52,25 @@ def test_a_resumed_run_whose_workers_fail_is_not_told_to_add_the_resume_it_has(o
     )
     assert failed.returncode != 0 and "that the run's split" in failed.stderr, failed.stderr[-3000:]
     assert "fix it and rerun." in failed.stderr and "add --resume auto" not in failed.stderr
+
+
+def test_a_run_given_relative_paths_is_repeated_and_reported_from_another_folder(tmp_path):
+    """config.yaml kept `data: data` as typed: `--config RUN_DIR/config.yaml` run from another folder trained on that
+    folder's own `data`, and `report` said the run's data folder was not on this machine."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    write_synthetic(project / "data", classes=2, per_class=6)
+    write_synthetic(elsewhere / "data", classes=2, per_class=6, start=50)  # another folder of the same name
+    run_cli(["train", "--data", "data", "--out", "runs/a", *TINY, "--epochs", 1, "--nproc", 1], cwd=project)
+    run_dir = project / "runs" / "a"
+    recorded = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert (recorded["data"], recorded["out"]) == (str(project / "data"), str(run_dir))
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["config"]["data"] == str(project / "data")
+
+    run_cli(["train", "--config", run_dir / "config.yaml", "--out", "b"], cwd=elsewhere)
+    assert (elsewhere / "b" / "splits" / "val.txt").read_text() == (run_dir / "splits" / "val.txt").read_text()
+    run_cli(["report", run_dir, "--out", "report"], cwd=elsewhere)
+    page = (elsewhere / "report" / "report.html").read_text()
+    assert "no thumbnails" not in page and "not on this machine" not in page
 
 
 def test_a_second_run_into_the_same_out_is_refused_and_overwrite_starts_clean(tiny_shapes, one_epoch, tmp_path):

@@ -9,6 +9,7 @@ import argparse
 import difflib
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -121,6 +122,36 @@ def _home_expanded(key: str, value: Any) -> Any:
     return value
 
 
+# Options a run records as absolute paths when they name local files or folders: `--config RUN_DIR/config.yaml`,
+# `eval` and `report` then find the run's own files from any folder, never another folder of the same relative name.
+RECORDED_PATHS = ("data", "out", "resume", "weights", "model", "class_weights")
+_SCHEME = re.compile(r"^[A-Za-z][\w+.-]*:")  # hf:NAME, wds:PATH, dataset://NAME, s3://..., timm:NAME, a module:FACTORY
+_WORDS = frozenset({"auto", "none"})  # --resume auto, --class-weights auto|none
+
+
+def as_recorded(config: Config) -> Config:
+    """`config` as a run records it (config.yaml, its checkpoints, its trackers): each local path in RECORDED_PATHS
+    absolute, from the current folder; names, URLs and words as given."""
+    flat = config.to_flat()
+    changed = {}
+    for key in RECORDED_PATHS:
+        value = flat.get(key)
+        if isinstance(value, str) and value and value not in _WORDS:
+            absolute = _absolute(key, value)
+            if absolute != value:
+                changed[key] = absolute
+    return config.replace(**changed) if changed else config
+
+
+def _absolute(key: str, value: str) -> str:
+    if key == "model":  # path/to/file.py:FACTORY; a package.module:FACTORY or a torchvision/timm name stays
+        where, _, factory = value.rpartition(":")
+        return f"{os.path.abspath(where)}:{factory}" if where.endswith(".py") else value
+    if value.startswith("wds:") and "://" not in value:
+        return "wds:" + os.path.abspath(value[len("wds:") :])
+    return value if _SCHEME.match(value) else os.path.abspath(value)
+
+
 def _flatten(data: Mapping, source: str) -> Dict[str, Any]:
     """`{optim: {lr: 0.1}, epochs: 3}` -> `{lr: 0.1, epochs: 3}`; a section given as a mapping is nested
     (`data: {path: ...}`), the same name with a plain value is the flat option (`data: /images`)."""
@@ -153,8 +184,28 @@ def _section_entries(section: str, values: Mapping, source: str) -> List[Tuple[s
 def build_config(cli_values: Mapping[str, Any], config_file: Optional[str] = None) -> Config:
     """Merge the defaults, an optional YAML file and the flags the user typed; convert and validate."""
     merged: Dict[str, Any] = dict(load_yaml(config_file)) if config_file else {}
+    if config_file:
+        _refuse_paths_meant_from_the_file(Path(config_file), {k: v for k, v in merged.items() if k not in cli_values})
     merged.update(cli_values)
     return Config.from_flat(merged, "the command line").validate()
+
+
+INPUT_PATHS = ("data", "weights", "resume")  # options naming files or folders that must be there
+
+
+def _refuse_paths_meant_from_the_file(path: Path, from_file: Mapping[str, Any]) -> None:
+    """A relative path in a config file is read from the current folder, as on the command line. One that is not
+    there but is beside the file was written from the file's folder: refused, naming both places."""
+    for key in INPUT_PATHS:
+        value = from_file.get(key)
+        if not isinstance(value, str) or not value or value in _WORDS or os.path.isabs(value) or _SCHEME.match(value):
+            continue
+        beside = os.path.normpath(path.parent.absolute() / value)
+        if not os.path.exists(value) and os.path.exists(beside):
+            raise ConfigError(
+                f"config file {path}: {key} {value} is read from the current folder ({os.getcwd()}), where it does "
+                f"not exist; from the file's folder it is {beside}: write that path, or run from {path.parent}"
+            )
 
 
 def save_yaml(config: Config, path: str | Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from ..config import Config
+from ..config.files import as_recorded
 from ..data.transforms import Preprocess
 from ..errors import CheckpointError
 from ..models import describe_mismatch, pretrained_preprocessing
@@ -205,7 +206,7 @@ class Resume:
         state, differences = self.state, []
         if state.class_names != classes:
             differences.append(f"classes {state.class_names} vs {classes} in {cfg.data.path}")
-        if self.saved.model.name != cfg.model.name:
+        if self.saved.model.name not in (cfg.model.name, as_recorded(cfg).model.name):  # a file.py:FACTORY is recorded
             differences.append(f"model {self.saved.model.name} vs --model {cfg.model.name}")
         weights = describe_mismatch(state.model, model.state_dict())
         if weights and not differences:

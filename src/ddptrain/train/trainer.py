@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..config import Config
+from ..config.files import as_recorded
 from ..data.balance import loss_weights, sample_weights
 from ..data.datasets import UnreadableFiles
 from ..data.images import ImageLimits
@@ -115,6 +116,7 @@ class Trainer:
         # read before anything is built: a resume keeps its preprocessing and its global batch
         beginning = self.checkpointer.resume_from(cfg.run.resume)
         self.requested, self.cfg = beginning.configure(cfg, rt.world_size, say=rt.is_main)  # as given / as trained
+        self.requested = as_recorded(self.requested)  # its local paths absolute, for use from any folder
         self.saved = beginning.saved
         cfg = self.cfg
         self.preprocess = Preprocess.of(cfg.data)
