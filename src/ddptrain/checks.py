@@ -8,9 +8,11 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import Optional
 
 from . import handed
 from .config import Config, RunConfig
+from .config.files import load_yaml
 from .config.sections import AUTO_BATCH, hub_spelling, is_factory
 from .data import sources
 from .errors import (
@@ -59,12 +61,29 @@ def check_before_start(cfg: Config) -> None:
         network_environment(cfg.launch)  # an --iface that does not exist
 
 
-def check_eval_inputs(checkpoint: Path, data: str) -> None:
-    """`ddptrain eval`: the model file exists and the data is what its source expects."""
+def check_eval_inputs(checkpoint: Path, data: Optional[str]) -> None:
+    """`ddptrain eval`: the model file exists and the data (given, or the run's own) is what its source expects."""
     if not _is_checkpoint(checkpoint):
         what = "is a folder, not a checkpoint file" if checkpoint.is_dir() else "does not exist"
         raise CheckpointError(run_folder_given(checkpoint) or f"checkpoint {checkpoint} {what}")
-    sources.check(data, sources.Reading(known=False))  # the checkpoint's --label-key is not read yet
+    sources.check(data or runs_own_data(checkpoint), sources.Reading(known=False))  # its --label-key: not read yet
+
+
+def runs_own_data(checkpoint: Path) -> str:
+    """The data the run of `checkpoint` (RUN_DIR/checkpoints/FILE) trained on, from RUN_DIR/config.yaml: what
+    `eval` scores when no --data is given. Without torch."""
+    config = checkpoint.absolute().parent.parent / "config.yaml"
+    in_a_run = checkpoint.absolute().parent.name == "checkpoints" and config.is_file()
+    try:
+        data = load_yaml(config).get("data") if in_a_run else None
+    except ConfigError:
+        data = None
+    if not isinstance(data, str) or not data:
+        where = f"{config} names no data" if in_a_run else "it is not in the checkpoints/ folder of a run"
+        raise ConfigError(f"give --data to score {checkpoint} on: {where}")
+    if "://" not in data and ":" not in data.split("/")[0] and not Path(data).exists():
+        raise ConfigError(f"give --data to score {checkpoint} on: its run's data, {data} (from {config}), is not here")
+    return data
 
 
 def check_needs_gpu(cfg: Config) -> None:

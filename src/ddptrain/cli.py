@@ -103,7 +103,11 @@ def _add_training_commands(sub) -> None:
 
     ev = sub.add_parser("eval", help="exact metrics of a checkpoint on a data folder (prints JSON)")
     ev.add_argument("--checkpoint", required=True, help="a checkpoint, or an exported .safetensors/TorchScript file")
-    ev.add_argument("--data", required=True)
+    ev.add_argument(
+        "--data",
+        help="the data to score, in any form train reads (default: the data the checkpoint's run trained on, from "
+        "the config.yaml of its run folder)",
+    )
     ev.add_argument(
         "--split",
         choices=["val", "all"],
@@ -347,9 +351,10 @@ def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
     if not inside_worker():
         from .checks import check_eval_inputs
 
-        check_eval_inputs(Path(args.checkpoint), str(args.data))
+        check_eval_inputs(Path(args.checkpoint), args.data)
         if (args.nproc or 1) > 1:
             return _launch(LaunchConfig(nproc=args.nproc, device=args.device), argv, args.verbose)
+    from .checks import runs_own_data
     from .tools.inference import EvalOptions, run_eval
 
     env = detect(os.environ, args.local_rank)
@@ -357,7 +362,7 @@ def cmd_eval(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> 
     run_eval(
         EvalOptions(
             checkpoint=args.checkpoint,
-            data=args.data,
+            data=args.data or runs_own_data(Path(args.checkpoint)),
             split=args.split,
             batch_size=args.batch_size,
             workers=args.workers,

@@ -248,6 +248,21 @@ def test_eval_in_the_run_dir_on_another_folder_names_the_folder_the_run_trained_
     assert json_lines(scored.stdout)[0]["samples"] == 12
 
 
+def test_eval_without_data_scores_the_data_the_checkpoints_run_trained_on(tiny_shapes, one_epoch, tmp_path):
+    """`eval --checkpoint RUN/checkpoints/best.pt` was refused for a missing --data; the run folder names its data."""
+    best = one_epoch / "checkpoints" / "best.pt"
+    given = json_lines(run_cli(["eval", "--checkpoint", best, "--data", tiny_shapes]).stdout)[0]
+    for nproc in (1, 2):
+        own = json_lines(run_cli(["eval", "--checkpoint", best, "--nproc", nproc]).stdout)[0]
+        assert (own["samples"], own["top1"]) == (given["samples"], given["top1"])
+    alone = tmp_path / "model.pt"  # the checkpoint away from its run folder: nothing to take the data from
+    alone.write_bytes(best.read_bytes())
+    refused = run_cli(["eval", "--checkpoint", alone], check=False)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        f"ddptrain eval: error: give --data to score {alone} on: it is not in the checkpoints/ folder of a run"
+    ]
+
+
 def test_eval_on_another_folder_says_the_split_differs(tiny_shapes, one_epoch, tmp_path):
     moved = tmp_path / "model.pt"  # the checkpoint alone, away from its run's splits/
     moved.write_bytes((one_epoch / "checkpoints" / "best.pt").read_bytes())
