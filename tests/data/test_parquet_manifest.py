@@ -162,3 +162,28 @@ def test_multilabel_rows_as_lists_or_a_b_text_read_as_the_csv_of_the_same_sets(f
         for part in ("train", "val"):
             assert list(getattr(got, part)) == list(getattr(want, part))
             assert (getattr(got, part).targets == getattr(want, part).targets).all()
+
+
+def test_label_key_names_the_label_column_of_every_manifest_kind_and_nothing_else(folder, tmp_path):
+    """`--label-key colour` on a CSV with label and colour columns trained on `label`, in silence."""
+    import json
+
+    from ddptrain.data.sources import Reading
+
+    rows = rows_of(folder, tmp_path / "lists")
+    colours = ["red" if i % 3 else "blue" for i in range(len(rows))]
+    parquet, table = write_both(rows, tmp_path / "lists", {"colour": colours})
+    jsonl = tmp_path / "lists" / "list.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({"path": p, "label": c, "colour": k}) + "\n" for (p, c), k in zip(rows, colours))
+    )
+    keyed = Reading(label_key="Colour")  # any case, as the other column names
+    for path in (table, parquet, jsonl):
+        split = load_split(path, 0.25, 0, keyed)
+        assert split.classes == ["blue", "red"], path
+        assert (len(split.train), len(split.val)) == (27, 9)
+        assert load_split(path, 0.25, 0).classes == ["disc", "ring", "star"]  # without it: the label column
+        with pytest.raises(DataError, match=rf"--label-key breed: .*{path.name} has no column of that name \(it has "):
+            load_split(path, 0.25, 0, Reading(label_key="breed"))
+    with pytest.raises(DataError, match=r"--label-key Colour: .* is a folder, whose labels are not chosen by a key"):
+        load_split(folder, 0.25, 0, keyed)

@@ -204,7 +204,8 @@ class DataConfig:
     label_key: str = opt(
         "cls",
         "a WebDataset tar set's label: the member holding it (cls: an integer, txt: a class name, or another "
-        "extension) or json:PATH, a dotted path into the sample's JSON member (e.g. json:annotation.label)",
+        "extension) or json:PATH, a dotted path into the sample's JSON member (e.g. json:annotation.label); for a "
+        "manifest (CSV, JSON Lines, Parquet) or a Hugging Face dataset, the column holding it",
     )
     prefetch_shards: int = opt(
         2,

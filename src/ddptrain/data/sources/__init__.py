@@ -22,7 +22,7 @@ from .jsonl import JsonLinesManifestSource
 from .manifest import ManifestSource
 from .parquet import ParquetManifestSource
 from .pydataset import PyDatasetSource
-from .reading import Reading
+from .reading import DEFAULT_LABEL_KEY, Reading
 from .shardset import ShardSetSource
 from .tarset import TarSetSource
 
@@ -83,5 +83,10 @@ def _reading(location: str, reading: Reading) -> Source:
         raise DataError(
             f"--task multilabel: {location} is a {source.name}, which gives one class per image; give a CSV manifest "
             "whose label column lists each image's classes as a|b|c"
+        )
+    if reading.label_key != DEFAULT_LABEL_KEY and not getattr(source, "keyed_labels", False):
+        raise DataError(
+            f"--label-key {reading.label_key}: {location} is a {source.name}, whose labels are not chosen by a key; "
+            "it names a tar set's member, or a manifest's or Hugging Face dataset's column: drop it"
         )
     return source

@@ -21,11 +21,11 @@ class JsonLinesManifestSource(ManifestSource):
     kind = "JSON Lines manifest"
     suffixes = (".jsonl",)
 
-    def rows(self, path: Path) -> Iterator[Row]:
+    def rows(self, path: Path, label: Optional[str] = None) -> Iterator[Row]:
         columns: Optional[Dict[str, str]] = None
         for number, record in _records(path):
             if columns is None:
-                columns = manifest_columns(path, list(record))
+                columns = manifest_columns(path, list(record), label)
             which = _text(record.get(columns["split"])) if "split" in columns else None
             yield number, _text(record.get(columns["path"])), _text(record.get(columns["label"])), which
         if columns is None:

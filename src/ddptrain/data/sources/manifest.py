@@ -19,7 +19,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 from ...errors import DataError
 from ..index import LABEL_SEPARATOR, SampleIndex
 from ..split import Split, held_out, stratified_split
-from .reading import Reading
+from .reading import DEFAULT_LABEL_KEY, Reading
 
 log = logging.getLogger("ddptrain")
 ROWS_CHECKED = 20  # before launch: when none of the first rows names a file, every row's path is wrong
@@ -29,6 +29,7 @@ Row = Tuple[int, str, str, Optional[str]]  # (line, path, label, split: None whe
 
 
 class ManifestSource:
+    keyed_labels = True  # --label-key chooses where its labels are read from
     name = "manifest"
     kind = "CSV manifest"  # what messages call it
     suffixes: Tuple[str, ...] = (".csv",)
@@ -37,12 +38,14 @@ class ManifestSource:
     def recognises(self, location: str) -> bool:
         return location.lower().endswith(self.suffixes) and "://" not in location
 
-    def rows(self, path: Path) -> Iterator[Row]:
-        """The manifest's rows as they are written, numbered as a user finds them in the file."""
-        return _csv_rows(path)
+    def rows(self, path: Path, label: Optional[str] = None) -> Iterator[Row]:
+        """The manifest's rows as they are written, numbered as a user finds them in the file; `label`: the column
+        --label-key names (None: the label column found by name)."""
+        return _csv_rows(path, label)
 
-    def read(self, path: Path, multilabel: bool = False) -> Manifest:
-        return manifest_from_rows(path, self.rows(self._existing(path)), multilabel)
+    def read(self, path: Path, reading: Reading = Reading()) -> Manifest:
+        rows = self.rows(self._existing(path), label_column(reading))
+        return manifest_from_rows(path, rows, reading.multilabel)
 
     def _existing(self, path: Path) -> Path:
         if not path.is_file():
@@ -51,7 +54,7 @@ class ManifestSource:
 
     def check(self, location: str, reading: Reading) -> None:
         path = Path(location)
-        manifest = self.read(path, reading.multilabel)
+        manifest = self.read(path, reading)
         first = [p for name in manifest.classes for p in manifest.by_class[name][:ROWS_CHECKED]][:ROWS_CHECKED]
         classes = label_sets(manifest)[0] if reading.multilabel else manifest.classes
         check_listed(path, classes, first)
@@ -75,7 +78,7 @@ class ManifestSource:
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         path = Path(location)
-        manifest = self.read(path, reading.multilabel)
+        manifest = self.read(path, reading)
         manifest.warn_repeats(path)
         if reading.multilabel:
             return self._multilabel_split(path, manifest, val_split, seed)
@@ -108,7 +111,7 @@ class ManifestSource:
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> SampleIndex:
         path = Path(location)
-        manifest = self.read(path, reading.multilabel)
+        manifest = self.read(path, reading)
         manifest.warn_repeats(path)
         if reading.multilabel:
             found, pairs = label_sets(manifest)
@@ -294,9 +297,9 @@ def _windows_paths(path: Path, base: Path, image: str) -> bool:
     return True
 
 
-def _csv_rows(path: Path) -> Iterator[Row]:
+def _csv_rows(path: Path, label: Optional[str] = None) -> Iterator[Row]:
     try:
-        yield from _csv_rows_unchecked(path)
+        yield from _csv_rows_unchecked(path, label)
     except UnicodeDecodeError as error:
         raise DataError(
             f"{path}:{_first_undecodable_line(path)} is not UTF-8 text ({error.reason}); save the manifest as UTF-8"
@@ -316,11 +319,16 @@ COLUMN_NAMES = {
 }
 
 
-def manifest_columns(path: Path, names: Sequence[str]) -> Dict[str, str]:
+def manifest_columns(path: Path, names: Sequence[str], label: Optional[str] = None) -> Dict[str, str]:
     """The column each role (path, label, split) is read from, among a manifest's column `names` (any case); one
-    line says which were taken by another name. Without a path and a label column: refused, naming the columns."""
+    line says which were taken by another name. `label`: the column --label-key names, refused when there is none
+    of that name. Without a path and a label column: refused, naming the columns."""
     lowered = {name.strip().lower(): name for name in names}
+    if label is not None and label.strip().lower() not in lowered:
+        raise DataError(f"--label-key {label}: {path} has no column of that name (it has {', '.join(names)})")
     chosen = {role: next((lowered[c] for c in choices if c in lowered), None) for role, choices in COLUMN_NAMES.items()}
+    if label is not None:
+        chosen["label"] = lowered[label.strip().lower()]
     found = {role: name for role, name in chosen.items() if name is not None}
     if "path" not in found or "label" not in found:
         taken = "; ".join(f"{role}: {' '.join(choices)}" for role, choices in COLUMN_NAMES.items())
@@ -334,13 +342,18 @@ def manifest_columns(path: Path, names: Sequence[str]) -> Dict[str, str]:
     return found
 
 
-def _csv_rows_unchecked(path: Path) -> Iterator[Row]:
+def label_column(reading: Reading) -> Optional[str]:
+    """The manifest column --label-key names, when it names one (its default, `cls`, is a tar set's member)."""
+    return None if reading.label_key == DEFAULT_LABEL_KEY else reading.label_key
+
+
+def _csv_rows_unchecked(path: Path, label: Optional[str] = None) -> Iterator[Row]:
     # utf-8-sig: Excel's "CSV UTF-8" starts the file with a byte-order mark, which would stick to the first name
     with open(path, newline="", encoding="utf-8-sig") as handle:
         delimiter = field_separator(handle.readline())
         handle.seek(0)
         reader = csv.DictReader(handle, delimiter=delimiter)
-        columns = manifest_columns(path, reader.fieldnames or [])
+        columns = manifest_columns(path, reader.fieldnames or [], label)
         for number, row in _numbered_rows(reader):
             which = (row.get(columns["split"]) or "") if "split" in columns else None
             yield number, row.get(columns["path"]) or "", row.get(columns["label"]) or "", which

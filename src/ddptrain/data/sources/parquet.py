@@ -11,7 +11,7 @@ import logging
 import os
 import random
 from pathlib import Path
-from typing import Dict, Iterator, List, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from .manifest import (
     Row,
     canonical_labels,
     check_listed,
+    label_column,
     manifest_columns,
     numeric_order,
     warn_repeats_dropped,
@@ -41,13 +42,13 @@ class ParquetManifestSource(ManifestSource):
     kind = KIND
     suffixes = (".parquet", ".pq")
 
-    def rows(self, path: Path) -> Iterator[Row]:
+    def rows(self, path: Path, label: Optional[str] = None) -> Iterator[Row]:
         """The rows one by one (--task multilabel): a label written a|b|c, or a list of labels."""
         import pyarrow.parquet as pq
 
         pa, _ = _arrow(path)
         try:
-            wanted = manifest_columns(path, pq.read_schema(path).names)
+            wanted = manifest_columns(path, pq.read_schema(path).names, label)
             table = pq.read_table(path, columns=list(wanted.values()))
         except (OSError, pa.ArrowException) as error:
             raise DataError(f"{path} is not a Parquet file ({error})") from None
@@ -61,14 +62,14 @@ class ParquetManifestSource(ManifestSource):
     def check(self, location: str, reading: Reading) -> None:
         if reading.multilabel:
             return super().check(location, reading)
-        listed = Listed.read(Path(location))
+        listed = Listed.read(Path(location), label_column(reading))
         check_listed(Path(location), listed.classes, listed.first_paths(ROWS_CHECKED))
 
     def split(self, location: str, val_split: float, seed: int, reading: Reading) -> Split:
         if reading.multilabel:
             return super().split(location, val_split, seed, reading)
         path = Path(location)
-        listed = Listed.read(path)
+        listed = Listed.read(path, label_column(reading))
         if len(listed.classes) < 2:
             raise DataError(f"{path} has one label ({listed.classes[0]}); a classifier needs at least two")
         train, val = listed.parts(val_split, seed)
@@ -77,7 +78,7 @@ class ParquetManifestSource(ManifestSource):
     def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> SampleIndex:
         if reading.multilabel:
             return super().all_images(location, classes, reading)
-        listed = Listed.read(Path(location))
+        listed = Listed.read(Path(location), label_column(reading))
         unknown = sorted(set(listed.classes) - set(classes))
         if unknown:
             raise DataError(f"{location} has labels the model does not know: {', '.join(unknown)}")
@@ -96,9 +97,10 @@ class Listed:
         self.root = path.resolve().parent
 
     @classmethod
-    def read(cls, path: Path) -> Listed:
+    def read(cls, path: Path, label_key: Optional[str] = None) -> Listed:
+        """`label_key`: the column --label-key names (None: the label column found by name)."""
         pa, pc = _arrow(path)
-        table = _columns(path, pa)
+        table = _columns(path, pa, label_key)
         full = _full_paths(table.column("path"), path, pa, pc)
         by_path = pc.sort_indices(full)  # repeats of a path become neighbours; the split needs paths sorted anyway
         full = full.take(by_path)
@@ -172,13 +174,13 @@ def _arrow(path: Path):
     return pa, pc
 
 
-def _columns(path: Path, pa):
+def _columns(path: Path, pa, label: Optional[str] = None):
     import pyarrow.parquet as pq
 
     if not path.is_file():
         raise DataError(f"--data {path}: no such manifest file (a {KIND} with the columns path,label)")
     try:
-        wanted = manifest_columns(path, pq.read_schema(path).names)
+        wanted = manifest_columns(path, pq.read_schema(path).names, label)
         table = pq.read_table(path, columns=list(wanted.values()))
     except (OSError, pa.ArrowException) as error:
         raise DataError(f"{path} is not a Parquet file ({error})") from None
