@@ -60,7 +60,7 @@ def test_a_parquet_manifest_splits_exactly_as_the_csv_of_the_same_rows(folder, t
         a = load_split(parquet, 0.25, 3)
     assert "2 rows repeat an earlier row exactly and were dropped (row 37 = row 4, row 38 = row 8)" in caplog.text
     _same(a, load_split(table, 0.25, 3))
-    assert (len(a.train), len(a.val)) == (27, 9)
+    assert (len(a.train), len(a.val)) == (27, 9) and not a.by_data
     by_folder = load_split(folder, 0.25, 3)
     assert [a.val.path(i) for i in range(9)] == [str(by_folder.val.path(i)) for i in range(9)]
     every = all_images(str(parquet), a.classes)
@@ -75,6 +75,7 @@ def test_a_split_column_and_integer_labels_read_as_in_the_csv(folder, tmp_path):
     a = load_split(parquet, 0.25, 0)
     _same(a, load_split(table, 0.25, 0))
     assert a.classes == ["1", "2"] and (len(a.train), len(a.val)) == (27, 9)
+    assert a.by_data and load_split(table, 0.25, 0).by_data  # the split column, not --val-split, made it
 
 
 @pytest.mark.parametrize(

@@ -101,3 +101,25 @@ def test_an_epoch_that_leaves_much_of_the_data_in_a_partial_batch_says_so(tiny_s
         "left out (other images each epoch); --batch-size 9 leaves none out"
     ) in said
     assert "partial batch" not in whole
+
+
+@pytest.mark.slow
+def test_a_val_split_given_to_data_that_splits_itself_is_said_not_to_be_used(tmp_path, capfd):
+    """`--val-split 0.3` on a folder of train/ and val/ was dropped in silence."""
+    from ..conftest import write_synthetic
+
+    for part in ("train", "val"):
+        write_synthetic(tmp_path / "data" / part, classes=2, per_class=4, start=0 if part == "train" else 50)
+    flags = {"data": str(tmp_path / "data"), "model": "timm:test_resnet", "img_size": 32, "epochs": 1}
+    flags.update({"workers": 0, "batch_size": 4})
+    setup_logging(0, 1)
+    rt = dist.setup(DistEnv(), "cpu", 60)
+    try:
+        Trainer(build_config({**flags, "out": str(tmp_path / "a"), "val_split": 0.3}), rt).fit()
+        said = capfd.readouterr().err
+        Trainer(build_config({**flags, "out": str(tmp_path / "b")}), rt).fit()
+        default = capfd.readouterr().err
+    finally:
+        dist.cleanup()
+    assert f"--val-split 0.3 is not used: folder {tmp_path / 'data'} gives its own split (train/val layout)" in said
+    assert "is not used" not in default  # the default was not typed: nothing to say

@@ -39,6 +39,7 @@ class Split:
     source: str = ""  # "folder /d", "CSV manifest /d/list.csv", "shard set URL"
     hint: str = ""
     fixed: bool = False
+    by_data: bool = False  # the data gives the split itself (train/ and val/, a split column, its own validation part)
 
     def __post_init__(self) -> None:
         for part in (self.train, self.val):

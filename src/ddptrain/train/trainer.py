@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Tuple, cast
 import numpy as np
 import torch
 
-from ..config import Config
+from ..config import Config, DataConfig
 from ..config.files import as_recorded
 from ..data.balance import loss_weights, sample_weights
 from ..data.datasets import UnreadableFiles
@@ -127,6 +127,7 @@ class Trainer:
         self.split = self._load_split()
         self._record_presized()
         self._record_split_made_with()
+        self._say_val_split_unused()
         self.precision = resolve_precision(cfg.optim.amp, rt.device)
         self._build_model()
         self.clock.mark("model")
@@ -180,6 +181,18 @@ class Trainer:
             self.cfg.data.data_max_side = self.requested.data.data_max_side = side
             if self.rt.is_main:
                 log.info("data: shards pre-sized to a longest side of %d px", side)
+
+    def _say_val_split_unused(self) -> None:
+        """--val-split given to data that splits itself (train/ and val/, a split column, its own validation
+        part): said, not silently ignored (the default is not said: it was not typed)."""
+        given = self.cfg.data.val_split
+        if self.split.by_data and given != DataConfig().val_split and self.rt.is_main:
+            log.warning(
+                "--val-split %g is not used: %s gives its own split (%s layout)",
+                given,
+                self.split.source,
+                self.split.layout,
+            )
 
     def _record_split_made_with(self) -> None:
         """config.yaml and the checkpoints record the --val-split of the split the run trains on: a shard set's own,

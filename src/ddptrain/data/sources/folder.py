@@ -62,7 +62,7 @@ class FolderSource:
             train, _ = stratified_split(train_images, classes, 0.0, seed, root)
             pairs = ((p, label) for label, name in enumerate(classes) for p in val_images[name])
             val = SampleIndex.from_pairs(root, pairs)
-            return Split(classes, train, val, "train/val", root, source=f"folder {root}", hint=HINT)
+            return Split(classes, train, val, "train/val", root, source=f"folder {root}", hint=HINT, by_data=True)
         classes, images = scan_classes(root)
         _refuse_splits_as_classes(root, classes)
         if len(classes) < 2:

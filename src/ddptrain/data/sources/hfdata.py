@@ -72,7 +72,10 @@ class HFSource:
             train, val = _stratified(train, classes, val_split, seed)
             made = {"seed": seed, "val_split": val_split}
         source = f"Hugging Face dataset {location}"
-        return Split(classes, train, val, "hf dataset", location, made, source=source, hint=HINT, fixed=True)
+        by_data = val_name is not None
+        return Split(
+            classes, train, val, "hf dataset", location, made, source=source, hint=HINT, fixed=True, by_data=by_data
+        )
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading):
         tables = load(location)

@@ -92,7 +92,9 @@ class ManifestSource:
             val = SampleIndex.from_pairs(root, ((p, c) for p, c in pairs if given[p] == "val"))
         else:
             train, val = stratified_split(images, classes, val_split, seed, root)
-        return Split(classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT)
+        return Split(
+            classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT, by_data=bool(given)
+        )
 
     def _multilabel_split(self, path: Path, manifest: Manifest, val_split: float, seed: int) -> Split:
         """Each image with its classes; held out at random by the seed (round(n x val_split) images), or by the
@@ -107,7 +109,8 @@ class ManifestSource:
             val_paths = {pairs[i][0] for i in held_out(len(pairs), val_split, seed)}
         train = SampleIndex.from_label_sets(root, [(p, c) for p, c in pairs if p not in val_paths], len(classes))
         val = SampleIndex.from_label_sets(root, [(p, c) for p, c in pairs if p in val_paths], len(classes))
-        return Split(classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT)
+        by_data = bool(manifest.splits)
+        return Split(classes, train, val, "manifest", root, source=f"{self.kind} {path}", hint=HINT, by_data=by_data)
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> SampleIndex:
         path = Path(location)

@@ -73,7 +73,8 @@ class ParquetManifestSource(ManifestSource):
         if len(listed.classes) < 2:
             raise DataError(f"{path} has one label ({listed.classes[0]}); a classifier needs at least two")
         train, val = listed.parts(val_split, seed)
-        return Split(listed.classes, train, val, "manifest", listed.root, source=f"{KIND} {path}", hint=HINT)
+        source, by_data = f"{KIND} {path}", listed.given is not None
+        return Split(listed.classes, train, val, "manifest", listed.root, source=source, hint=HINT, by_data=by_data)
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> SampleIndex:
         if reading.multilabel:

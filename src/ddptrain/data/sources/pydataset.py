@@ -52,7 +52,8 @@ class PyDatasetSource:
             train = DatasetSamples(location, 0, train_at, labels[train_at])
             val = DatasetSamples(location, 0, val_at, labels[val_at])
             layout = "folders"
-        return Split(classes, train, val, layout, location, source=f"dataset {location}", fixed=True)
+        by_data = layout == "train/val"  # a (train, val) pair
+        return Split(classes, train, val, layout, location, source=f"dataset {location}", fixed=True, by_data=by_data)
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading) -> DatasetSamples:
         given = _handed(location)

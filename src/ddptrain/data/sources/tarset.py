@@ -75,7 +75,19 @@ class TarSetSource:
             made = {"seed": seed, "val_split": val_split}
         parts[0].prefetch_shards = reading.prefetch_shards
         source = f"WebDataset tar set {redact(location)}"
-        return Split(classes, parts[0], parts[1], "tar set", location, made, source=source, hint=HINT, fixed=True)
+        by_data = not made  # the set's own train/val parts
+        return Split(
+            classes,
+            parts[0],
+            parts[1],
+            "tar set",
+            location,
+            made,
+            source=source,
+            hint=HINT,
+            fixed=True,
+            by_data=by_data,
+        )
 
     def all_images(self, location: str, classes: Sequence[str], reading: Reading):
         indexed = IndexedSet.read(location, reading)
