@@ -29,6 +29,7 @@ from .train.trackers import TRACKER_MODULES, TRACKERS, check_backend, unknown_tr
 def check_before_start(cfg: Config) -> None:
     check_apart("--out", Path(cfg.run.out), "--data", cfg.data.folder())
     sources.check(cfg.data.folder(), sources.Reading.of(cfg.data))
+    sources.check_label_key(cfg.data.folder(), sources.Reading.of(cfg.data))
     check_model_source(cfg.model.name)
     if cfg.optim.class_weights not in ("auto", "none") and not Path(cfg.optim.class_weights).is_file():
         raise ConfigError(

@@ -186,5 +186,19 @@ def test_label_key_names_the_label_column_of_every_manifest_kind_and_nothing_els
         assert load_split(path, 0.25, 0).classes == ["disc", "ring", "star"]  # without it: the label column
         with pytest.raises(DataError, match=rf"--label-key breed: .*{path.name} has no column of that name \(it has "):
             load_split(path, 0.25, 0, Reading(label_key="breed"))
+    from ddptrain.data.sources import check_label_key
+
     with pytest.raises(DataError, match=r"--label-key Colour: .* is a folder, whose labels are not chosen by a key"):
-        load_split(folder, 0.25, 0, keyed)
+        check_label_key(str(folder), keyed)  # train's check before launch
+    assert load_split(folder, 0.25, 0, keyed).classes == ["disc", "ring", "star"]  # eval: a checkpoint's own key
+    from ddptrain.data.sources import reading_for
+
+    # eval of a run's checkpoint on other data: its key where it names a column there too, not a tar set's member
+    assert reading_for(str(jsonl), keyed, str(table)).label_key == "Colour"
+    member = Reading(label_key="txt")
+    assert reading_for(str(table), member, str(tmp_path / "set.tar")).label_key == "cls"
+    assert load_split(table, 0.25, 0, reading_for(str(table), member, str(tmp_path / "set.tar"))).classes == [
+        "disc",
+        "ring",
+        "star",
+    ]

@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
+from ..config import Config
 from ..data.datasets import UnreadableFiles
 from ..data.images import (
     IMAGE_EXTENSIONS,
@@ -28,7 +29,7 @@ from ..data.images import (
 )
 from ..data.index import Samples
 from ..data.loaders import LoaderSettings, auto_workers, choose_decode, evaluation_images
-from ..data.sources import Reading, all_images, load_split
+from ..data.sources import Reading, all_images, load_split, reading_for
 from ..data.split import run_split, same_split, split_summary
 from ..data.transforms import Preprocess, eval_transform, normalize
 from ..errors import DataError
@@ -60,19 +61,25 @@ class EvalOptions:
     progress_every: float = 30.0  # seconds between progress lines where stderr is not a terminal; 0: none
 
 
+def _reading(data: str, trained: Config) -> Reading:
+    """How `data` is read with the options of the run that trained the checkpoint (its --label-key only where it
+    means the same kind of thing)."""
+    return reading_for(data, Reading.of(trained.data), trained.data.path or "")
+
+
 def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -> Samples:
     """`--split all`: every image. `--split val`: the run's own validation split, read back from its splits/ when
     the checkpoint sits in its run directory; otherwise computed again, and refused when it is not the split the
     checkpoint was trained with."""
     if opts.split == "all":
-        return all_images(opts.data, loaded.class_names, Reading.of(loaded.config.data))
+        return all_images(opts.data, loaded.class_names, _reading(opts.data, loaded.config))
     cfg = loaded.config
     if (cfg.data.path or "").startswith(DATASET_PREFIX) and not opts.data.startswith(DATASET_PREFIX):
         raise DataError(
             f"{opts.checkpoint} was trained on a Python dataset handed to ddptrain.fit ({cfg.data.path}): its "
             f"validation split is a list of that dataset's indices, not of {opts.data}. Use --split all"
         )
-    listed = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, Reading.of(cfg.data))
+    listed = load_split(opts.data, cfg.data.val_split, cfg.optim.seed, _reading(opts.data, cfg))
     run_dir = Path(opts.checkpoint).resolve().parent.parent  # RUN_DIR/checkpoints/best.pt
     fix = (
         f"--split val scores the run's validation images, which need the folder it trained on ({cfg.data.path}) "
@@ -178,7 +185,7 @@ def _data_images(
     location's training part then its validation part (as the source splits it with no hold-out)."""
     parts = []
     for location in data:
-        split = load_split(location, 0.0, loaded.config.optim.seed, Reading.of(loaded.config.data))
+        split = load_split(location, 0.0, loaded.config.optim.seed, _reading(location, loaded.config))
         parts += [split.train, split.val]
     found = ((samples.name(i), partial(samples.read, i), None) for samples in parts for i in range(len(samples)))
     return sum(len(samples) for samples in parts), found

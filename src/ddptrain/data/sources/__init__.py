@@ -9,9 +9,20 @@ it for `eval --split all` (`all_images`). Adding one: a module here with a class
 
 from __future__ import annotations
 
+import dataclasses
 from typing import List, Protocol, Sequence
 
-__all__ = ["Reading", "Source", "SOURCES", "all_images", "check", "load_split", "source_for"]
+__all__ = [
+    "Reading",
+    "Source",
+    "SOURCES",
+    "all_images",
+    "check",
+    "check_label_key",
+    "reading_for",
+    "load_split",
+    "source_for",
+]
 
 from ...errors import DataError
 from ..index import Samples
@@ -84,9 +95,26 @@ def _reading(location: str, reading: Reading) -> Source:
             f"--task multilabel: {location} is a {source.name}, which gives one class per image; give a CSV manifest "
             "whose label column lists each image's classes as a|b|c"
         )
+    return source
+
+
+def reading_for(location: str, reading: Reading, trained_on: str) -> Reading:
+    """`reading` (a run's options) for other data than the run's: its --label-key where it means the same kind of
+    thing there (a column, a member), the default where it does not (a tar set's `txt` member is no CSV's column)."""
+    if reading.label_key == DEFAULT_LABEL_KEY:
+        return reading
+    means = getattr(source_for(location), "keyed_labels", None)
+    if means is not None and means == getattr(source_for(trained_on), "keyed_labels", None):
+        return reading
+    return dataclasses.replace(reading, label_key=DEFAULT_LABEL_KEY)
+
+
+def check_label_key(location: str, reading: Reading) -> None:
+    """`train --label-key` given for data whose labels no key chooses (a folder, a shard set): refused, not ignored.
+    Only for the options a user gives: `eval` reads a checkpoint's own --label-key for any data it is given."""
+    source = source_for(location)
     if reading.label_key != DEFAULT_LABEL_KEY and not getattr(source, "keyed_labels", False):
         raise DataError(
             f"--label-key {reading.label_key}: {location} is a {source.name}, whose labels are not chosen by a key; "
             "it names a tar set's member, or a manifest's or Hugging Face dataset's column: drop it"
         )
-    return source

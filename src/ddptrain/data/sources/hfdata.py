@@ -32,7 +32,7 @@ HINT = "the Hugging Face dataset's image column has rows without bytes or with a
 
 
 class HFSource:
-    keyed_labels = True  # --label-key chooses where its labels are read from
+    keyed_labels = "column"  # --label-key names the column its labels are read from
     multilabel = True  # --task multilabel: a list column (Sequence of ClassLabel, names, values) or a|b|c text
     name = "Hugging Face dataset"
 

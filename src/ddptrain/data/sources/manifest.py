@@ -29,7 +29,7 @@ Row = Tuple[int, str, str, Optional[str]]  # (line, path, label, split: None whe
 
 
 class ManifestSource:
-    keyed_labels = True  # --label-key chooses where its labels are read from
+    keyed_labels = "column"  # --label-key names the column its labels are read from
     name = "manifest"
     kind = "CSV manifest"  # what messages call it
     suffixes: Tuple[str, ...] = (".csv",)

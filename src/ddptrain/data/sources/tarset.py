@@ -35,7 +35,7 @@ _RANGE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 
 
 class TarSetSource:
-    keyed_labels = True  # --label-key chooses where its labels are read from
+    keyed_labels = "member"  # --label-key names the member (or JSON path) its labels are read from
     name = "tar set"
 
     def recognises(self, location: str) -> bool:
