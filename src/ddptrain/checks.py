@@ -12,7 +12,7 @@ from typing import Optional
 
 from . import handed
 from .config import Config, RunConfig
-from .config.files import load_yaml
+from .config.files import load_yaml, names_a_local_path
 from .config.sections import AUTO_BATCH, hub_spelling, is_factory
 from .data import sources
 from .errors import (
@@ -82,7 +82,7 @@ def runs_own_data(checkpoint: Path) -> str:
     if not isinstance(data, str) or not data:
         where = f"{config} names no data" if in_a_run else "it is not in the checkpoints/ folder of a run"
         raise ConfigError(f"give --data to score {checkpoint} on: {where}")
-    if "://" not in data and ":" not in data.split("/")[0] and not Path(data).exists():
+    if names_a_local_path(data) and not Path(data).exists():
         raise ConfigError(f"give --data to score {checkpoint} on: its run's data, {data} (from {config}), is not here")
     return data
 

@@ -129,6 +129,11 @@ _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*:")  # hf:NAME, wds:PATH, dataset://NAME
 _WORDS = frozenset({"auto", "none"})  # --resume auto, --class-weights auto|none
 
 
+def names_a_local_path(value: str) -> bool:
+    """A path on this machine, not a name with a scheme (hf:NAME, wds:PATH, s3://..., a module:FACTORY)."""
+    return not _SCHEME.match(value)
+
+
 def as_recorded(config: Config) -> Config:
     """`config` as a run records it (config.yaml, its checkpoints, its trackers): each local path in RECORDED_PATHS
     absolute, from the current folder; names, URLs and words as given."""
@@ -149,7 +154,7 @@ def _absolute(key: str, value: str) -> str:
         return f"{os.path.abspath(where)}:{factory}" if where.endswith(".py") else value
     if value.startswith("wds:") and "://" not in value:
         return "wds:" + os.path.abspath(value[len("wds:") :])
-    return value if _SCHEME.match(value) else os.path.abspath(value)
+    return os.path.abspath(value) if names_a_local_path(value) else value
 
 
 def _flatten(data: Mapping, source: str) -> Dict[str, Any]:
@@ -198,7 +203,13 @@ def _refuse_paths_meant_from_the_file(path: Path, from_file: Mapping[str, Any]) 
     there but is beside the file was written from the file's folder: refused, naming both places."""
     for key in INPUT_PATHS:
         value = from_file.get(key)
-        if not isinstance(value, str) or not value or value in _WORDS or os.path.isabs(value) or _SCHEME.match(value):
+        if (
+            not isinstance(value, str)
+            or not value
+            or value in _WORDS
+            or os.path.isabs(value)
+            or not names_a_local_path(value)
+        ):
             continue
         beside = os.path.normpath(path.parent.absolute() / value)
         if not os.path.exists(value) and os.path.exists(beside):

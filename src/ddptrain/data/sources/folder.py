@@ -15,6 +15,9 @@ from ...util import counted
 from ..images import EXTENSIONS_NAMED, is_image_file, left_out_pictures
 from ..index import SampleIndex, scan_images
 from ..split import Split, stratified_split
+from .jsonl import JsonLinesManifestSource
+from .manifest import ManifestSource
+from .parquet import ParquetManifestSource
 from .reading import Reading
 
 HINT = "check the data folder"
@@ -204,7 +207,9 @@ def _one_level_down(inner: Path) -> str:
 
 # Files beside the images that label them, as datasets ship them: a manifest ddptrain reads (a Hugging Face
 # `imagefolder` keeps its labels in metadata.csv or metadata.jsonl).
-MANIFEST_SUFFIXES = (".csv", ".jsonl", ".parquet", ".pq")
+MANIFEST_SUFFIXES = tuple(
+    suffix for kind in (ManifestSource, JsonLinesManifestSource, ParquetManifestSource) for suffix in kind.suffixes
+)
 
 
 def no_class_folders(folder: Path) -> str:
