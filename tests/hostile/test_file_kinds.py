@@ -141,10 +141,66 @@ def test_predict_on_a_fifo_says_so_and_on_no_images_is_an_error(checkpoint, tmp_
     (tmp_path / "empty").mkdir()
     proc = _predict(checkpoint, tmp_path / "pipe.jpg")
     assert proc.returncode == 1
-    assert json.loads(proc.stdout)["error"].startswith("not a regular file")
+    assert json.loads(proc.stdout)["error"] == "a FIFO, not a regular file; not read"
     empty = _predict(checkpoint, tmp_path / "empty")
     assert empty.returncode != 0 and empty.stdout == ""
     assert "no images in" in empty.stderr and len(empty.stderr.strip().splitlines()) == 1
+
+
+def test_predict_on_a_folder_gives_each_fifo_and_broken_link_in_it_a_line_and_reads_the_rest(checkpoint, tmp_path):
+    """A folder's FIFO or broken link named x.jpg was passed over in silence; named alone it had a line."""
+    (tmp_path / "one.jpg").write_bytes(render_image(0, 0, 0, "disc"))
+    os.mkfifo(tmp_path / "pipe.jpg")
+    (tmp_path / "gone.png").symlink_to(tmp_path / "nowhere.png")
+    with _within(60):
+        proc = _predict(checkpoint, tmp_path)
+    lines = {json.loads(line)["path"]: json.loads(line) for line in proc.stdout.splitlines()}
+    assert "topk" in lines[str(tmp_path / "one.jpg")]
+    assert lines[str(tmp_path / "pipe.jpg")]["error"] == "a FIFO, not a regular file; not read"
+    assert lines[str(tmp_path / "gone.png")]["error"] == "a broken link, not a regular file; not read"
+    assert proc.returncode == 1  # as for any image that could not be read
+
+
+def test_a_class_folders_fifo_device_and_broken_links_are_left_out_counted_and_named(tmp_path, caplog):
+    """A data set whose images are links into a git-annex or DVC store not fetched yet, or a FIFO or device named
+    x.jpg, lost those images from training without a word: now one warning counts each kind and names them."""
+    from ddptrain.data.sources.folder import scan_classes
+
+    for name in ("ants", "bees"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.jpg").write_bytes(b"x")
+    (tmp_path / "ants" / "annexed.jpg").symlink_to("../.git/annex/objects/xx/SHA256E-s1--0.jpg")
+    (tmp_path / "ants" / "annexed2.JPG").symlink_to("../.git/annex/objects/yy/SHA256E-s1--1.jpg")
+    os.mkfifo(tmp_path / "bees" / "pipe.png")
+    (tmp_path / "bees" / "zero.jpg").symlink_to("/dev/zero")
+    (tmp_path / "bees" / "old.gif").write_bytes(b"GIF89a")
+    with _within(10), caplog.at_level(logging.WARNING, logger="ddptrain"):
+        classes, found = scan_classes(tmp_path)
+    assert {c: [os.path.basename(p) for p in found[c]] for c in classes} == {"ants": ["a.jpg"], "bees": ["a.jpg"]}
+    warnings = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert warnings == [
+        f"{tmp_path}: 1 picture in a format ddptrain does not read from folders is left out (1 .gif: bees/old.gif); "
+        f"convert it to JPEG or PNG to use it (read: {images.EXTENSIONS_NAMED}); 4 files named as images are not "
+        "regular files and are left out (2 broken link, 1 FIFO, 1 character device: ants/annexed.jpg, "
+        "ants/annexed2.JPG, bees/pipe.png, ...); a broken link is often a file of a git-annex or DVC store not "
+        "fetched yet (git annex get, dvc pull)"
+    ]
+
+
+def test_a_class_folder_of_unfetched_links_is_refused_before_launch_naming_them(tmp_path):
+    from ddptrain.data import sources
+    from ddptrain.errors import DataError
+
+    (tmp_path / "ants").mkdir()
+    (tmp_path / "ants" / "a.jpg").write_bytes(render_image(0, 0, 0, "disc"))
+    (tmp_path / "bees").mkdir()
+    (tmp_path / "bees" / "b.jpg").symlink_to("../.git/annex/objects/b.jpg")
+    with pytest.raises(
+        DataError,
+        match=r"class folder 'bees' .* 1 file named as an image is not a regular file .*"
+        r"\(1 broken link: b.jpg\); a broken link is often .* \(git annex get, dvc pull\)",
+    ):
+        sources.check(str(tmp_path), sources.Reading())
 
 
 def test_pictures_in_other_formats_are_left_out_counted_and_named_once(tmp_path, caplog):

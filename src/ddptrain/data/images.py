@@ -106,15 +106,57 @@ def is_other_picture(path: Union[str, Path]) -> bool:
 
 
 def left_out_pictures(where: Union[str, Path], names: Sequence[str]) -> str:
-    """One line for the pictures a listing of `where` left out: how many of each kind, a few of them, the fix."""
+    """One line for what a listing of `where` left out (`names` relative to it): pictures in other formats, and
+    entries named as images that are not regular files (index.scan_images) — how many of each kind, a few of
+    them, the fix."""
+    unread = [name for name in names if is_image_file(name)]  # listed only when not a regular file
+    pictures = [name for name in names if not is_image_file(name)]
+    said = [_other_formats(pictures)] if pictures else []
+    if unread:
+        said.append(_not_regular(where, unread))
+    return f"{where}: " + "; ".join(said)
+
+
+def _other_formats(names: Sequence[str]) -> str:
     kinds = Counter(Path(name).suffix.lower() for name in names)
-    each = ", ".join(f"{n} {suffix}" for suffix, n in sorted(kinds.items(), key=lambda kind: (-kind[1], kind[0])))
-    shown = ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
     verb, them = ("is", "it") if len(names) == 1 else ("are", "them")
     return (
-        f"{where}: {counted(len(names), 'picture')} in a format ddptrain does not read from folders {verb} left out "
-        f"({each}: {shown}); convert {them} to JPEG or PNG to use {them} (read: {EXTENSIONS_NAMED})"
+        f"{counted(len(names), 'picture')} in a format ddptrain does not read from folders {verb} left out "
+        f"({_tally(kinds, names)}); convert {them} to JPEG or PNG to use {them} (read: {EXTENSIONS_NAMED})"
     )
+
+
+def _not_regular(where: Union[str, Path], names: Sequence[str]) -> str:
+    """Image names that are broken links, FIFOs, devices or sockets: a data set whose files are links into a
+    store (git-annex, DVC) not yet fetched is a folder of broken links."""
+    kinds = Counter(file_kind(Path(where) / name).removeprefix("a ") for name in names)
+    one = len(names) == 1
+    what = "file named as an image is not a regular file" if one else "files named as images are not regular files"
+    fix = f"put the image file{'' if one else 's'} there to use {'it' if one else 'them'}"
+    if "broken link" in kinds:
+        fix = "a broken link is often a file of a git-annex or DVC store not fetched yet (git annex get, dvc pull)"
+    return f"{len(names)} {what} and {'is' if one else 'are'} left out ({_tally(kinds, names)}); {fix}"
+
+
+def _tally(kinds: Counter, names: Sequence[str]) -> str:
+    """'2 .heic, 1 .gif: a.heic, b.heic, c.gif': each kind's count, then the first three names."""
+    each = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
+    return f"{each}: " + ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def file_kind(path: Union[str, Path]) -> str:
+    """What a path that is not a regular file is: 'a broken link', 'a FIFO', 'a character device', ..."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken link" if os.path.islink(path) else "a missing file"
+    except OSError as error:
+        return f"unreadable ({error.strerror})"
+    return _kind_of(mode)
+
+
+def _kind_of(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def open_rgb(
@@ -244,8 +286,7 @@ def read_image_file(path: Union[str, Path], limits: ImageLimits) -> bytes:
     try:
         mode = os.fstat(fd)
         if not stat.S_ISREG(mode.st_mode):
-            kind = next((name for test, name in _KINDS if test(mode.st_mode)), "not a regular file")
-            raise NotARegularFile(f"{kind}, not a regular file; not read")
+            raise NotARegularFile(f"{_kind_of(mode.st_mode)}, not a regular file; not read")
         check_size(mode.st_size, limits)
         chunks, total = [], 0
         while total <= limits.max_bytes:

@@ -176,7 +176,8 @@ def scan_images(folder: Path, other_pictures: Optional[List[str]] = None) -> Lis
     per-file `stat` (the directory entry says what is a file): what a network file system can list fast.
     Symbolic links to folders are followed, each folder once: a folder reached again (a link loop, or a second
     link to it) is skipped with a warning, so a loop cannot make the listing endless. Pictures in formats it does
-    not take (a GIF, a phone's HEIC) are appended to `other_pictures`, for the caller to count and name."""
+    not take (a GIF, a phone's HEIC), and entries named as images that are not regular files (a broken link, a
+    FIFO, a device), are appended to `other_pictures`, for the caller to count and name (images.left_out_pictures)."""
     found: List[str] = []
     pending = [""]
     seen = {_identity(folder)}
@@ -193,8 +194,11 @@ def scan_images(folder: Path, other_pictures: Optional[List[str]] = None) -> Lis
                         continue
                     seen.add(identity)
                     pending.append(name)
-                elif entry.is_file() and is_image_file(entry.name):
-                    found.append(name)
+                elif is_image_file(entry.name):
+                    if entry.is_file():
+                        found.append(name)
+                    elif other_pictures is not None:  # a broken link, a FIFO, a device: left out, said
+                        other_pictures.append(name)
                 elif other_pictures is not None and is_other_picture(entry.name) and entry.is_file():
                     other_pictures.append(name)
     if skipped:

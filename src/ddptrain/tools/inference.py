@@ -22,6 +22,7 @@ from ..data.images import (
     UNREADABLE_ERRORS,
     ImageLimits,
     describe_unreadable,
+    file_kind,
     is_image_file,
     is_other_picture,
     left_out_pictures,
@@ -164,18 +165,22 @@ def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = [p for p in path.rglob("*") if p.is_file()]
-            others = [str(p.relative_to(path)) for p in files if is_other_picture(p)]
+            entries = [p for p in path.rglob("*") if not p.is_dir()]
+            others = [str(p.relative_to(path)) for p in entries if is_other_picture(p) and p.is_file()]
             if others:
                 log.warning("%s", left_out_pictures(path, others))
-            for found in sorted(p for p in files if is_image_file(p)):
-                yield str(found), None
+            for found in sorted(p for p in entries if is_image_file(p)):  # a FIFO or broken link among them: said
+                yield str(found), None if found.is_file() else _not_regular(found)
         elif path.is_file():
             yield str(path), None
         elif os.path.lexists(path):
-            yield str(path), "not a regular file (a FIFO, a device, a socket or a broken link); not read"
+            yield str(path), _not_regular(path)
         else:
             yield str(path), "no such file or folder"
+
+
+def _not_regular(path: Path) -> str:
+    return f"{file_kind(path)}, not a regular file; not read"
 
 
 def _data_images(
