@@ -187,6 +187,14 @@ def test_a_class_folders_fifo_device_and_broken_links_are_left_out_counted_and_n
     ]
 
 
+def test_a_manifest_row_that_is_a_broken_link_is_skipped_as_one(tmp_path):
+    (tmp_path / "annexed.jpg").symlink_to(".git/annex/objects/xx/SHA256E-s1--0.jpg")
+    with pytest.raises(NotARegularFile, match=r"^a broken link \(to .git/annex/objects/xx/SHA256E-s1--0.jpg\), not a"):
+        read_image_file(tmp_path / "annexed.jpg", ImageLimits())
+    with pytest.raises(FileNotFoundError):  # a file that is not there at all stays the system's error
+        read_image_file(tmp_path / "nothing.jpg", ImageLimits())
+
+
 def test_a_class_folder_of_unfetched_links_is_refused_before_launch_naming_them(tmp_path):
     from ddptrain.data import sources
     from ddptrain.errors import DataError

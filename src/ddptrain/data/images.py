@@ -282,7 +282,12 @@ def read_image_file(path: Union[str, Path], limits: ImageLimits) -> bytes:
     The file is opened without blocking and checked on its open descriptor: a FIFO named `x.jpg` (which would
     block the reader for ever), `/dev/zero` (whose size reads 0 and which never ends) or a folder is refused
     before a byte is read, and a file that grows past the cap while it is read is cut off, not swallowed."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        if os.path.islink(path):  # a git-annex or DVC file not fetched: said as such, like a folder's listing
+            raise NotARegularFile(f"a broken link (to {os.readlink(path)}), not a regular file; not read") from None
+        raise
     try:
         mode = os.fstat(fd)
         if not stat.S_ISREG(mode.st_mode):
