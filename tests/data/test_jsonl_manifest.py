@@ -78,6 +78,26 @@ def test_a_split_field_integer_labels_and_label_lists_read_as_in_the_csv(flat):
         assert (getattr(got, part).targets == getattr(want, part).targets).all()
 
 
+def test_whole_float_labels_are_their_integers_and_booleans_and_nan_read_as_parquet_reads_them(flat):
+    """pandas writes an integer column that had a gap as floats: rows `1` and `1.0` of one manifest made two
+    classes, '1' and '1.0'. A NaN label made a class 'nan' where a Parquet manifest's null is refused."""
+    names = sorted(p.name for p in flat.glob("*.jpg"))
+    records = [{"file_name": n, "label": [1, 1.0, "01", 2.0][i % 4]} for i, n in enumerate(names)]
+    assert load_split(write_jsonl(flat / "floats.jsonl", records), 0.25, 0).classes == ["1", "2"]
+    flags = [{"file_name": n, "label": i % 2 == 0} for i, n in enumerate(names)]
+    assert load_split(write_jsonl(flat / "flags.jsonl", flags), 0.25, 0).classes == ["false", "true"]
+    halves = [{"file_name": n, "label": [0.5, 1.5][i % 2]} for i, n in enumerate(names)]
+    assert load_split(write_jsonl(flat / "halves.jsonl", halves), 0.25, 0).classes == ["0.5", "1.5"]
+    gap = flat / "gap.jsonl"
+    gap.write_text(
+        "".join(
+            json.dumps({"file_name": n, "label": float("nan") if i == 4 else i % 2}) + "\n" for i, n in enumerate(names)
+        )
+    )  # Python's json writes NaN
+    with pytest.raises(DataError, match=r"gap\.jsonl.*5.*a path and a label"):
+        load_split(gap, 0.25, 0)
+
+
 def test_an_image_with_two_labels_is_refused_naming_both_lines(flat):
     names = sorted(p.name for p in flat.glob("*.jpg"))
     records = [{"file_name": n, "label": n.split("_")[0]} for n in names]

@@ -6,6 +6,7 @@ manifest.py); a label may be a list of labels under --task multilabel, as in a P
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Tuple
 
@@ -61,9 +62,15 @@ EXAMPLE = '{"file_name": "0001.jpg", "label": "cat"}'
 
 
 def _text(value: Any) -> str:
-    """A field as the manifest's text: a list of labels joined as a|b (--task multilabel), a number as written."""
-    if value is None:
+    """A field as the manifest's text: a list of labels joined as a|b (--task multilabel); a number as written,
+    except that a whole float is its integer (`1.0`, as pandas writes an integer column that had a gap, is class
+    `1`, as in a Parquet manifest) and NaN is no value; true and false as JSON and Parquet write them."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, list):
         return LABEL_SEPARATOR.join(map(_text, value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
     return str(value)
