@@ -16,7 +16,7 @@ from ..images import EXTENSIONS_NAMED, is_image_file, left_out_pictures
 from ..index import SampleIndex, scan_images
 from ..split import Split, stratified_split
 from .jsonl import JsonLinesManifestSource
-from .manifest import ManifestSource
+from .manifest import ManifestSource, warn_case_twins
 from .parquet import ParquetManifestSource
 from .reading import Reading
 
@@ -61,6 +61,7 @@ class FolderSource:
             _refuse_validation_on_training_images(parts)
             _say_unread_parts(root, parts)
             classes, train_images = scan_classes(parts[0])
+            warn_case_twins(parts[0], classes, "class folders")
             _, val_images = scan_classes(parts[1], classes, f"{parts[0]} (the training part) does not have")
             train, _ = stratified_split(train_images, classes, 0.0, seed, root)
             pairs = ((p, label) for label, name in enumerate(classes) for p in val_images[name])
@@ -68,6 +69,7 @@ class FolderSource:
             return Split(classes, train, val, "train/val", root, source=f"folder {root}", hint=HINT, by_data=True)
         classes, images = scan_classes(root)
         _refuse_splits_as_classes(root, classes)
+        warn_case_twins(root, classes, "class folders")
         if len(classes) < 2:
             raise DataError(f"{root} has one class folder ({classes[0]}); a classifier needs at least two")
         train, val = stratified_split(images, classes, val_split, seed, root)

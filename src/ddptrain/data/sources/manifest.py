@@ -410,13 +410,21 @@ def _manifest(path: Path, rows: Dict[str, Tuple[str, str, int]], repeated: List[
     if splits and len(splits) != len(rows):
         raise DataError(f"{path}: give every row a split (train or val), or none")
     classes = numeric_order(by_class)
-    _warn_case_twins(path, classes)
+    warn_case_twins(path, classes)
     return Manifest(classes, {name: sorted(by_class[name]) for name in classes}, splits, repeated)
 
 
-def _warn_case_twins(path: Path, classes: Sequence[str]) -> None:
+def warn_case_twins(where: Path, classes: Sequence[str], what: str = "labels") -> None:
+    """Classes whose names differ only in case ('Cat', 'cat': two sources merged, or a folder a case-insensitive
+    disk would merge) stay two classes, said once per pair."""
     folded: Dict[str, str] = {}
     for name in classes:
         other = folded.setdefault(name.casefold(), name)
         if other != name:
-            log.warning("%s: labels %r and %r differ only in case; they are two classes", path, other, name)
+            log.warning(
+                "%s: %s %r and %r differ only in case; they are two classes (rename one if they are the same)",
+                where,
+                what,
+                other,
+                name,
+            )
