@@ -106,6 +106,30 @@ def test_a_manifest_keeps_every_path_and_label_text_it_can_hold(texts):
         assert listed == want
 
 
+def _class_folders(root: Path, names) -> Path:
+    for name in names:
+        (root / name).mkdir(parents=True)
+        (root / name / "x.jpg").write_bytes(render_image(0, 0, 0, "disc"))
+    return root
+
+
+COMPOSED, DECOMPOSED = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
+
+
+def test_class_folders_named_in_two_unicode_forms_are_said_and_refused_as_such_across_parts(tmp_path, caplog):
+    """A class folder named on a Mac (decomposed) beside one named elsewhere (composed) looks the same and is not:
+    two classes said nothing, and a val/ folder made on the other machine was refused as a class training lacks,
+    naming 'café' and 'café'."""
+    flat = _class_folders(tmp_path / "flat", (COMPOSED, DECOMPOSED, "dog"))
+    with caplog.at_level("WARNING", logger="ddptrain"):
+        assert len(load_split(flat, 0.0, 0).classes) == 3
+    assert "class folders 'cafe\\u0301' and 'caf\\xe9' are one name written in two Unicode forms" in caplog.text
+    _class_folders(tmp_path / "parts" / "train", (COMPOSED, "dog"))
+    _class_folders(tmp_path / "parts" / "val", (DECOMPOSED, "dog"))
+    with pytest.raises(DataError, match=r"'cafe\\u0301' is 'caf\\xe9' written in another Unicode form.*convmv"):
+        load_split(tmp_path / "parts", 0.0, 0)
+
+
 def test_a_manifest_that_is_not_utf8_is_one_line_naming_the_line(tmp_path):
     path = tmp_path / "list.csv"
     path.write_bytes(b"path,label\nimg/a.jpg,cat\nimg/caf\xe9.jpg,cat\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import unicodedata
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -262,13 +263,27 @@ def scan_classes(
     classes = list(classes) if classes is not None else found
     unknown = sorted(set(found) - set(classes))
     if unknown:
-        raise DataError(f"{root} has class folders {unknown_to}: {', '.join(unknown)}")
+        raise DataError(f"{root} has class folders {unknown_to}: {', '.join(unknown)}" + _other_forms(unknown, classes))
     _refuse_one_folder_twice(root, classes)
     others: List[str] = []
     images = {name: list_class_images(root / name, others) if (root / name).is_dir() else [] for name in classes}
     if others:
         log.warning("%s", left_out_pictures(root, others), extra=RANK_0_SAYS)
     return classes, images
+
+
+def _other_forms(unknown: Sequence[str], classes: Sequence[str]) -> str:
+    """Where an unknown folder is a known class's name in another Unicode form (looks the same, is not): how to
+    rename it."""
+    known = {unicodedata.normalize("NFC", name): name for name in classes}
+    twins = [(name, known[form]) for name in unknown if (form := unicodedata.normalize("NFC", name)) in known]
+    if not twins:
+        return ""
+    name, ours = twins[0]
+    return (
+        f" ({ascii(name)} is {ascii(ours)} written in another Unicode form, as macOS writes names; rename the "
+        "folders to one form, e.g. convmv -r -f utf8 -t utf8 --nfc --notest DIR)"
+    )
 
 
 def _no_images(part: Path, name: str) -> str:

@@ -416,15 +416,21 @@ def _manifest(path: Path, rows: Dict[str, Tuple[str, str, int]], repeated: List[
 
 def warn_case_twins(where: Path, classes: Sequence[str], what: str = "labels") -> None:
     """Classes whose names differ only in case ('Cat', 'cat': two sources merged, or a folder a case-insensitive
-    disk would merge) stay two classes, said once per pair."""
+    disk would merge) or in Unicode form (a folder named on a Mac: 'café' decomposed beside 'café' composed) stay two
+    classes, said once per pair."""
     folded: Dict[str, str] = {}
     for name in classes:
-        other = folded.setdefault(name.casefold(), name)
+        other = folded.setdefault(unicodedata.normalize("NFC", name).casefold(), name)
         if other != name:
             log.warning(
-                "%s: %s %r and %r differ only in case; they are two classes (rename one if they are the same)",
+                "%s: %s %s and %s %s; they are two classes (rename one if they are the same)",
                 where,
                 what,
-                other,
-                name,
+                ascii(other),
+                ascii(name),
+                UNICODE_FORMS if unicodedata.normalize("NFC", other) == unicodedata.normalize("NFC", name) else CASE,
             )
+
+
+CASE = "differ only in case"
+UNICODE_FORMS = "are one name written in two Unicode forms (composed, and decomposed as macOS writes names)"
