@@ -91,18 +91,19 @@ def test_labels_that_write_the_same_number_are_one_class(tmp_path):
 def test_labels_and_class_folders_that_differ_only_in_case_are_said_once_per_pair(tmp_path, caplog):
     """'Cat' and 'cat' (two sources merged; one folder on a case-insensitive disk) stay two classes: a manifest said
     so, a folder of class folders did not."""
-    names = _images(tmp_path / "img", 4)
-    table = _write(tmp_path / "list.csv", list(zip(names, ["Cat", "cat", "dog", "CAT"])))
+    names = _images(tmp_path / "img", 6)
+    table = _write(tmp_path / "list.csv", list(zip(names, ["Cat", "cat", "dog", "CAT", "Кот", "кот"])))
     for name in ("Cat", "cat", "dog"):
         _images(tmp_path / "folders" / name, 2)
     with caplog.at_level(logging.WARNING, logger="ddptrain"):
-        assert load_split(table, 0.0, 0).classes == ["CAT", "Cat", "cat", "dog"]
+        assert load_split(table, 0.0, 0).classes == ["CAT", "Cat", "cat", "dog", "Кот", "кот"]
         assert load_split(tmp_path / "folders", 0.0, 0).classes == ["Cat", "cat", "dog"]
     said = [r.getMessage() for r in caplog.records if "differ only in case" in r.getMessage()]
     rename = "they are two classes (rename one if they are the same)"
     assert said == [
         f"{table}: labels 'CAT' and 'Cat' differ only in case; {rename}",
         f"{table}: labels 'CAT' and 'cat' differ only in case; {rename}",
+        f"{table}: labels 'Кот' and 'кот' differ only in case; {rename}",  # readable, not escaped
         f"{tmp_path / 'folders'}: class folders 'Cat' and 'cat' differ only in case; {rename}",
     ]
 

@@ -422,13 +422,15 @@ def warn_case_twins(where: Path, classes: Sequence[str], what: str = "labels") -
     for name in classes:
         other = folded.setdefault(unicodedata.normalize("NFC", name).casefold(), name)
         if other != name:
+            forms = unicodedata.normalize("NFC", other) == unicodedata.normalize("NFC", name)
+            shown = ascii if forms else repr  # escaped only where the difference is invisible
             log.warning(
                 "%s: %s %s and %s %s; they are two classes (rename one if they are the same)",
                 where,
                 what,
-                ascii(other),
-                ascii(name),
-                UNICODE_FORMS if unicodedata.normalize("NFC", other) == unicodedata.normalize("NFC", name) else CASE,
+                shown(other),
+                shown(name),
+                UNICODE_FORMS if forms else CASE,
             )
 
 
