@@ -97,6 +97,10 @@ def test_an_unknown_model_is_said_once_per_node_without_resume_advice(tiny_shape
     assert proc.returncode != 0
     assert proc.stderr.count("unknown torchvision model 'resnet1800'") == 1, proc.stderr[-3000:]
     assert "--resume auto" not in proc.stderr and "Traceback" not in proc.stderr
+    # the run folder says why it stopped (a batch job's log may be gone): train.log's last line and the marker
+    last = (tmp_path / "run" / "train.log").read_text().splitlines()[-1]
+    assert " ERROR the run stopped: unknown torchvision model 'resnet1800'" in last, last
+    assert json.loads((tmp_path / "run" / ".ddptrain-run.json").read_text())["ended"]["how"] == "failed"
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Protocol
 
 from ..config import Config, save_yaml
 from ..data.split import Split, write_split_files
-from ..errors import DataError
+from ..errors import DataError, DdptrainError
 from ..logs import add_log_file
 from ..runtime.startup import StartupClock
 from ..util import (
@@ -33,7 +33,7 @@ from . import timing
 from .loop import EpochStats
 from .metrics import EvalResult
 from .progress import EpochPlace, EpochProgress, NoProgress, Progress
-from .trackers import FINISHED, Trackers, run_status
+from .trackers import FAILED, FINISHED, Trackers, run_status
 
 log = logging.getLogger("ddptrain")
 
@@ -245,9 +245,19 @@ class RunSinks:
         if status == FINISHED and self.trackers.take_artifacts:
             self.trackers.log_artifacts([*self._shareable_config(), self.run_dir / BEST_EVAL, *self._report()])
         self.trackers.close(status)
-        self.tb.close()
+        if hasattr(self, "tb"):  # a set-up that failed never opened it
+            self.tb.close()
+        if failure is not None and status == FAILED:
+            self._log_failure(failure)
         logging.getLogger("ddptrain").removeHandler(self.log_handler)
         self.log_handler.close()
+
+    def _log_failure(self, failure: BaseException) -> None:
+        """The error that ended the run, in train.log alone (the console has it from the command's own report):
+        a run folder read later (a batch job's, a colleague's) says why it stopped."""
+        said = str(failure) if isinstance(failure, DdptrainError) else f"{type(failure).__name__}: {failure}"
+        record = logging.LogRecord("ddptrain", logging.ERROR, __file__, 0, "the run stopped: %s", (said,), None)
+        self.log_handler.handle(record)
 
     def _shareable_config(self) -> List[Path]:
         """config.yaml for the trackers, unless it holds credentials (a --data URL with a password): then only the

@@ -112,6 +112,14 @@ class Trainer:
         # Rank 0 owns the run directory for the whole run: the lock first, before anything is written there.
         self.run_lock = self._claim_run_dir() if rt.is_main else None
         self.sinks = open_sinks(self.run_dir, cfg.optim.epochs, rt.is_main, report, cfg.run.progress_every)
+        try:
+            self._set_up(cfg)
+        except BaseException as error:  # the run folder says so: train.log holds the error, the marker the end
+            self._close(error, more_epochs=False)
+            raise
+
+    def _set_up(self, cfg: Config) -> None:
+        rt = self.rt
         self.checkpointer = Checkpointer(self.run_dir, cfg.run.keep_last, rt.is_main, cfg.model.strategy == "fsdp")
         # read before anything is built: a resume keeps its preprocessing and its global batch
         beginning = self.checkpointer.resume_from(cfg.run.resume)
@@ -150,6 +158,17 @@ class Trainer:
         self.sinks.write_run_files(self.requested, self.split)
         self.sinks.start(self.start.epoch - 1, self.global_step, self.requested, resumed=self.start.resumed)
         self.clock.mark("resume and DDP")
+
+    def _close(self, failure: Optional[BaseException], more_epochs: bool) -> None:
+        """The loaders' workers stopped, the outputs closed (train.log given the error), the run folder's marker
+        told how the run ended, its lock released: after training, or after a set-up that failed."""
+        for loader in (getattr(self, "train_loader", None), getattr(self, "val_loader", None)):
+            if loader is not None:
+                stop_workers(loader)
+        self.sinks.close(failure)
+        if self.run_lock is not None:
+            rundir.record_end(self.run_dir, rundir.ending(failure, more_epochs), getattr(self, "global_step", 0))
+            self.run_lock.release()
 
     # ---- set-up -------------------------------------------------------------------------------
     def _claim_run_dir(self) -> rundir.RunLock:
@@ -521,12 +540,7 @@ class Trainer:
             failure = error
             raise
         finally:
-            for loader in (self.train_loader, self.val_loader):
-                stop_workers(loader)
-            self.sinks.close(failure)
-            if self.run_lock is not None:
-                rundir.record_end(self.run_dir, rundir.ending(failure, last_epoch < cfg.optim.epochs), self.global_step)
-                self.run_lock.release()
+            self._close(failure, last_epoch < cfg.optim.epochs)
         if last_epoch < cfg.optim.epochs:
             log.info("stopped after epoch %d of %d as asked; continue with --resume auto", last_epoch, cfg.optim.epochs)
         if self.validates:
