@@ -60,13 +60,17 @@ LAYOUTS = {
 @pytest.mark.parametrize("reduce", [1, 2, 4, 8])
 def test_a_region_holds_exactly_the_pixels_of_the_whole_decode(layout, reduce):
     data = _jpeg(**LAYOUTS[layout])
-    whole = _whole(data, reduce)
+    assert_regions_exact(data, reduce, _whole(data, reduce), random.Random(f"{layout}{reduce}"), 12)
+
+
+def assert_regions_exact(data: bytes, reduce: int, whole: torch.Tensor, draw: random.Random, count: int) -> None:
+    """The whole image, its corners, a one-pixel column and `count` random regions of `data` decoded at 1/`reduce`
+    alone hold exactly the pixels of `whole` there."""
     height, width = whole.shape[-2:]
-    draw = random.Random(f"{layout}{reduce}")
-    regions = [(0, 0, height, width), (0, 0, 1, 1), (height - 1, width - 1, height, width)]
+    regions = [(0, 0, height, width), (0, 0, 1, 1), (height - 1, width - 1, height, width), (height // 2, 0, height, 1)]
     regions += [
         (top, left, draw.randint(top + 1, height), draw.randint(left + 1, width))
-        for top, left in ((draw.randrange(height), draw.randrange(width)) for _ in range(12))
+        for top, left in ((draw.randrange(height), draw.randrange(width)) for _ in range(count))
     ]
     for top, left, bottom, right in regions:
         region = images.decode_region(data, reduce, top, left, bottom, right)

@@ -1,6 +1,7 @@
 """JPEGs at the decode limit, against what a file can say about itself: the crop box is drawn from the header before
 any decoding, so a header that lies, a file cut short at any reduction, a damaged file handed to the device, a
-pre-sizing record that is not one, and `--max-side` on images that are not images are each answered — skipped and
+pre-sizing record that is not one, and `--max-side` (with or without `--restart-markers`) on images that are not
+images are each answered — skipped and
 counted, left as they were, or refused in one line — never a crash or a wrong crop."""
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ def test_a_damaged_pre_sizing_record_in_a_shard_index_is_refused_in_one_line(tmp
             recorded_side({"presized": record}, None, "shards/")
 
 
-def test_max_side_leaves_what_is_not_an_image_as_it_was_for_the_loader_to_count(tmp_path):
+@pytest.mark.parametrize("marked", [False, True], ids=["max-side", "max-side and restart markers"])
+def test_max_side_leaves_what_is_not_an_image_as_it_was_for_the_loader_to_count(tmp_path, marked):
+    if marked and images.region_decoder() is None:
+        pytest.skip("restart markers are written by ddptrain's compiled decoder, not built in this install")
     folder = tmp_path / "data" / "a"
     folder.mkdir(parents=True)
     (folder / "text.jpg").write_bytes(b"not an image at all")
@@ -83,15 +87,15 @@ def test_max_side_leaves_what_is_not_an_image_as_it_was_for_the_loader_to_count(
     (tmp_path / "data" / "b").mkdir()
     (tmp_path / "data" / "b" / "small.jpg").write_bytes(_jpeg(120, 90))
     split = load_split(tmp_path / "data", 0.0, 0)
-    summary = write_shards(split, tmp_path / "set", 1 << 20, 0, presize=Presize(256))
-    assert summary["resized"] == 1
+    summary = write_shards(split, tmp_path / "set", 1 << 20, 0, presize=Presize(256), restart_markers=marked)
+    assert summary["resized"] == 1 and summary["restart_marked"] == 2 * marked
     _, train, _, index = open_shard_set(str(tmp_path / "set"))
     kept = {train.relative(i): train.read(i, ImageLimits()) for i in range(len(train))}
     assert kept["a/text.jpg"] == b"not an image at all" and kept["a/cut.jpg"] == _jpeg()[:20000]
     assert json.loads((tmp_path / "set" / "shards.json").read_text())["presized"]["max_side"] == 256
     loader = ImageDataset(train, train_transform(32, 0.08), seed=0)
     items = [loader[(i, 0)] for i in range(len(train))]
-    assert sum(len(item.failures) for item in items) == 3  # skipped and counted, as without --max-side
+    assert sum(len(item.failures) for item in items) == 3  # skipped and counted, as without the flags
     assert [tuple(item.image.shape) for item in items if item.image is not None] == [(3, 32, 32)] * 2
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ddptrain.data.images import region_decoder
 from ddptrain.tools.bench import add_arguments, run_bench
 
 from ..conftest import run_cli
@@ -13,7 +14,8 @@ from ..conftest import run_cli
 
 @pytest.mark.slow
 def test_input_bench_prints_the_contract_json_and_saves_a_chart(tmp_path):
-    flags = ["--count", 8, "--rounds", 1, "--worker-counts", 1, "--max-side", 256]
+    marked = region_decoder() is not None  # restart markers need ddptrain's compiled decoder
+    flags = ["--count", 8, "--rounds", 1, "--worker-counts", 1, "--max-side", 256, *(["--restart-markers"] * marked)]
     proc = run_cli(["bench", "input", *flags, "--json", "--out", tmp_path])
     result = json.loads(proc.stdout)
     seed, ours = result["seed_images_per_sec_per_core"], result["ddptrain_images_per_sec_per_core"]
@@ -27,6 +29,15 @@ def test_input_bench_prints_the_contract_json_and_saves_a_chart(tmp_path):
     assert result["stages_us_per_image"]["full"]["decode"] > 0
     assert [row["workers"] for row in result["workers"]] == [1] and result["workers"][0]["decode_only"] > 0
     assert result["presized"] == {"max_side": 256, "quality": 90} and result["presized_fraction_of_decode_only"] > 0
+    if marked:  # every pipeline ran on the rewritten copies; the files as given decoded beside them
+        given = result["decode_only_original_images_per_sec_per_core"]
+        assert (
+            result["restart_markers"]
+            and abs(result["fraction_of_original_decode_only"] * given - result["loader_images_per_sec_per_core"])
+            < 1e-6 * given
+        )
+        assert result["workers"][0]["fraction_of_original_decode_only"] > 0
+        assert "decode only, the files as given" in run_cli(["bench", "input", *flags]).stdout
     assert json.loads((tmp_path / "input.json").read_text())["ratio"] == result["ratio"]
     assert (tmp_path / "input.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -43,6 +43,7 @@ from .remote import (
     read_capped,
     safe_names,
 )
+from .restarts import RESTART_MCUS, with_restart_markers
 
 INDEX = "shards.json"
 ARRAYS = "shards-index.npz"
@@ -84,11 +85,12 @@ def write_shards(
     progress=None,
     val_split: Optional[float] = None,
     presize: Optional[Presize] = None,
+    restart_markers: bool = False,
 ) -> Dict:
     """Write `split` (a ddptrain.data.folder.Split) as shards under `out`; the index files last, so a set
     without them is an interrupted one. Samples are shuffled (by `seed`) across shards: each shard mixes
-    classes. `presize` re-encodes images larger than its side (recorded in the index). Returns the index's
-    summary."""
+    classes. `presize` re-encodes images larger than its side, `restart_markers` rewrites JPEGs losslessly with
+    restart markers (restarts.py); both are recorded in the index. Returns the index's summary."""
     out.mkdir(parents=True, exist_ok=True)
     index: Dict = {
         "format": FORMAT,
@@ -99,16 +101,20 @@ def write_shards(
         "val_split": val_split,
         "layout": split.layout,
         **({"presized": presize.record()} if presize else {}),
+        **({"restart_markers": {"most_mcus": RESTART_MCUS}} if restart_markers else {}),
     }
     arrays: Dict[str, np.ndarray] = {}
-    resized = 0
+    resized = marked = 0
     contents: Dict[str, Tuple[List[int], array]] = {}  # part -> (samples in writing order, their contents' digests)
     for part, samples in (("train", split.train), ("val", split.val)):
         order = list(range(len(samples)))
         random.Random(f"{seed}:{part}").shuffle(order)
-        shards, columns, count, digests = _write_part(samples, order, out, part, shard_bytes, progress, presize)
+        shards, columns, counts, digests = _write_part(
+            samples, order, out, part, shard_bytes, progress, presize, restart_markers
+        )
         contents[part] = (order, digests)
-        resized += count
+        resized += counts[0]
+        marked += counts[1]
         index[part] = {"shardlist": shards, "nsamples": len(order)}
         for name, values in columns.items():
             arrays[f"{part}_{name}"] = values
@@ -125,7 +131,7 @@ def write_shards(
         part: {"shards": len(index[part]["shardlist"]), "samples": index[part]["nsamples"]} for part in ("train", "val")
     }
     copies = copies_across_parts(contents, split)
-    return {**summary, "resized": resized, "val_copies_of_train": copies}
+    return {**summary, "resized": resized, "restart_marked": marked, "val_copies_of_train": copies}
 
 
 def copies_across_parts(contents: Dict[str, Tuple[List[int], array]], split) -> List[Tuple[str, str]]:
@@ -160,7 +166,14 @@ def _timm_info(index: Dict, root) -> Dict:
 
 
 def _write_part(
-    samples, order: Sequence[int], out: Path, part: str, shard_bytes: int, progress, presize: Optional[Presize]
+    samples,
+    order: Sequence[int],
+    out: Path,
+    part: str,
+    shard_bytes: int,
+    progress,
+    presize: Optional[Presize],
+    restart_markers: bool,
 ):
     shards: List[Dict] = []
     names: List[Tuple[str, int]] = []
@@ -168,7 +181,7 @@ def _write_part(
     offsets: List[int] = []
     sizes: List[int] = []
     tar: Optional[tarfile.TarFile] = None
-    written = resized = 0
+    written = resized = marked = 0
     digests = array("Q")  # each sample's content, 8 bytes (see copies_across_parts)
     for position, i in enumerate(order):
         data = samples.read(i, ImageLimits())  # a file, or a sample of another set of shards
@@ -176,6 +189,9 @@ def _write_part(
         smaller = presize.apply(data) if presize else None
         data = smaller or data
         resized += smaller is not None
+        rewritten = with_restart_markers(data) if restart_markers else None
+        data = rewritten or data
+        marked += rewritten is not None
         if tar is None or (written and written + len(data) > shard_bytes):
             if tar is not None:
                 tar.close()
@@ -208,7 +224,7 @@ def _write_part(
         "name_blob": keys.blob,
         "name_offsets": keys.offsets,
     }
-    return shards, columns, resized, digests
+    return shards, columns, (resized, marked), digests
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..data.presize import Presize
+from ..data.restarts import available as restarts_available
 from ..data.shards import ARRAYS, INDEX, TIMM_INFO, parse_size, read_index, write_shards
 from ..data.sources import Reading, load_split, source_for
 from ..errors import ConfigError, DataError
@@ -29,8 +30,10 @@ def make_shards(
     reading: Reading = Reading(),
     presize: Optional[Presize] = None,
     progress_every: float = 30.0,
+    restart_markers: bool = False,
 ) -> dict:
-    """`progress_every`: a bar on a terminal, else a line of images written at least this often (seconds; 0: none)."""
+    """`progress_every`: a bar on a terminal, else a line of images written at least this often (seconds; 0: none).
+    `restart_markers`: rewrite JPEGs losslessly so that a crop decodes only its part (data/restarts.py)."""
     try:
         limit = parse_size(shard_size)
     except ValueError as error:
@@ -39,6 +42,12 @@ def make_shards(
         raise ConfigError("--shard-size must be at least 1 byte")
     if presize is not None and not (presize.max_side >= 8 and 1 <= presize.quality <= 100):
         raise ConfigError("--max-side must be at least 8 pixels and --quality in 1..100")
+    if restart_markers and not restarts_available():
+        raise ConfigError(
+            "--restart-markers: ddptrain was installed without its compiled JPEG decoder, which writes them (a C "
+            "compiler and libjpeg-turbo's headers, e.g. Debian's libjpeg62-turbo-dev, then reinstall); leave the "
+            "flag out"
+        )
     if source_for(data).name == "shard set":
         raise ConfigError(f"--data {data} is already a shard set")
     folder = Path(out)
@@ -47,13 +56,21 @@ def make_shards(
     started = time.perf_counter()
     split = load_split(data, val_split, seed, reading)
     with CountProgress(len(split.train) + len(split.val), "shard", "images", progress_every) as bar:
-        summary = write_shards(split, folder, limit, seed, bar, val_split=val_split, presize=presize)
+        summary = write_shards(
+            split, folder, limit, seed, bar, val_split=val_split, presize=presize, restart_markers=restart_markers
+        )
     if presize is not None:
         log.info(
             "re-encoded %s longer than %d px a side as JPEG quality %d (the others are stored as they were)",
             counted(summary["resized"], "image"),
             presize.max_side,
             presize.quality,
+        )
+    if restart_markers:
+        log.info(
+            "rewrote %s with restart markers (the same pixels; the others are not colour or grayscale JPEGs, or "
+            "could not be read, and are stored as they were)",
+            counted(summary["restart_marked"], "JPEG"),
         )
     _warn_copies(summary["val_copies_of_train"], split.root)
     log.info(

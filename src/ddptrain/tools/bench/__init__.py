@@ -136,6 +136,12 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
         help="input: also time the loader on copies of the files pre-sized as `ddptrain shard --max-side N` would",
     )
     parser.add_argument(
+        "--restart-markers",
+        action="store_true",
+        help="input: time every pipeline on copies of the files rewritten as `ddptrain shard --restart-markers` "
+        "stores them (the same pixels; a crop decodes only its part), and decoding the files as given beside them",
+    )
+    parser.add_argument(
         "--worker-counts",
         default="1,2",
         help="input: the DataLoader worker counts to compare the loader with decoding alone at (default 1,2; 0: none)",
@@ -285,23 +291,44 @@ def _shard_input_bench(args: argparse.Namespace) -> int:
 
 
 def _input_bench(args: argparse.Namespace, device: str) -> int:
+    from ...data.restarts import available as restarts_available
+    from ...errors import ConfigError
     from .input import run_input_bench
 
     if args.shards:
         return _shard_input_bench(args)
 
     counts = [int(n) for n in args.worker_counts.split(",") if n.strip() and int(n) > 0]
+    if args.restart_markers and not restarts_available():
+        raise ConfigError(
+            "--restart-markers: ddptrain was installed without its compiled JPEG decoder (a C compiler and "
+            "libjpeg-turbo's headers, e.g. Debian's libjpeg62-turbo-dev, then reinstall); leave the flag out"
+        )
     result = run_input_bench(
-        args.data, args.count, args.img_size or 224, args.rounds, device, args.auto_augment, counts, args.max_side
+        args.data,
+        args.count,
+        args.img_size or 224,
+        args.rounds,
+        device,
+        args.auto_augment,
+        counts,
+        args.max_side,
+        restart_markers=args.restart_markers,
     )
     policy = f", {args.auto_augment}" if args.auto_augment else ""
     decode = result["decode_only_images_per_sec_per_core"]
     smallest = "the crop's region, reduced-size" if result["region_decoding"] else "reduced-size (no region decoder)"
+    marked = " (copies with restart markers)" if args.restart_markers else ""
     rows = [
-        {"pipeline": "decode only (read + full decode to RGB)", "images/s/core": decode, "of decode only": 1.0},
+        {
+            "pipeline": f"decode only (read + full decode to RGB){marked}",
+            "images/s/core": decode,
+            "of decode only": 1.0,
+        },
         *(
             {"pipeline": name, "images/s/core": result[key], "of decode only": result[key] / decode}
             for name, key in (
+                ("decode only, the files as given", "decode_only_original_images_per_sec_per_core"),
                 ("seed (PIL, ToTensor, Normalize)", "seed_images_per_sec_per_core"),
                 (f"ddptrain ({smallest} decode, uint8){policy}", "ddptrain_images_per_sec_per_core"),
                 (f"ddptrain, full-size decode{policy}", "ddptrain_full_decode_images_per_sec_per_core"),
@@ -338,14 +365,20 @@ def _input_details(result: dict) -> str:
         ["decoding", *names],
         [{"decoding": kind, **stages[kind]} for kind in ("reduced", "full")],
     )
+    given = ["loader / decode of the files as given"] if result.get("restart_markers") else []
     workers = markdown_table(
-        ["workers", "decode only, images/s", "loader, images/s", "loader / decode only"],
+        ["workers", "decode only, images/s", "loader, images/s", "loader / decode only", *given],
         [
             {
                 "workers": row["workers"],
                 "decode only, images/s": row["decode_only"],
                 "loader, images/s": row["ddptrain"],
                 "loader / decode only": row["fraction_of_decode_only"],
+                **(
+                    {"loader / decode of the files as given": row["fraction_of_original_decode_only"]}
+                    if "fraction_of_original_decode_only" in row
+                    else {}
+                ),
             }
             for row in result["workers"]
         ],

@@ -11,6 +11,10 @@ in alternation, with a RandomResizedCrop (area 0.08-1) + horizontal flip to --im
   whole batch there. The figure counts every step up to the normalised float tensor on the device;
 - ddptrain, full decode: the same with every image decoded at full size (`--decode full`).
 
+With --restart-markers every pipeline runs on copies of the files rewritten as `ddptrain shard --restart-markers`
+stores them (the same pixels, segments a crop's region can be decoded from alone), and decoding the files as given
+is timed beside them, so the loader can be set against either.
+
 Then the stages' split (from a profile of the loader's code in this process) and, for each worker count, the
 training loader's images/s against decoding alone through the same number of DataLoader workers.
 """
@@ -31,6 +35,7 @@ from ...data.datasets import Batch, ImageDataset, collate
 from ...data.images import ImageLimits, decode_rgb, read_image_file, region_decoder
 from ...data.loaders import LoaderSettings, training_images
 from ...data.presize import Presize
+from ...data.restarts import with_restart_markers
 from ...data.transforms import IMAGENET_MEAN, IMAGENET_STD, Augment, Preprocess, normalize, train_transform
 from .photos import write_photos
 
@@ -110,10 +115,12 @@ def _time_all(
     device: torch.device,
     augment: Augment = Augment(),
     presized: Optional[List[str]] = None,
+    originals: Optional[List[str]] = None,
 ) -> Dict[str, float]:
     """Seconds for each pipeline over all files, alternating batch by batch (each first in turn) so that the
     machine's drifting load falls on all alike: the seed's, decoding alone, ddptrain's (reduced-size decoding where the crop allows),
-    ddptrain's with full-size decoding and, given `presized` copies of the files, ddptrain's on those."""
+    ddptrain's with full-size decoding and, given `presized` copies of the files, ddptrain's on those; given the
+    `originals` the files are copies of, decoding those alone."""
     load = seed_pipeline(size)
     sources = {"ddptrain": (files, True), "ddptrain_full": (files, False)}
     if presized:
@@ -130,6 +137,11 @@ def _time_all(
     run: Dict[str, Callable] = {
         "seed": lambda first, count: _seed_batch(load, files[first : first + count], device),
         "decode_only": lambda first, count: [decode_only(path) for path in files[first : first + count]],
+        **(
+            {"decode_only_original": lambda first, count: [decode_only(p) for p in originals[first : first + count]]}
+            if originals
+            else {}
+        ),
         **{name: partial(_ddptrain_batch, dataset, device=device) for name, dataset in datasets.items()},
     }
     seconds = dict.fromkeys(run, 0.0)
@@ -148,14 +160,29 @@ def _time_all(
     return {**seconds, **{f"{name} normalize": spent for name, spent in normalizing.items()}}
 
 
-def presized_copies(files: List[str], folder: Path, max_side: int, quality: int) -> List[str]:
-    """The files as `ddptrain shard --max-side` would store them (larger ones re-encoded, the rest as they are)."""
+def presized_copies(files: List[str], folder: Path, max_side: int, quality: int, marked: bool = False) -> List[str]:
+    """The files as `ddptrain shard --max-side` would store them (larger ones re-encoded, the rest as they are;
+    `marked`: re-encoded ones with restart markers, as with --restart-markers)."""
+    presize = Presize(max_side, quality)
+
+    def convert(data: bytes) -> bytes:
+        smaller = presize.apply(data)
+        return ((with_restart_markers(smaller) if marked else None) or smaller) if smaller else data
+
+    return _copies(files, folder, convert)
+
+
+def restart_copies(files: List[str], folder: Path) -> List[str]:
+    """The files as `ddptrain shard --restart-markers` stores them (rewritten losslessly with restart markers)."""
+    return _copies(files, folder, lambda data: with_restart_markers(data) or data)
+
+
+def _copies(files: List[str], folder: Path, convert: Callable[[bytes], bytes]) -> List[str]:
     folder.mkdir(parents=True, exist_ok=True)
-    presize, copies = Presize(max_side, quality), []
+    copies = []
     for index, path in enumerate(files):
-        data = Path(path).read_bytes()
         copy = folder / f"{index:06d}.jpg"
-        copy.write_bytes(presize.apply(data) or data)
+        copy.write_bytes(convert(Path(path).read_bytes()))
         copies.append(str(copy))
     return copies
 
@@ -199,15 +226,19 @@ def stage_split(files: List[str], size: int, augment: Augment, reduced: bool) ->
     return {stage: round(1e6 * t / len(files), 1) for stage, t in split.items()}
 
 
-def worker_rates(files: List[str], size: int, workers: int, rounds: int) -> Dict[str, float]:
+def worker_rates(
+    files: List[str], size: int, workers: int, rounds: int, originals: Optional[List[str]] = None
+) -> Dict[str, float]:
     """Images/s of decoding alone and of the training loader, both through DataLoaders with `workers` workers over
-    the same files, epochs alternating."""
+    the same files, epochs alternating (and of decoding the `originals` alone, given those)."""
     settings = LoaderSettings(BATCH, workers, pin_memory=False, normalize_in_workers=False)
     samples = [(path, 0) for path in files]
     loaders = {
         "decode_only": DataLoader(DecodeOnly(files), batch_size=BATCH, num_workers=workers),
         "ddptrain": training_images(samples, Preprocess(img_size=size), 0.08, 0, 0, 1, settings),
     }
+    if originals:
+        loaders["decode_only_original"] = DataLoader(DecodeOnly(originals), batch_size=BATCH, num_workers=workers)
     best = dict.fromkeys(loaders, float("inf"))
     for _ in range(rounds + 1):  # the first pass starts the workers and warms the page cache
         for name, loader in loaders.items():
@@ -246,12 +277,22 @@ def _against_decoding(seconds: Dict[str, float], images: int, stages: Dict, per_
         "fraction_of_decode_only": loader["ddptrain"] / rate["decode_only"],
         "full_decode_fraction_of_decode_only": loader["ddptrain_full"] / rate["decode_only"],
         "stages_us_per_image": stages,
-        "workers": [{**row, "fraction_of_decode_only": row["ddptrain"] / row["decode_only"]} for row in per_workers],
+        "workers": [{**row, **_fractions(row)} for row in per_workers],
     }
+    if "decode_only_original" in rate:
+        result["decode_only_original_images_per_sec_per_core"] = rate["decode_only_original"]
+        result["fraction_of_original_decode_only"] = loader["ddptrain"] / rate["decode_only_original"]
     if "ddptrain_presized" in loader:
         result["ddptrain_presized_images_per_sec_per_core"] = rate["ddptrain_presized"]
         result["presized_fraction_of_decode_only"] = loader["ddptrain_presized"] / rate["decode_only"]
     return result
+
+
+def _fractions(row: Dict[str, float]) -> Dict[str, float]:
+    fractions = {"fraction_of_decode_only": row["ddptrain"] / row["decode_only"]}
+    if "decode_only_original" in row:
+        fractions["fraction_of_original_decode_only"] = row["ddptrain"] / row["decode_only_original"]
+    return fractions
 
 
 def run_input_bench(
@@ -264,6 +305,7 @@ def run_input_bench(
     worker_counts: Sequence[int] = (1, 2),
     max_side: Optional[int] = None,
     quality: int = 90,
+    restart_markers: bool = False,
 ) -> dict:
     device = torch.device(
         "cuda" if device_kind == "cuda" or (device_kind == "auto" and torch.cuda.is_available()) else "cpu"
@@ -274,18 +316,24 @@ def run_input_bench(
     try:
         with tempfile.TemporaryDirectory(prefix="ddptrain-bench-") as tmp:
             files = _files(Path(data) if data else write_photos(Path(tmp) / "photos", count), count)
-            presized = presized_copies(files, Path(tmp) / "presized", max_side, quality) if max_side else None
-            _time_all(files[:BATCH], size, device, augment, presized)  # warm the page cache and the code paths
+            originals = None
+            if restart_markers:
+                originals, files = files, restart_copies(files, Path(tmp) / "restart-markers")
+            presized = (
+                presized_copies(files, Path(tmp) / "presized", max_side, quality, restart_markers) if max_side else None
+            )
+            _time_all(files[:BATCH], size, device, augment, presized, originals)  # warm the page cache, the code
             seconds: Dict[str, float] = {}
             for _ in range(rounds):
-                for name, spent in _time_all(files, size, device, augment, presized).items():
+                for name, spent in _time_all(files, size, device, augment, presized, originals).items():
                     seconds[name] = seconds.get(name, 0.0) + spent
             stages = {
                 "reduced": stage_split(files, size, augment, reduced=True),
                 "full": stage_split(files, size, augment, reduced=False),
             }
             per_workers = [
-                {"workers": workers, **worker_rates(files, size, workers, rounds)} for workers in worker_counts
+                {"workers": workers, **worker_rates(files, size, workers, rounds, originals)}
+                for workers in worker_counts
             ]
             gpu_seconds = 0.0
             if device.type == "cuda":
@@ -309,4 +357,5 @@ def run_input_bench(
         "rounds": rounds,
         "auto_augment": policy,
         "source": data or "generated 500x375 JPEGs, quality 90",
+        "restart_markers": restart_markers,
     }
