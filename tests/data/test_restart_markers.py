@@ -98,7 +98,7 @@ def test_a_shard_set_made_with_restart_markers_says_so_and_trains_on_the_same_sa
     done = run_cli(
         ["shard", "--data", tmp_path / "data", "--out", tmp_path / "set", "--val-split", 0, "--restart-markers"]
     )
-    assert "rewrote 8 JPEGs with restart markers" in done.stderr
+    assert "rewrote 8 JPEGs with restart markers (the same pixels); 1 image that is not a colour" in done.stderr
     _, marked, _, index = open_shard_set(str(tmp_path / "set"))
     assert index["restart_markers"] == {"most_mcus": 4}
     run_cli(["shard", "--data", tmp_path / "data", "--out", tmp_path / "plain", "--val-split", 0])

@@ -67,10 +67,14 @@ def make_shards(
             presize.quality,
         )
     if restart_markers:
+        left = summary["train"]["samples"] + summary["val"]["samples"] - summary["restart_marked"]
         log.info(
-            "rewrote %s with restart markers (the same pixels; the others are not colour or grayscale JPEGs, or "
-            "could not be read, and are stored as they were)",
+            "rewrote %s with restart markers (the same pixels)%s",
             counted(summary["restart_marked"], "JPEG"),
+            f"; {counted(left, 'image')} that {'is' if left == 1 else 'are'} not a colour or grayscale JPEG, or "
+            "could not be read, stored as before"
+            if left
+            else "",
         )
     _warn_copies(summary["val_copies_of_train"], split.root)
     log.info(
