@@ -1,19 +1,22 @@
 """What `ddptrain train` can check on this node before any process starts — in milliseconds, without
-torch: the data (its source's own check), the weights and resume files, the run directory, the trackers, the
-network interface.
+torch: the data (its source's own check), the model's name or file, the weights and resume files, the run directory,
+the trackers, the network interface. (Only a model name that its library's files do not define costs the library's
+import, to say so with the closest names.)
 Each failure is one line that says what to do, instead of the same error from every worker."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
+import re
 from pathlib import Path
-from typing import Optional
+from typing import FrozenSet, List, Optional, Set
 
 from . import handed
 from .config import Config, RunConfig
 from .config.files import load_yaml, names_a_local_path
-from .config.sections import AUTO_BATCH, hub_spelling, is_factory
+from .config.sections import AUTO_BATCH, TIMM_PREFIX, hub_spelling, is_factory
 from .data import sources
 from .errors import (
     CheckpointError,
@@ -120,11 +123,14 @@ def _is_checkpoint(path: Path) -> bool:
 
 def check_model_source(name: str) -> None:
     """A model of the user's own: its file is there, or its module can be found (not imported: that is the workers'
-    job, which say what went wrong inside it)."""
+    job, which say what went wrong inside it). A torchvision or timm name: the library has it (`check_model_name`)."""
     hub = hub_spelling(name)
     if hub is not None:
         raise ConfigError(hub)
-    if not is_factory(name) or handed.lookup(name) is not None:
+    if not is_factory(name):
+        check_model_name(name)
+        return
+    if handed.lookup(name) is not None:
         return
     if name.startswith(handed.OBJECT_PREFIX):
         raise ConfigError(handed.absent(name))
@@ -180,3 +186,45 @@ def ensure_writable(folder: Path) -> None:
         raise ConfigError(f"cannot write to --out {folder}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot write to --out {folder}: no write permission in {existing}")
+
+
+def check_model_name(name: str) -> None:
+    """A misspelled torchvision or timm model, refused before any process starts (the workers would find it only
+    after importing torch and the library, seconds later, on every node). The library's model files are read as
+    text for the builder's definition (`def NAME(`), which takes milliseconds; a name not found there is then looked
+    up in the library itself, so that the text search never refuses a model the library has."""
+    timm = name.startswith(TIMM_PREFIX)
+    library = "timm" if timm else "torchvision"
+    builder = name[len(TIMM_PREFIX) :].split(".")[0] if timm else name
+    if not _folders(library) or builder in _builders(library):
+        return  # found, or the library is not here: the workers say what is missing
+    from .models.build import unknown_model
+
+    unknown = unknown_model(name)
+    if unknown is not None:
+        raise ConfigError(f"--model {name}: {unknown}")
+
+
+@functools.cache
+def _builders(library: str) -> FrozenSet[str]:
+    """The functions defined at the top of the library's `models` modules: every model's builder, and helpers."""
+    names: Set[str] = set()
+    for folder in _folders(library):
+        for module in (Path(folder) / "models").glob("*.py"):
+            try:
+                names.update(BUILDER.findall(module.read_text(encoding="utf-8", errors="replace")))
+            except OSError:
+                continue
+    return frozenset(names)
+
+
+def _folders(library: str) -> List[str]:
+    """Where an installed package's files are, without importing it; none where it is not installed."""
+    try:
+        spec = importlib.util.find_spec(library)
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec is not None else []
+
+
+BUILDER = re.compile(r"^def (\w+)\(", re.M)

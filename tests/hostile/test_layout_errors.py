@@ -88,18 +88,33 @@ def test_data_layout_errors_come_before_launch_in_one_line_without_torch(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
-def test_an_unknown_model_is_said_once_per_node_without_resume_advice(tiny_shapes, tmp_path):
+@pytest.mark.parametrize(
+    "model, close", [("resnet1800", "Did you mean: resnet18"), ("timm:resnt18", "Did you mean: timm:resnet18")]
+)
+def test_a_misspelled_model_is_refused_before_launch_with_the_closest_names(tiny_shapes, tmp_path, model, close):
     proc = run_cli(
-        ["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--nproc", 2, "--model", "resnet1800"],
+        ["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--nproc", 2, "--model", model],
+        check=False,
+    )
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1, proc.stderr[-3000:]
+    assert f"--model {model}: unknown" in proc.stderr and close in proc.stderr
+    assert not (tmp_path / "run").exists()  # no process started, nothing written
+
+
+@pytest.mark.slow
+def test_a_model_that_fails_in_set_up_is_said_once_per_node_without_resume_advice(tiny_shapes, tmp_path):
+    (tmp_path / "net.py").write_text("def build(num_classes):\n    raise ValueError('no such width')\n")
+    model = f"{tmp_path / 'net.py'}:build"
+    proc = run_cli(
+        ["train", "--data", tiny_shapes, "--out", tmp_path / "run", *TINY, "--nproc", 2, "--model", model],
         check=False,
     )
     assert proc.returncode != 0
-    assert proc.stderr.count("unknown torchvision model 'resnet1800'") == 1, proc.stderr[-3000:]
+    assert proc.stderr.count("raised ValueError: no such width") == 1, proc.stderr[-3000:]
     assert "--resume auto" not in proc.stderr and "Traceback" not in proc.stderr
     # the run folder says why it stopped (a batch job's log may be gone): train.log's last line and the marker
     last = (tmp_path / "run" / "train.log").read_text().splitlines()[-1]
-    assert " ERROR the run stopped: unknown torchvision model 'resnet1800'" in last, last
+    assert " ERROR the run stopped: --model " in last and "raised ValueError: no such width" in last, last
     assert json.loads((tmp_path / "run" / ".ddptrain-run.json").read_text())["ended"]["how"] == "failed"
 
 

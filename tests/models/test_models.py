@@ -34,7 +34,9 @@ def test_a_model_built_for_one_input_size_is_built_for_the_size_trained():
 def test_a_timm_model_named_with_its_pretrained_tag_builds_and_a_wrong_tag_is_refused():
     model = build_model("timm:test_resnet.r160_in1k", 3)
     assert model.pretrained_cfg["tag"] == "r160_in1k"
-    with pytest.raises(ConfigError, match="unknown timm model 'test_resnet.r999'. Did you mean: test_resnet.r160_in1k"):
+    with pytest.raises(
+        ConfigError, match="unknown timm model 'test_resnet.r999'. Did you mean: timm:test_resnet.r160_in1k"
+    ):
         build_model("timm:test_resnet.r999", 3)
 
 

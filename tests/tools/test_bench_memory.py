@@ -34,10 +34,14 @@ def test_a_variant_that_fails_says_which_rank_and_why(tmp_path):
     banner ("====")."""
     args = ["bench", "memory", "--img-size", 32, "--batch-size", 2, "--steps", 1, "--nproc", 2, "--device", "cpu"]
     args += ["--variants", "ddp", "--out", tmp_path / "bench"]
-    raised = run_cli([*args, "--model", "timm:nosuch_model"], check=False)
+    misspelled = run_cli([*args, "--model", "timm:nosuch_model"], check=False)
+    assert misspelled.returncode != 0 and misspelled.stderr.count("\n") == 1  # refused before any process starts
+    assert "--model timm:nosuch_model: unknown timm model 'nosuch_model'" in misspelled.stderr
+    (tmp_path / "net.py").write_text("def build(num_classes):\n    raise ValueError('no such width')\n")
+    raised = run_cli([*args, "--model", f"{tmp_path / 'net.py'}:build"], check=False)
     assert raised.returncode == 1
     assert re.search(
-        r"^ddp: rank [01]: ddptrain\.errors\.ConfigError: unknown timm model 'nosuch_model'", raised.stderr, re.M
+        r"^ddp: rank [01]: \S*ModelSourceError: --model .*raised ValueError: no such width", raised.stderr, re.M
     )
 
     hook = tmp_path / "hook"  # rank 1 is killed as the kernel's out-of-memory killer would kill it

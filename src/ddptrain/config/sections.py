@@ -373,9 +373,12 @@ class ModelConfig:
         return self
 
 
+TIMM_PREFIX = "timm:"  # --model timm:NAME is a timm model
+
+
 def is_factory(name: str) -> bool:
     """`path/to/file.py:FACTORY` or `package.module:FACTORY`: a model of the user's own (`timm:NAME` is timm's)."""
-    return ":" in name and not name.startswith("timm:")
+    return ":" in name and not name.startswith(TIMM_PREFIX)
 
 
 HUB_PREFIXES = ("hf-hub:", "hf_hub:")

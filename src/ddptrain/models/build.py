@@ -14,11 +14,10 @@ from typing import Any, Dict, Optional
 
 from torch import nn
 
-from ..config.sections import ModelConfig, hub_spelling, is_factory
+from ..config.sections import TIMM_PREFIX, ModelConfig, hub_spelling, is_factory
 from ..errors import ConfigError
 from .custom import build_custom
 
-TIMM_PREFIX = "timm:"
 # each library's argument name for --drop-path and --dropout
 TIMM_RATES = {"drop_path": "drop_path_rate", "dropout": "drop_rate"}
 TORCHVISION_RATES = {"drop_path": "stochastic_depth_prob", "dropout": "dropout"}
@@ -52,15 +51,9 @@ def build_model(
         return _build_timm(name[len(TIMM_PREFIX) :], num_classes, img_size, extra)
     import torchvision
 
-    known = torchvision.models.list_models(module=torchvision.models)
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ConfigError(
-            f"unknown torchvision model '{name}'.{hint} For a timm model write --model timm:{name}; for your own, "
-            "path/to/file.py:FACTORY.",
-            every_rank=True,
-        )
+    unknown = unknown_model(name)
+    if unknown is not None:
+        raise ConfigError(unknown, every_rank=True)
     extra = {**rated(TORCHVISION_RATES, rates), **(kwargs or {})}
     try:
         return torchvision.models.get_model(name, weights=None, num_classes=num_classes, **extra)
@@ -70,6 +63,31 @@ def build_model(
             "model that has it (stochastic depth: convnext, efficientnet, swin; dropout: vit, efficientnet, ...)",
             every_rank=True,
         ) from None
+
+
+def unknown_model(name: str) -> Optional[str]:
+    """Why `name` (a torchvision model, or timm:NAME) is no model its library has, with the closest names; None
+    when it is one. Imports the library."""
+    if name.startswith(TIMM_PREFIX):
+        import timm
+
+        name = name[len(TIMM_PREFIX) :]
+        if _known_timm(timm, name):
+            return None
+        close = difflib.get_close_matches(name, timm.list_models(pretrained="." in name), n=3)
+        hint = f" Did you mean: {', '.join(TIMM_PREFIX + c for c in close)}?" if close else ""
+        return f"unknown timm model '{name}'.{hint}"
+    import torchvision
+
+    known = torchvision.models.list_models(module=torchvision.models)
+    if name in known:
+        return None
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return (
+        f"unknown torchvision model '{name}'.{hint} For a timm model write --model timm:{name}; for your own, "
+        "path/to/file.py:FACTORY."
+    )
 
 
 def rated(names: Dict[str, str], rates: Optional[Dict[str, float]]) -> Dict[str, float]:
@@ -95,10 +113,9 @@ def _build_timm(
         import timm
     except ImportError as error:  # pragma: no cover - timm is a dependency
         raise ConfigError("timm is not installed: pip install timm") from error
-    if not _known_timm(timm, name):
-        close = difflib.get_close_matches(name, timm.list_models(pretrained="." in name), n=3)
-        hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown timm model '{name}'.{hint}", every_rank=True)
+    unknown = unknown_model(TIMM_PREFIX + name)
+    if unknown is not None:
+        raise ConfigError(unknown, every_rank=True)
     arguments = {**timm_size_args(name, img_size), **(extra or {})}
     try:
         return timm.create_model(name, pretrained=False, num_classes=num_classes, **arguments)

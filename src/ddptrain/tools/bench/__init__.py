@@ -244,10 +244,12 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def _memory_bench(args: argparse.Namespace, device: str) -> int:
+    from ...checks import check_model_source
     from .memory import run_memory_bench
 
     model, size, batch = args.model or "timm:vit_base_patch16_224", args.img_size or 224, args.batch_size or 4
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    check_model_source(model)  # a misspelled name, before a process per variant and rank starts
     result, rows = run_memory_bench(model, size, batch, args.nproc, device, args.steps or 3, variants)
     columns = ["variant", "parameters MB", "gradients MB", "optimizer MB", "states MB", "activations MB", "peak MB"]
     chart = {
