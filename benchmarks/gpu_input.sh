@@ -7,7 +7,7 @@
 #   4. ResNet-50 in bf16, channels_last, from photo-sized JPEGs, with the JPEGs decoded by the CPU workers
 #      (--decode cpu) and on the GPU (--decode gpu), with 8 loader workers (16 cores, 1 GPU) and with 2 (as 16
 #      cores feed 8 GPUs), at 224 px and at 160 px; a table of images/s and input wait per run at the end;
-#   5. `bench input` on the host's CPU and nvJPEG at 224 and 160 px.
+#   5. `bench input` on the host's CPU and nvJPEG at 224 and 160 px, then on copies with restart markers (CPU).
 # Results: stdout and $OUT (default benchmarks/results/gpu): gpu_input.txt, each run's metrics, bench JSON.
 # SKIP="STEP ..." leaves steps out (e.g. SKIP="r50-224-w8-cpu input-160"). DEVICE=cpu SMALL=1 runs the same
 # steps in miniature (to check the script itself; --decode full stands in for gpu).
@@ -56,6 +56,9 @@ for size in "${SIZES[@]}"; do
   mkdir -p "$OUT/input-$size"
   step "input-$size" 150 $PY -m ddptrain bench input --data "$TMP/photos" --count "$COUNT" --rounds 2 \
     --img-size "$size" --device "$DEVICE" --out "$OUT/input-$size"
+  mkdir -p "$OUT/input-$size-rst"
+  step "input-$size-rst" 150 $PY -m ddptrain bench input --data "$TMP/photos" --count "$COUNT" --rounds 2 \
+    --img-size "$size" --device cpu --restart-markers --out "$OUT/input-$size-rst"
 done
 echo "== done: exit $status; results in $OUT" | tee -a "$OUT/$LOG"
 exit $status

@@ -214,6 +214,12 @@ def _add_data_commands(sub) -> None:
         "training crop decodes only the part of the image it needs: faster input for a few %% more or fewer bytes "
         "(default: images stored as they are)",
     )
+    sh.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="processes that re-encode images for --max-side and --restart-markers (default: this machine's CPUs)",
+    )
 
 
 def _add_machine_commands(sub) -> None:
@@ -431,6 +437,7 @@ def cmd_shard(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
     setup_logging(0, 1)
     from .data.presize import Presize
     from .data.sources import Reading
+    from .runtime.env import available_cpus
 
     reading = Reading(label_key=args.label_key)
     presize = Presize(args.max_side, args.quality) if args.max_side is not None else None
@@ -445,6 +452,7 @@ def cmd_shard(args: argparse.Namespace, argv: List[str], clock: StartupClock) ->
         presize,
         args.progress_every,
         args.restart_markers,
+        args.jobs if args.jobs is not None else available_cpus(),
     )
     return 0
 

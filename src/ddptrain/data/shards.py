@@ -21,6 +21,7 @@ import random
 import re
 import tarfile
 from array import array
+from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -32,6 +33,7 @@ from ..version import __version__
 from .images import ImageLimits, check_size
 from .index import SampleIndex
 from .presize import Presize
+from .reencode import Reencode, reencoded
 from .remote import (
     DEFAULT_DEADLINE_S,
     Expected,
@@ -43,7 +45,7 @@ from .remote import (
     read_capped,
     safe_names,
 )
-from .restarts import RESTART_MCUS, with_restart_markers
+from .restarts import RESTART_MCUS
 
 INDEX = "shards.json"
 ARRAYS = "shards-index.npz"
@@ -86,11 +88,13 @@ def write_shards(
     val_split: Optional[float] = None,
     presize: Optional[Presize] = None,
     restart_markers: bool = False,
+    jobs: int = 1,
 ) -> Dict:
     """Write `split` (a ddptrain.data.folder.Split) as shards under `out`; the index files last, so a set
     without them is an interrupted one. Samples are shuffled (by `seed`) across shards: each shard mixes
     classes. `presize` re-encodes images larger than its side, `restart_markers` rewrites JPEGs losslessly with
-    restart markers (restarts.py); both are recorded in the index. Returns the index's summary."""
+    restart markers (restarts.py); both are recorded in the index, and done on `jobs` processes (reencode.py).
+    Returns the index's summary."""
     out.mkdir(parents=True, exist_ok=True)
     index: Dict = {
         "format": FORMAT,
@@ -110,7 +114,7 @@ def write_shards(
         order = list(range(len(samples)))
         random.Random(f"{seed}:{part}").shuffle(order)
         shards, columns, counts, digests = _write_part(
-            samples, order, out, part, shard_bytes, progress, presize, restart_markers
+            samples, order, out, part, shard_bytes, progress, Reencode(presize, restart_markers), jobs
         )
         contents[part] = (order, digests)
         resized += counts[0]
@@ -172,8 +176,8 @@ def _write_part(
     part: str,
     shard_bytes: int,
     progress,
-    presize: Optional[Presize],
-    restart_markers: bool,
+    reencode: Reencode,
+    jobs: int,
 ):
     shards: List[Dict] = []
     names: List[Tuple[str, int]] = []
@@ -183,15 +187,13 @@ def _write_part(
     tar: Optional[tarfile.TarFile] = None
     written = resized = marked = 0
     digests = array("Q")  # each sample's content, 8 bytes (see copies_across_parts)
-    for position, i in enumerate(order):
-        data = samples.read(i, ImageLimits())  # a file, or a sample of another set of shards
-        digests.append(int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little"))
-        smaller = presize.apply(data) if presize else None
-        data = smaller or data
-        resized += smaller is not None
-        rewritten = with_restart_markers(data) if restart_markers else None
-        data = rewritten or data
-        marked += rewritten is not None
+    read = partial(_read_sample, samples)  # a file, or a sample of another set of shards
+    for position, (i, (given, (data, smaller, rewritten))) in enumerate(
+        zip(order, reencoded(read, order, reencode, jobs))
+    ):
+        digests.append(int.from_bytes(hashlib.blake2b(given, digest_size=8).digest(), "little"))
+        resized += smaller
+        marked += rewritten
         if tar is None or (written and written + len(data) > shard_bytes):
             if tar is not None:
                 tar.close()
@@ -225,6 +227,10 @@ def _write_part(
         "name_offsets": keys.offsets,
     }
     return shards, columns, (resized, marked), digests
+
+
+def _read_sample(samples, index: int) -> bytes:
+    return samples.read(index, ImageLimits())
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -31,9 +31,11 @@ def make_shards(
     presize: Optional[Presize] = None,
     progress_every: float = 30.0,
     restart_markers: bool = False,
+    jobs: int = 1,
 ) -> dict:
     """`progress_every`: a bar on a terminal, else a line of images written at least this often (seconds; 0: none).
-    `restart_markers`: rewrite JPEGs losslessly so that a crop decodes only its part (data/restarts.py)."""
+    `restart_markers`: rewrite JPEGs losslessly so that a crop decodes only its part (data/restarts.py). `jobs`:
+    processes for the re-encoding."""
     try:
         limit = parse_size(shard_size)
     except ValueError as error:
@@ -42,6 +44,8 @@ def make_shards(
         raise ConfigError("--shard-size must be at least 1 byte")
     if presize is not None and not (presize.max_side >= 8 and 1 <= presize.quality <= 100):
         raise ConfigError("--max-side must be at least 8 pixels and --quality in 1..100")
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: give at least 1 process")
     if restart_markers and not restarts_available():
         raise ConfigError(
             "--restart-markers: ddptrain was installed without its compiled JPEG decoder, which writes them (a C "
@@ -57,7 +61,15 @@ def make_shards(
     split = load_split(data, val_split, seed, reading)
     with CountProgress(len(split.train) + len(split.val), "shard", "images", progress_every) as bar:
         summary = write_shards(
-            split, folder, limit, seed, bar, val_split=val_split, presize=presize, restart_markers=restart_markers
+            split,
+            folder,
+            limit,
+            seed,
+            bar,
+            val_split=val_split,
+            presize=presize,
+            restart_markers=restart_markers,
+            jobs=jobs,
         )
     if presize is not None:
         log.info(
