@@ -122,3 +122,17 @@ def _png() -> bytes:
     buffer = io.BytesIO()
     photo(np.random.default_rng(9), 64, 48).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def test_the_flag_is_refused_in_one_line_where_the_compiled_decoder_is_missing(tmp_path, monkeypatch):
+    from ddptrain.errors import ConfigError
+    from ddptrain.tools import shard
+
+    (tmp_path / "data" / "a").mkdir(parents=True)
+    (tmp_path / "data" / "a" / "x.png").write_bytes(_png())
+    monkeypatch.setattr(shard, "restarts_available", lambda: False)
+    with pytest.raises(ConfigError, match="--restart-markers: ddptrain was installed without its compiled JPEG"):
+        shard.make_shards(str(tmp_path / "data"), str(tmp_path / "set"), "1MB", 0.0, 0, False, restart_markers=True)
+    with pytest.raises(ConfigError, match="--jobs 0: give at least 1 process"):
+        shard.make_shards(str(tmp_path / "data"), str(tmp_path / "set"), "1MB", 0.0, 0, False, jobs=0)
+    assert not (tmp_path / "set").exists()  # refused before anything was written

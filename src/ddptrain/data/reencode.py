@@ -5,9 +5,11 @@ large set they run on several processes, in order, with a bounded number of imag
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence, Tuple
 
+from ..errors import DataError
 from .presize import Presize
 from .restarts import with_restart_markers
 
@@ -44,4 +46,11 @@ def reencoded(
     with ProcessPoolExecutor(jobs) as pool:
         for start in range(0, len(order), window):
             datas = [read(index) for index in order[start : start + window]]
-            yield from zip(datas, pool.map(reencode.apply, datas))
+            try:
+                yield from zip(datas, pool.map(reencode.apply, datas))
+            except BrokenProcessPool:
+                raise DataError(
+                    f"a re-encoding process ended without its result (killed, perhaps out of memory), at image "
+                    f"{start + 1} of {len(order)}: the set in --out is incomplete; remove its tar files and run "
+                    "shard again with fewer --jobs"
+                ) from None
