@@ -26,6 +26,12 @@ def top5_says_something(classes: int) -> bool:
     return classes > 5
 
 
+def one_line(name: str) -> str:
+    """A file name as it can stand in one log line: as it is where every character prints, else with the control
+    characters (a newline, a tab) and the stand-ins for bytes that are not UTF-8 escaped as Python writes them."""
+    return name if name.isprintable() else repr(name)[1:-1]
+
+
 def ranks_named(ranks: Sequence[int]) -> str:
     """'rank 1', 'ranks 1, 2'."""
     return f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}"

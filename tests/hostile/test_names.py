@@ -168,3 +168,22 @@ def test_a_run_on_newline_tab_and_non_utf8_names_trains_and_resumes(tmp_path):
     resumed = run_cli([*common, "--epochs", 2, "--resume", "auto"])
     assert "train/val split read back" in resumed.stderr
     assert [m["epoch"] for m in read_metrics(run_dir)] == [0, 1]
+
+
+def test_a_skipped_file_or_left_out_picture_with_a_newline_in_its_name_is_one_warning_line(tmp_path):
+    """A name with a newline printed as it is splits a warning in two, the second half looking like a log line of
+    its own; such names are shown escaped, as Python writes them (printable names stay as they are)."""
+    from ddptrain.data.datasets import ImageDataset
+    from ddptrain.data.images import left_out_pictures
+    from ddptrain.data.transforms import train_transform
+
+    bad = tmp_path / "new\nline.jpg"
+    bad.write_bytes(b"not an image")
+    good = tmp_path / "caf\u00e9 back\\slash.jpg"
+    good.write_bytes(b"not an image either")
+    dataset = ImageDataset([(str(bad), 0), (str(good), 0)], train_transform(32, 0.08))
+    said = [dataset[(i, 0)].failures[0] for i in range(2)]
+    assert "\n" not in said[0] and "new\\nline.jpg: " in said[0], said
+    assert f"{good}: " in said[1]  # printable: as it is
+    line = left_out_pictures(tmp_path, ["a\nb.gif", "c\td.heic"])
+    assert "\n" not in line and "\t" not in line and "a\\nb.gif" in line and "c\\td.heic" in line, line

@@ -13,7 +13,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from ..errors import DataError
-from ..util import mix_seed
+from ..util import mix_seed, one_line
 from .crops import stack
 from .gpudecode import Encoded, EncodedImage
 from .images import UNREADABLE_ERRORS, ImageLimits, decode_upright, describe_unreadable, is_plain_jpeg
@@ -88,7 +88,7 @@ class ImageDataset(Dataset):
                     self.samples.read(current, self.limits), augmentation_seed(self.seed, epoch, index, copy)
                 )
             except UNREADABLE_ERRORS as error:
-                failures.append(f"{self.samples.name(current)}: {describe_unreadable(error)}")
+                failures.append(f"{one_line(self.samples.name(current))}: {describe_unreadable(error)}")
                 continue
             if isinstance(tensor, EncodedImage):  # named, should the device's decoder refuse it
                 tensor = dataclasses.replace(tensor, name=self.samples.name(current))

@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from ..config import DataConfig
-from ..util import counted
+from ..util import counted, one_line
 
 if TYPE_CHECKING:
     import torch
@@ -141,7 +141,7 @@ def _not_regular(where: Union[str, Path], names: Sequence[str]) -> str:
 def _tally(kinds: Counter, names: Sequence[str]) -> str:
     """'2 .heic, 1 .gif: a.heic, b.heic, c.gif': each kind's count, then the first three names."""
     each = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
-    return f"{each}: " + ", ".join(sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
+    return f"{each}: " + ", ".join(one_line(name) for name in sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
 
 
 def file_kind(path: Union[str, Path]) -> str:
