@@ -144,6 +144,11 @@ def _tally(kinds: Counter, names: Sequence[str]) -> str:
     return f"{each}: " + ", ".join(one_line(name) for name in sorted(names)[:3]) + (", ..." if len(names) > 3 else "")
 
 
+def not_read(kind: str) -> str:
+    """What is said of an entry that is not a regular file (`kind`: 'a FIFO', 'a broken link (to ...)', ...)."""
+    return f"{kind}, not a regular file; not read"
+
+
 def file_kind(path: Union[str, Path]) -> str:
     """What a path that is not a regular file is: 'a broken link', 'a FIFO', 'a character device', ..."""
     try:
@@ -286,12 +291,12 @@ def read_image_file(path: Union[str, Path], limits: ImageLimits) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         if os.path.islink(path):  # a git-annex or DVC file not fetched: said as such, like a folder's listing
-            raise NotARegularFile(f"a broken link (to {os.readlink(path)}), not a regular file; not read") from None
+            raise NotARegularFile(not_read(f"a broken link (to {os.readlink(path)})")) from None
         raise
     try:
         mode = os.fstat(fd)
         if not stat.S_ISREG(mode.st_mode):
-            raise NotARegularFile(f"{_kind_of(mode.st_mode)}, not a regular file; not read")
+            raise NotARegularFile(not_read(_kind_of(mode.st_mode)))
         check_size(mode.st_size, limits)
         chunks, total = [], 0
         while total <= limits.max_bytes:

@@ -26,6 +26,7 @@ from ..data.images import (
     is_image_file,
     is_other_picture,
     left_out_pictures,
+    not_read,
     read_image_file,
 )
 from ..data.index import Samples
@@ -180,7 +181,7 @@ def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
 
 
 def _not_regular(path: Path) -> str:
-    return f"{file_kind(path)}, not a regular file; not read"
+    return not_read(file_kind(path))
 
 
 def _data_images(
