@@ -2,17 +2,14 @@
 what cannot be re-encoded is handed on as it was."""
 
 import io
-import os
 
 import numpy as np
-import pytest
 
 from ddptrain.data.images import ImageLimits
 from ddptrain.data.presize import Presize
 from ddptrain.data.reencode import Reencode, reencoded
 from ddptrain.data.shards import open_shard_set, write_shards
 from ddptrain.data.sources import load_split
-from ddptrain.errors import DataError
 from ddptrain.tools.bench.photos import photo
 
 from .test_region_decode import needs_decoder
@@ -54,18 +51,3 @@ def test_a_shard_set_made_on_two_processes_holds_what_one_process_makes(tmp_path
         _, train, val, _ = open_shard_set(str(tmp_path / f"set{jobs}"))
         made[jobs] = (summary, [(s.relative(i), s.read(i, ImageLimits())) for s in (train, val) for i in range(len(s))])
     assert made[1] == made[2] and made[2][0]["restart_marked"] == 10
-
-
-class _Dies(Reencode):
-    """A re-encoding process that is killed (as the out-of-memory killer would) on one image."""
-
-    def apply(self, data: bytes):
-        if data == b"die":
-            os._exit(9)
-        return super().apply(data)
-
-
-def test_a_re_encoding_process_that_dies_stops_shard_in_one_line_saying_what_to_do():
-    datas = [b"fine"] * 5 + [b"die"] + [b"fine"] * 5
-    with pytest.raises(DataError, match="killed, perhaps out of memory.*remove its tar files.*fewer --jobs"):
-        list(reencoded(datas.__getitem__, range(len(datas)), _Dies(restart_markers=True), jobs=2))

@@ -11,7 +11,6 @@ import pytest
 import torch
 from PIL import Image
 
-from ddptrain.data import images
 from ddptrain.data.datasets import ImageDataset
 from ddptrain.data.images import ImageLimits, image_geometry
 from ddptrain.data.restarts import with_restart_markers
@@ -67,26 +66,6 @@ def test_a_region_of_a_marked_jpeg_holds_exactly_the_pixels_of_the_whole_decode(
     assert_regions_exact(marked, reduce, _whole(original, reduce), random.Random(f"{layout}{reduce}"), 25)
 
 
-def _damage_first_segment(marked: bytes) -> bytes:
-    """The file with the entropy-coded bytes of its first segment (the top-left corner) overwritten."""
-    start = marked.index(b"\xff\xda") + 2 + int.from_bytes(marked[marked.index(b"\xff\xda") + 2 :][:2], "big")
-    end = RST.search(marked, start).start()
-    return marked[:start] + bytes([0x55]) * (end - start) + marked[end:]
-
-
-@needs_decoder
-def test_a_region_is_decoded_from_its_own_segments_alone():
-    """Damage in the top-left corner: a crop in the bottom-right of the marked file never reads it (its pixels
-    are exact), while the same file without markers would have to; a crop over the damage goes to the whole
-    decode, which gives the damaged file its usual verdict."""
-    original = _jpeg(320, 240)
-    marked = with_restart_markers(original)
-    damaged = _damage_first_segment(marked)
-    whole = _whole(original, 1)
-    assert torch.equal(images.decode_region(damaged, 1, 160, 200, 240, 320), whole[:, 160:240, 200:320])
-    assert images.decode_region(damaged, 1, 0, 0, 40, 40) is None
-
-
 @needs_decoder
 def test_a_shard_set_made_with_restart_markers_says_so_and_trains_on_the_same_samples(tmp_path):
     rng = np.random.default_rng(0)
@@ -122,17 +101,3 @@ def _png() -> bytes:
     buffer = io.BytesIO()
     photo(np.random.default_rng(9), 64, 48).save(buffer, format="PNG")
     return buffer.getvalue()
-
-
-def test_the_flag_is_refused_in_one_line_where_the_compiled_decoder_is_missing(tmp_path, monkeypatch):
-    from ddptrain.errors import ConfigError
-    from ddptrain.tools import shard
-
-    (tmp_path / "data" / "a").mkdir(parents=True)
-    (tmp_path / "data" / "a" / "x.png").write_bytes(_png())
-    monkeypatch.setattr(shard, "restarts_available", lambda: False)
-    with pytest.raises(ConfigError, match="--restart-markers: ddptrain was installed without its compiled JPEG"):
-        shard.make_shards(str(tmp_path / "data"), str(tmp_path / "set"), "1MB", 0.0, 0, False, restart_markers=True)
-    with pytest.raises(ConfigError, match="--jobs 0: give at least 1 process"):
-        shard.make_shards(str(tmp_path / "data"), str(tmp_path / "set"), "1MB", 0.0, 0, False, jobs=0)
-    assert not (tmp_path / "set").exists()  # refused before anything was written

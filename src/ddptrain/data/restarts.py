@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..errors import ConfigError
 from .images import UNREADABLE_ERRORS, ImageLimits, image_geometry, region_decoder
 
 RESTART_MCUS = 4  # at most this many MCUs between two markers (fewer where a row's MCUs do not divide by it)
@@ -36,3 +37,13 @@ def with_restart_markers(data: bytes, limits: ImageLimits = ImageLimits(), mcus:
 def available() -> bool:
     """Whether this install can write restart markers (its compiled decoder is built)."""
     return region_decoder() is not None
+
+
+def require() -> None:
+    """--restart-markers refused in one line where this install cannot write them."""
+    if not available():
+        raise ConfigError(
+            "--restart-markers: ddptrain was installed without its compiled JPEG decoder, which writes them (a C "
+            "compiler and libjpeg-turbo's headers, e.g. Debian's libjpeg62-turbo-dev, then reinstall); leave the "
+            "flag out"
+        )

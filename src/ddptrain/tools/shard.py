@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from ..data import restarts
 from ..data.presize import Presize
-from ..data.restarts import available as restarts_available
 from ..data.shards import ARRAYS, INDEX, TIMM_INFO, parse_size, read_index, write_shards
 from ..data.sources import Reading, load_split, source_for
 from ..errors import ConfigError, DataError
@@ -36,22 +36,8 @@ def make_shards(
     """`progress_every`: a bar on a terminal, else a line of images written at least this often (seconds; 0: none).
     `restart_markers`: rewrite JPEGs losslessly so that a crop decodes only its part (data/restarts.py). `jobs`:
     processes for the re-encoding."""
-    try:
-        limit = parse_size(shard_size)
-    except ValueError as error:
-        raise ConfigError(f"--shard-size: {error}") from None
-    if limit < 1:
-        raise ConfigError("--shard-size must be at least 1 byte")
-    if presize is not None and not (presize.max_side >= 8 and 1 <= presize.quality <= 100):
-        raise ConfigError("--max-side must be at least 8 pixels and --quality in 1..100")
-    if jobs < 1:
-        raise ConfigError(f"--jobs {jobs}: give at least 1 process")
-    if restart_markers and not restarts_available():
-        raise ConfigError(
-            "--restart-markers: ddptrain was installed without its compiled JPEG decoder, which writes them (a C "
-            "compiler and libjpeg-turbo's headers, e.g. Debian's libjpeg62-turbo-dev, then reinstall); leave the "
-            "flag out"
-        )
+    limit = _checked_size(shard_size)
+    _check_reencoding(presize, restart_markers, jobs)
     if source_for(data).name == "shard set":
         raise ConfigError(f"--data {data} is already a shard set")
     folder = Path(out)
@@ -71,6 +57,43 @@ def make_shards(
             restart_markers=restart_markers,
             jobs=jobs,
         )
+    _say_reencoded(summary, presize, restart_markers)
+    _warn_copies(summary["val_copies_of_train"], split.root)
+    log.info(
+        "wrote %s (%s) and %s (%s) of %s to %s in %.1f s; "
+        "train with --data %s, or serve the folder over HTTP(S) and use --data https://HOST/PATH/",
+        counted(summary["train"]["shards"], "training shard"),
+        counted(summary["train"]["samples"], "image"),
+        counted(summary["val"]["shards"], "validation shard"),
+        counted(summary["val"]["samples"], "image"),
+        counted(len(split.classes), "class"),
+        folder,
+        time.perf_counter() - started,
+        folder,
+    )
+    return summary
+
+
+def _checked_size(shard_size: str) -> int:
+    try:
+        limit = parse_size(shard_size)
+    except ValueError as error:
+        raise ConfigError(f"--shard-size: {error}") from None
+    if limit < 1:
+        raise ConfigError("--shard-size must be at least 1 byte")
+    return limit
+
+
+def _check_reencoding(presize: Optional[Presize], restart_markers: bool, jobs: int) -> None:
+    if presize is not None and not (presize.max_side >= 8 and 1 <= presize.quality <= 100):
+        raise ConfigError("--max-side must be at least 8 pixels and --quality in 1..100")
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: give at least 1 process")
+    if restart_markers:
+        restarts.require()
+
+
+def _say_reencoded(summary: dict, presize: Optional[Presize], restart_markers: bool) -> None:
     if presize is not None:
         log.info(
             "re-encoded %s longer than %d px a side as JPEG quality %d (the others are stored as they were)",
@@ -88,20 +111,6 @@ def make_shards(
             if left
             else "",
         )
-    _warn_copies(summary["val_copies_of_train"], split.root)
-    log.info(
-        "wrote %s (%s) and %s (%s) of %s to %s in %.1f s; "
-        "train with --data %s, or serve the folder over HTTP(S) and use --data https://HOST/PATH/",
-        counted(summary["train"]["shards"], "training shard"),
-        counted(summary["train"]["samples"], "image"),
-        counted(summary["val"]["shards"], "validation shard"),
-        counted(summary["val"]["samples"], "image"),
-        counted(len(split.classes), "class"),
-        folder,
-        time.perf_counter() - started,
-        folder,
-    )
-    return summary
 
 
 def _warn_copies(copies, root) -> None:

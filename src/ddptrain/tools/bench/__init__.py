@@ -293,19 +293,15 @@ def _shard_input_bench(args: argparse.Namespace) -> int:
 
 
 def _input_bench(args: argparse.Namespace, device: str) -> int:
-    from ...data.restarts import available as restarts_available
-    from ...errors import ConfigError
+    from ...data import restarts
     from .input import run_input_bench
 
     if args.shards:
         return _shard_input_bench(args)
 
     counts = [int(n) for n in args.worker_counts.split(",") if n.strip() and int(n) > 0]
-    if args.restart_markers and not restarts_available():
-        raise ConfigError(
-            "--restart-markers: ddptrain was installed without its compiled JPEG decoder (a C compiler and "
-            "libjpeg-turbo's headers, e.g. Debian's libjpeg62-turbo-dev, then reinstall); leave the flag out"
-        )
+    if args.restart_markers:
+        restarts.require()
     result = run_input_bench(
         args.data,
         args.count,
@@ -317,6 +313,21 @@ def _input_bench(args: argparse.Namespace, device: str) -> int:
         args.max_side,
         restart_markers=args.restart_markers,
     )
+    rows = _input_rows(result, args)
+    chart = {
+        "label": "pipeline",
+        "value": "images/s/core",
+        "ylabel": "images/s per core",
+        "title": f"input pipeline, {result['img_size']} px crops, {result['device']}",
+    }
+    emit("input", result, ["pipeline", "images/s/core", "of decode only"], rows, args.out, args.json, chart)
+    if not args.json:
+        print(_input_details(result))
+    return 0
+
+
+def _input_rows(result: dict, args: argparse.Namespace) -> list:
+    """The table's rows: each pipeline's images/s per core and its fraction of decoding alone."""
     policy = f", {args.auto_augment}" if args.auto_augment else ""
     decode = result["decode_only_images_per_sec_per_core"]
     smallest = "the crop's region, reduced-size" if result["region_decoding"] else "reduced-size (no region decoder)"
@@ -346,16 +357,7 @@ def _input_bench(args: argparse.Namespace, device: str) -> int:
                 "images/s/core": result["ddptrain_gpu_decode_images_per_sec_per_core"],
             }
         )
-    chart = {
-        "label": "pipeline",
-        "value": "images/s/core",
-        "ylabel": "images/s per core",
-        "title": f"input pipeline, {result['img_size']} px crops, {result['device']}",
-    }
-    emit("input", result, ["pipeline", "images/s/core", "of decode only"], rows, args.out, args.json, chart)
-    if not args.json:
-        print(_input_details(result))
-    return 0
+    return rows
 
 
 def _input_details(result: dict) -> str:

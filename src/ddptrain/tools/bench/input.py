@@ -295,6 +295,24 @@ def _fractions(row: Dict[str, float]) -> Dict[str, float]:
     return fractions
 
 
+def _timed_rounds(
+    files: List[str],
+    size: int,
+    device: torch.device,
+    augment: Augment,
+    rounds: int,
+    presized: Optional[List[str]],
+    originals: Optional[List[str]],
+) -> Dict[str, float]:
+    """`_time_all`'s seconds summed over `rounds`, after a batch that warms the page cache and the code paths."""
+    _time_all(files[:BATCH], size, device, augment, presized, originals)
+    seconds: Dict[str, float] = {}
+    for _ in range(rounds):
+        for name, spent in _time_all(files, size, device, augment, presized, originals).items():
+            seconds[name] = seconds.get(name, 0.0) + spent
+    return seconds
+
+
 def run_input_bench(
     data: Optional[str],
     count: int,
@@ -322,11 +340,7 @@ def run_input_bench(
             presized = (
                 presized_copies(files, Path(tmp) / "presized", max_side, quality, restart_markers) if max_side else None
             )
-            _time_all(files[:BATCH], size, device, augment, presized, originals)  # warm the page cache, the code
-            seconds: Dict[str, float] = {}
-            for _ in range(rounds):
-                for name, spent in _time_all(files, size, device, augment, presized, originals).items():
-                    seconds[name] = seconds.get(name, 0.0) + spent
+            seconds = _timed_rounds(files, size, device, augment, rounds, presized, originals)
             stages = {
                 "reduced": stage_split(files, size, augment, reduced=True),
                 "full": stage_split(files, size, augment, reduced=False),
