@@ -37,7 +37,9 @@ def test_input_bench_prints_the_contract_json_and_saves_a_chart(tmp_path):
             < 1e-6 * given
         )
         assert result["workers"][0]["fraction_of_original_decode_only"] > 0
-        assert "decode only, the files as given" in run_cli(["bench", "input", *flags]).stdout
+        assert (
+            "decode only, the files as given" in run_cli(["bench", "input", *flags, "--out", tmp_path / "text"]).stdout
+        )
     assert json.loads((tmp_path / "input.json").read_text())["ratio"] == result["ratio"]
     assert (tmp_path / "input.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
