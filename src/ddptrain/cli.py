@@ -630,7 +630,7 @@ def _run(args: argparse.Namespace, argv: List[str], clock: StartupClock) -> int:
     """Inside a torchrun worker, record an unexpected exception so the launcher prints this rank's traceback."""
     command = COMMANDS[args.command]
     if inside_worker():
-        from torch.distributed.elastic.multiprocessing.errors import record
+        from .runtime.errorfile import recorded
 
-        return int(record(command)(args, argv, clock) or 0)
+        return int(recorded(command)(args, argv, clock) or 0)
     return command(args, argv, clock)

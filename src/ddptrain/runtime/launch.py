@@ -8,6 +8,7 @@ them to do the work instead of launching again. What can be checked before any p
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -270,6 +271,11 @@ def _run_node(
                 "the workers saved a checkpoint and stopped on a signal; continue with --resume auto"
             ) from None
         raise LaunchError(_describe_failure(failure, not run.resuming and run.has_checkpoint())) from None
+    except json.JSONDecodeError as error:  # torchrun found a worker's error report half-written
+        raise LaunchError(
+            f"a worker on node {spec.node_rank} failed and torchrun could not read its error report ({error}); "
+            "the workers' own lines above, if any, say what failed"
+        ) from None
     except (RuntimeError, OSError) as error:  # the agent itself: rendezvous, store, port
         hint = explain(str(error))
         if hint is None:
