@@ -85,6 +85,10 @@ def test_labels_that_write_the_same_number_are_one_class(tmp_path):
     manifest = read_manifest(_write(tmp_path / "list.csv", list(zip(names, ["1", "01", "+1", "2"]))))
     assert manifest.classes == ["1", "2"] and len(manifest.by_class["1"]) == 3
     assert canonical_labels(["1", "01", "cat"]) == {"1": "1", "01": "01", "cat": "cat"}  # texts when not all numbers
+    # pandas writes an integer column that had a gap as floats: `1` and `1.0` in one file were two classes
+    floats = _write(tmp_path / "floats.csv", list(zip(names, ["1", "1.0", "2.00", "+2."])))
+    assert read_manifest(floats).classes == ["1", "2"]
+    assert canonical_labels(["1", "1.5"]) == {"1": "1", "1.5": "1.5"}  # a fraction: every label is its text
     assert canonical_labels(["caf\u00e9", "cafe\u0301"]) == {"caf\u00e9": "caf\u00e9", "cafe\u0301": "caf\u00e9"}
 
 

@@ -201,14 +201,17 @@ class Manifest:
 
 def canonical_labels(labels: Iterable[str]) -> Dict[str, str]:
     """Each label text -> its class name: the text itself (Unicode NFC), or, when every label is a whole number,
-    that number written plainly, so `1`, `01` and `+1` are one class."""
+    that number written plainly, so `1`, `01`, `+1` and `1.0` (pandas writes an integer column that had a gap as
+    floats; a JSONL manifest's 1.0 is 1 too) are one class."""
     texts = {label: unicodedata.normalize("NFC", label) for label in labels}
-    if texts and all(_INTEGER.match(text) for text in texts.values()):
-        return {label: str(int(text)) for label, text in texts.items()}
+    wholes = {label: _WHOLE.match(text) for label, text in texts.items()}
+    if texts and all(wholes.values()):
+        return {label: str(int(whole.group(1))) for label, whole in wholes.items() if whole}
     return texts
 
 
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_WHOLE = re.compile(r"^([+-]?[0-9]+)(?:\.0*)?$")  # a whole number, with or without a zero fraction
 
 
 def numeric_order(names: Iterable[str]) -> List[str]:
