@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..data import restarts
+from ..data.copies import without_copies
 from ..data.presize import Presize
 from ..data.shards import ARRAYS, INDEX, TIMM_INFO, parse_size, read_index, write_shards
 from ..data.sources import Reading, load_split, source_for
@@ -45,6 +46,8 @@ def make_shards(
     _clear_earlier_set(folder, overwrite)
     started = time.perf_counter()
     split = load_split(data, val_split, seed, reading)
+    if not split.by_data:  # copies in a split the data gives are said by write_shards, which hashes every image
+        split = without_copies(split)
     with CountProgress(len(split.train) + len(split.val), "shard", "images", progress_every) as bar:
         summary = write_shards(
             split,
