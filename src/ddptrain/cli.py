@@ -163,7 +163,8 @@ def _add_tool_commands(sub) -> None:
 
 def _add_data_commands(sub) -> None:
     mk = sub.add_parser(
-        "make-dataset", help="write the embedded demo dataset (deterministic JPEGs of coloured shapes on noise)"
+        "make-dataset",
+        help="write the embedded demo dataset (deterministic photo-like JPEGs of coloured shapes on cluttered backgrounds)",
     )
     mk.add_argument("--out", required=True, help="folder to write: one sub-folder of JPEGs per class")
     mk.add_argument(
