@@ -70,6 +70,20 @@ def test_files_of_one_size_and_one_header_but_other_bytes_are_not_copies(tmp_pat
     train = SampleIndex.from_pairs(tmp_path, [(str(tmp_path / "a.jpg"), 0)])
     val = SampleIndex.from_pairs(tmp_path, [(str(tmp_path / "b.jpg"), 0), (str(tmp_path / "c.jpg"), 1)])
     assert copies_across(train, val) == {1: 0}
+    assert copies_across(train, val, budget=3 * 5000) is None  # whole files past the budget: not compared
+
+
+def test_a_split_too_costly_to_compare_is_kept_and_said(tmp_path, caplog, monkeypatch):
+    """Uncompressed scans of one size whose first rows are black agree in size and first 4 KiB: comparing them
+    whole would read the data set; past the budget the split is kept as made and the skipped check is said."""
+    data = _with_copies(tmp_path / "data")
+    monkeypatch.setattr("ddptrain.data.copies.MAX_COMPARED_BYTES", 1000)
+    listed = load_split(data, 0.25, 0)
+    before = (list(listed.train), list(listed.val))
+    with caplog.at_level(logging.INFO, logger="ddptrain"):
+        split = without_copies(listed)
+    assert (list(split.train), list(split.val)) == before
+    assert "not checked for copies of training images in validation" in caplog.text
 
 
 def test_a_run_scores_no_copy_of_a_training_picture(tmp_path):

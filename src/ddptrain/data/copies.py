@@ -5,7 +5,9 @@ validation is scored on a picture the model trained on: its top-1 measures memor
 Found by content, cheaply: every file's size (one `stat` each), then, for sizes found on both sides only, the first
 4 KiB, then the whole file where those agree. A split ddptrain makes moves each validation copy to training (it
 trains on that picture anyway); a split the data gives (train/ and val/, a split column) is the user's, so its copies
-are said with the fix. Above MAX_IMAGES images, or for data that is not local files, nothing is checked."""
+are said with the fix. Above MAX_IMAGES images, for data that is not local files, or where more than
+MAX_COMPARED_BYTES of whole files would have to be read (scans whose first 4 KiB are all black), nothing is
+checked, and the last is said."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import hashlib
 import logging
 import os
 from collections import defaultdict
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..util import one_line
 from .index import SampleIndex
@@ -22,51 +24,66 @@ from .split import Split
 log = logging.getLogger("ddptrain")
 
 MAX_IMAGES = 200_000  # a stat per image: seconds on a local disk; more on a network file system
+MAX_COMPARED_BYTES = 1 << 30  # whole files read where sizes and first 4 KiB agree (uncompressed scans can)
 PREFIX = 4096
 CHUNK = 1 << 20
 
 
-def copies_across(train: SampleIndex, val: SampleIndex) -> Dict[int, int]:
-    """Each validation sample that is a byte-identical copy of a training sample -> that training sample."""
-    train_sizes, val_sizes = _sizes(train), _sizes(val)
-    shared = set(train_sizes) & set(val_sizes)
-    if not shared:
-        return {}
-    found: Dict[int, int] = {}
-    for size in sorted(shared):
-        first: Dict[Tuple[bytes, bytes], int] = {}
-        for row in train_sizes[size]:
-            key = _content_key(train.path(row))
-            if key is not None:
-                first.setdefault(key, row)
-        for row in val_sizes[size]:
-            key = _content_key(val.path(row))
-            if key is not None and key in first:
-                found[row] = first[key]
-    return found
+Group = Tuple[List[int], List[int]]  # (training rows, validation rows) that may hold one content
 
 
-def _sizes(samples: SampleIndex) -> Dict[int, List[int]]:
-    by_size: Dict[int, List[int]] = defaultdict(list)
-    for row in range(len(samples)):
+def copies_across(train: SampleIndex, val: SampleIndex, budget: Optional[int] = None) -> Optional[Dict[int, int]]:
+    """Each validation sample that is a byte-identical copy of a training sample -> that training sample; None when
+    telling them apart would read more than `budget` bytes of whole files (default MAX_COMPARED_BYTES)."""
+    parts = (train, val)
+    sizes: Dict[Tuple[int, int], int] = {}
+
+    def size(side: int, row: int) -> Optional[int]:
         try:
-            by_size[os.stat(samples.path(row)).st_size].append(row)
+            sizes[side, row] = os.stat(parts[side].path(row)).st_size
         except OSError:
-            continue  # not readable now: the loader skips and counts it
-    return by_size
+            return None  # not readable now: the loader skips and counts it
+        return sizes[side, row]
+
+    groups = _narrowed([(list(range(len(train))), list(range(len(val))))], size)
+    groups = _narrowed(groups, lambda side, row: _read(parts[side].path(row), PREFIX))
+    if sum(sizes[0, rows[0]] * (len(rows) + len(others)) for rows, others in groups) > (budget or MAX_COMPARED_BYTES):
+        return None
+    groups = _narrowed(groups, lambda side, row: _digest(parts[side].path(row)))
+    return {row: rows[0] for rows, others in groups for row in others}
 
 
-def _content_key(path: str) -> Optional[Tuple[bytes, bytes]]:
-    """(first 4 KiB, digest of the whole file); None when it cannot be read."""
+def _narrowed(groups: List[Group], key: Callable[[int, int], Any]) -> List[Group]:
+    """Each group split by `key(side, row)`, keeping the parts with rows on both sides (None: the row is dropped)."""
+    narrowed: List[Group] = []
+    for group in groups:
+        by_key: Dict[Any, Group] = defaultdict(lambda: ([], []))
+        for side in (0, 1):
+            for row in group[side]:
+                value = key(side, row)
+                if value is not None:
+                    by_key[value][side].append(row)
+        narrowed.extend(part for part in by_key.values() if part[0] and part[1])
+    return narrowed
+
+
+def _read(path: str, count: int) -> Optional[bytes]:
     try:
         with open(path, "rb") as handle:
-            head = handle.read(PREFIX)
-            digest = hashlib.blake2b(head, digest_size=16)
+            return handle.read(count)
+    except OSError:
+        return None
+
+
+def _digest(path: str) -> Optional[bytes]:
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(CHUNK), b""):
                 digest.update(chunk)
     except OSError:
         return None
-    return head, digest.digest()
+    return digest.digest()
 
 
 def checkable(split: Split) -> bool:
@@ -85,6 +102,14 @@ def without_copies(split: Split) -> Split:
     train, val = split.train, split.val
     assert isinstance(train, SampleIndex) and isinstance(val, SampleIndex)
     copies = copies_across(train, val)
+    if copies is None:
+        log.info(
+            "%s: not checked for copies of training images in validation: too many images share a size and their "
+            "first 4 KiB to compare whole (more than %d MB to read)",
+            split.source or split.root,
+            MAX_COMPARED_BYTES >> 20,
+        )
+        return split
     if not copies:
         return split
     examples = _examples(val, train, copies)
