@@ -111,3 +111,24 @@ def test_shard_moves_the_copies_of_a_split_it_makes_as_train_does(tmp_path, capl
     assert summary["train"]["samples"] == len(listed.train) + moved
     said = [r.getMessage() for r in caplog.records if "byte-" in r.getMessage()]
     assert len(said) == 1 and "moved to training" in said[0]  # not also the shard writer's "remove one copy"
+
+
+def test_fifos_and_empty_files_named_like_pictures_are_never_waited_on(tmp_path):
+    """A FIFO's size reads 0, as an empty file's does: opened to compare, it would block for ever."""
+    import os
+    import threading
+
+    from ddptrain.data.copies import _open_regular
+
+    os.mkfifo(tmp_path / "pipe.jpg")
+    os.mkfifo(tmp_path / "other_pipe.jpg")
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    (tmp_path / "empty_too.jpg").write_bytes(b"")
+    train = SampleIndex.from_pairs(tmp_path, [(str(tmp_path / n), 0) for n in ("pipe.jpg", "empty.jpg")])
+    val = SampleIndex.from_pairs(tmp_path, [(str(tmp_path / n), 0) for n in ("other_pipe.jpg", "empty_too.jpg")])
+    found = []
+    worker = threading.Thread(target=lambda: found.append(copies_across(train, val)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert found == [{1: 1}]  # the two empty files are copies; the FIFOs are not read
+    assert _open_regular(str(tmp_path / "pipe.jpg")) is None  # a file that became a FIFO after its stat

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -40,10 +41,13 @@ def copies_across(train: SampleIndex, val: SampleIndex, budget: Optional[int] = 
 
     def size(side: int, row: int) -> Optional[int]:
         try:
-            sizes[side, row] = os.stat(parts[side].path(row)).st_size
+            info = os.stat(parts[side].path(row))
         except OSError:
             return None  # not readable now: the loader skips and counts it
-        return sizes[side, row]
+        if not stat.S_ISREG(info.st_mode):
+            return None  # a FIFO, device or folder named like a picture: the loader skips and counts it
+        sizes[side, row] = info.st_size
+        return info.st_size
 
     groups = _narrowed([(list(range(len(train))), list(range(len(val))))], size)
     groups = _narrowed(groups, lambda side, row: _read(parts[side].path(row), PREFIX))
@@ -68,22 +72,46 @@ def _narrowed(groups: List[Group], key: Callable[[int, int], Any]) -> List[Group
 
 
 def _read(path: str, count: int) -> Optional[bytes]:
+    fd = _open_regular(path)
+    if fd is None:
+        return None
     try:
-        with open(path, "rb") as handle:
-            return handle.read(count)
+        return os.read(fd, count)
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def _digest(path: str) -> Optional[bytes]:
+    fd = _open_regular(path)
+    if fd is None:
+        return None
     digest = hashlib.blake2b(digest_size=16)
     try:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(CHUNK), b""):
-                digest.update(chunk)
+        for chunk in iter(lambda: os.read(fd, CHUNK), b""):
+            digest.update(chunk)
     except OSError:
         return None
+    finally:
+        os.close(fd)
     return digest.digest()
+
+
+def _open_regular(path: str) -> Optional[int]:
+    """A descriptor of `path` when it is a regular file; a FIFO named like a picture is never waited on (opened
+    without blocking, its kind checked on the descriptor); None otherwise. The loader skips and counts the rest."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def checkable(split: Split) -> bool:
