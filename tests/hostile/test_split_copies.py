@@ -5,6 +5,7 @@ and says so; a split the data gives is left as the user made it and the copies a
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -97,6 +98,12 @@ def test_a_run_scores_no_copy_of_a_training_picture(tmp_path):
         rows[part] = [line.split("\t")[0] for line in lines if not line.startswith("#")]
     trained = {_digest(data / name) for name in rows["train"]}
     assert rows["val"] and not [name for name in rows["val"] if _digest(data / name) in trained]
+    # a checkpoint away from its run folder: eval makes the split again from the data, the same one
+    away = tmp_path / "away" / "checkpoints"
+    away.mkdir(parents=True)
+    shutil.copyfile(tmp_path / "run" / "checkpoints" / "best.pt", away / "best.pt")
+    scored = run_cli(["eval", "--checkpoint", away / "best.pt", "--data", data])
+    assert json.loads(scored.stdout.strip().splitlines()[-1])["samples"] == len(rows["val"])
 
 
 def test_shard_moves_the_copies_of_a_split_it_makes_as_train_does(tmp_path, caplog):

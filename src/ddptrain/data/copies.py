@@ -122,7 +122,7 @@ def checkable(split: Split) -> bool:
     return not any("://" in part.relative(0) or part.targets is not None for part in parts)
 
 
-def without_copies(split: Split) -> Split:
+def without_copies(split: Split, say: bool = True) -> Split:
     """`split` with its validation copies of training pictures moved to training (said), or said with the fix
     where the data gives the split."""
     if not checkable(split):
@@ -131,7 +131,9 @@ def without_copies(split: Split) -> Split:
     assert isinstance(train, SampleIndex) and isinstance(val, SampleIndex)
     copies = copies_across(train, val)
     if copies is None:
-        log.info(
+        _say(
+            say,
+            logging.INFO,
             "%s: not checked for copies of training images in validation: too many images share a size and their "
             "first 4 KiB to compare whole (more than %d MB to read)",
             split.source or split.root,
@@ -145,7 +147,9 @@ def without_copies(split: Split) -> Split:
     if relabelled:
         examples += f"; {relabelled} of them under another class than their copy"
     if split.by_data:
-        log.warning(
+        _say(
+            say,
+            logging.WARNING,
             "%s: %d validation images are byte-identical copies of training images (%s): their scores measure "
             "memory, not generalisation; remove the copies from the validation part",
             split.source or split.root,
@@ -157,7 +161,9 @@ def without_copies(split: Split) -> Split:
     kept = [val[row] for row in range(len(val)) if row not in copies]
     split.train = _reindexed(train, list(train) + moved)
     split.val = _reindexed(val, kept)
-    log.warning(
+    _say(
+        say,
+        logging.WARNING,
         "%s: %d validation images were byte-identical copies of training images (%s); they were moved to training, "
         "so validation holds %d images",
         split.source or split.root,
@@ -166,6 +172,11 @@ def without_copies(split: Split) -> Split:
         len(kept),
     )
     return split
+
+
+def _say(say: bool, level: int, message: str, *args) -> None:
+    if say:
+        log.log(level, message, *args)
 
 
 def _reindexed(like: SampleIndex, samples: Sequence[Tuple[str, int]]) -> SampleIndex:

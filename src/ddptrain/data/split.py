@@ -221,13 +221,16 @@ def _read_samples(path: Path, root: Path, classes: List[str], multilabel: bool =
 def run_split(
     listed: Split, run_dir: Optional[Path], where: str, say: bool, fix: str = RESUME_FIX
 ) -> Tuple[Split, bool]:
-    """The split a run trains (or is evaluated) on: `listed` — what the data holds now — unless the run in `run_dir`
+    """The split a run trains (or is evaluated) on: `listed` — what the data holds now, its validation copies of
+    training pictures moved to training (data/copies.py) — unless the run in `run_dir`
     wrote its own, which is then read back (images added since are left out of `where`, said once when `say`; a
     fixed split, a shard set's, is always the data's own; images of it that are gone: `fix` says what to do).
     Whether it was read back."""
     found = read_run_split(run_dir, listed, fix) if run_dir is not None and not listed.fixed else None
     if found is None:
-        return listed, False
+        from .copies import without_copies  # copies.py reads Split from here
+
+        return without_copies(listed, say), False
     split, added = found
     if added and say:
         log.warning("%s", describe_added(added, split.root, where))

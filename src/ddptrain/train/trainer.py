@@ -17,7 +17,6 @@ import torch
 from ..config import Config, DataConfig
 from ..config.files import as_recorded
 from ..data.balance import loss_weights, sample_weights
-from ..data.copies import without_copies
 from ..data.datasets import UnreadableFiles
 from ..data.images import ImageLimits
 from ..data.loaders import (
@@ -243,8 +242,6 @@ class Trainer:
         listed = load_split(data.folder(), data.val_split, self.cfg.optim.seed, Reading.of(data))
         own_split = self.run_dir if self.cfg.run.resume else None
         split, read_back = run_split(listed, own_split, "training and validation", say=self.rt.is_main)
-        if not read_back:
-            split = without_copies(split)
         if read_back:
             log.info(
                 "resume: train/val split read back from %s (%d train, %d val images)",
