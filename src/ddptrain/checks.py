@@ -191,8 +191,9 @@ def ensure_writable(folder: Path) -> None:
 def check_model_name(name: str) -> None:
     """A misspelled torchvision or timm model, refused before any process starts (the workers would find it only
     after importing torch and the library, seconds later, on every node). The library's model files are read as
-    text for the builder's definition (`def NAME(`), which takes milliseconds; a name not found there is then looked
-    up in the library itself, so that the text search never refuses a model the library has."""
+    text for the registered builder's definition (`@register_model ... def NAME(`), which takes milliseconds; a name
+    not found there is then looked up in the library itself, so that the text search never refuses a model the
+    library has."""
     timm = name.startswith(TIMM_PREFIX)
     library = "timm" if timm else "torchvision"
     builder = name[len(TIMM_PREFIX) :].split(".")[0] if timm else name
@@ -207,7 +208,8 @@ def check_model_name(name: str) -> None:
 
 @functools.cache
 def _builders(library: str) -> FrozenSet[str]:
-    """The functions defined at the top of the library's `models` modules: every model's builder, and helpers."""
+    """The builders the library's `models` modules register (none for a version that does not register them: every
+    name then goes to the library's own lookup)."""
     names: Set[str] = set()
     for folder in _folders(library):
         for module in (Path(folder) / "models").glob("*.py"):
@@ -227,4 +229,6 @@ def _folders(library: str) -> List[str]:
     return list(spec.submodule_search_locations or []) if spec is not None else []
 
 
-BUILDER = re.compile(r"^def (\w+)\(", re.M)
+# a builder the library registers: `@register_model` (torchvision, timm), other decorators or a decorator's
+# continued lines, then `def NAME(`; helpers in the same files (`conv3x3`, `_create_resnet`) are not models
+BUILDER = re.compile(r"^@register_model\b[^\n]*\n(?:[@ \t)][^\n]*\n)*?def (\w+)\(", re.M)

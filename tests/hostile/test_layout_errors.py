@@ -89,7 +89,12 @@ def test_data_layout_errors_come_before_launch_in_one_line_without_torch(tmp_pat
 
 
 @pytest.mark.parametrize(
-    "model, close", [("resnet1800", "Did you mean: resnet18"), ("timm:resnt18", "Did you mean: timm:resnet18")]
+    "model, close",
+    [
+        ("resnet1800", "Did you mean: resnet18"),
+        ("timm:resnt18", "Did you mean: timm:resnet18"),
+        ("conv3x3", "unknown torchvision model"),  # a helper in torchvision's resnet.py, not a model
+    ],
 )
 def test_a_misspelled_model_is_refused_before_launch_with_the_closest_names(tiny_shapes, tmp_path, model, close):
     proc = run_cli(
