@@ -10,9 +10,10 @@ import logging
 import shutil
 from pathlib import Path
 
-from ddptrain.data.copies import copies_across, without_copies
+from ddptrain.data.copies import copies_across
 from ddptrain.data.index import SampleIndex
 from ddptrain.data.sources import load_split
+from ddptrain.data.split import without_copies
 
 from ..conftest import run_cli, write_synthetic
 

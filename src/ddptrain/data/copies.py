@@ -12,7 +12,6 @@ checked, and the last is said."""
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import stat
 from collections import defaultdict
@@ -20,9 +19,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..util import one_line
 from .index import SampleIndex
-from .split import Split
-
-log = logging.getLogger("ddptrain")
 
 MAX_IMAGES = 200_000  # a stat per image: seconds on a local disk; more on a network file system
 MAX_COMPARED_BYTES = 1 << 30  # whole files read where sizes and first 4 KiB agree (uncompressed scans can)
@@ -114,69 +110,19 @@ def _open_regular(path: str) -> Optional[int]:
     return None
 
 
-def checkable(split: Split) -> bool:
+def checkable(train: Any, val: Any) -> bool:
     """Local files of one label each, few enough to stat."""
-    parts = [part for part in (split.train, split.val) if isinstance(part, SampleIndex) and len(part)]
-    if len(parts) < 2 or len(split.train) + len(split.val) > MAX_IMAGES:
+    parts = [part for part in (train, val) if isinstance(part, SampleIndex) and len(part)]
+    if len(parts) < 2 or len(train) + len(val) > MAX_IMAGES:
         return False
     return not any("://" in part.relative(0) or part.targets is not None for part in parts)
 
 
-def without_copies(split: Split, say: bool = True) -> Split:
-    """`split` with its validation copies of training pictures moved to training (said), or said with the fix
-    where the data gives the split."""
-    if not checkable(split):
-        return split
-    train, val = split.train, split.val
-    assert isinstance(train, SampleIndex) and isinstance(val, SampleIndex)
-    copies = copies_across(train, val)
-    if copies is None:
-        _say(
-            say,
-            logging.INFO,
-            "%s: not checked for copies of training images in validation: too many images share a size and their "
-            "first 4 KiB to compare whole (more than %d MB to read)",
-            split.source or split.root,
-            MAX_COMPARED_BYTES >> 20,
-        )
-        return split
-    if not copies:
-        return split
-    examples = _examples(val, train, copies)
-    relabelled = sum(int(val.labels[row] != train.labels[copies[row]]) for row in copies)
-    if relabelled:
-        examples += f"; {relabelled} of them under another class than their copy"
-    if split.by_data:
-        _say(
-            say,
-            logging.WARNING,
-            "%s: %d validation images are byte-identical copies of training images (%s): their scores measure "
-            "memory, not generalisation; remove the copies from the validation part",
-            split.source or split.root,
-            len(copies),
-            examples,
-        )
-        return split
+def moved_to_training(train: SampleIndex, val: SampleIndex, copies: Dict[int, int]) -> Tuple[SampleIndex, SampleIndex]:
+    """(training with the validation copies added at its end, validation without them)."""
     moved = [val[row] for row in sorted(copies)]
     kept = [val[row] for row in range(len(val)) if row not in copies]
-    split.train = _reindexed(train, list(train) + moved)
-    split.val = _reindexed(val, kept)
-    _say(
-        say,
-        logging.WARNING,
-        "%s: %d validation images were byte-identical copies of training images (%s); they were moved to training, "
-        "so validation holds %d images",
-        split.source or split.root,
-        len(copies),
-        examples,
-        len(kept),
-    )
-    return split
-
-
-def _say(say: bool, level: int, message: str, *args) -> None:
-    if say:
-        log.log(level, message, *args)
+    return _reindexed(train, list(train) + moved), _reindexed(val, kept)
 
 
 def _reindexed(like: SampleIndex, samples: Sequence[Tuple[str, int]]) -> SampleIndex:
@@ -185,8 +131,11 @@ def _reindexed(like: SampleIndex, samples: Sequence[Tuple[str, int]]) -> SampleI
     return index
 
 
-def _examples(val: SampleIndex, train: SampleIndex, copies: Dict[int, int], shown: int = 3) -> str:
+def described(val: SampleIndex, train: SampleIndex, copies: Dict[int, int], shown: int = 3) -> str:
+    """The first pairs (`val name = training name`), and how many copies sit under another class than their copy."""
     pairs = [
         f"{one_line(val.relative(row))} = {one_line(train.relative(copies[row]))}" for row in sorted(copies)[:shown]
     ]
-    return ", ".join(pairs) + (", ..." if len(copies) > shown else "")
+    text = ", ".join(pairs) + (", ..." if len(copies) > shown else "")
+    relabelled = sum(int(val.labels[row] != train.labels[copies[row]]) for row in copies)
+    return text + (f"; {relabelled} of them under another class than their copy" if relabelled else "")

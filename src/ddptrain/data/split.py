@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..errors import DataError
 from ..util import counted
-from . import splitfile
+from . import copies, splitfile
 from .images import EXTENSIONS_NAMED
 from .index import LABEL_SEPARATOR, Sample, SampleIndex, Samples, label_text
 
@@ -228,10 +228,52 @@ def run_split(
     Whether it was read back."""
     found = read_run_split(run_dir, listed, fix) if run_dir is not None and not listed.fixed else None
     if found is None:
-        from .copies import without_copies  # copies.py reads Split from here
-
         return without_copies(listed, say), False
     split, added = found
     if added and say:
         log.warning("%s", describe_added(added, split.root, where))
     return split, True
+
+
+def without_copies(split: Split, say: bool = True) -> Split:
+    """`split` with its validation copies of training pictures (data/copies.py) moved to training, said; where the
+    data gives the split, the copies said with the fix and the split kept."""
+    if not copies.checkable(split.train, split.val):
+        return split
+    train, val = split.train, split.val
+    assert isinstance(train, SampleIndex) and isinstance(val, SampleIndex)
+    found = copies.copies_across(train, val)
+    where = split.source or split.root
+    if found is None:
+        if say:
+            log.info(
+                "%s: not checked for copies of training images in validation: too many images share a size and "
+                "their first 4 KiB to compare whole (more than %d MB to read)",
+                where,
+                copies.MAX_COMPARED_BYTES >> 20,
+            )
+        return split
+    if not found:
+        return split
+    pairs = copies.described(val, train, found)
+    if split.by_data:
+        if say:
+            log.warning(
+                "%s: %d validation images are byte-identical copies of training images (%s): their scores measure "
+                "memory, not generalisation; remove the copies from the validation part",
+                where,
+                len(found),
+                pairs,
+            )
+        return split
+    split.train, split.val = copies.moved_to_training(train, val, found)
+    if say:
+        log.warning(
+            "%s: %d validation images were byte-identical copies of training images (%s); they were moved to "
+            "training, so validation holds %d images",
+            where,
+            len(found),
+            pairs,
+            len(split.val),
+        )
+    return split

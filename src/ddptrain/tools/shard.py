@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 from ..data import restarts
-from ..data.copies import without_copies
 from ..data.presize import Presize
 from ..data.shards import ARRAYS, INDEX, TIMM_INFO, parse_size, read_index, write_shards
 from ..data.sources import Reading, load_split, source_for
+from ..data.split import without_copies
 from ..errors import ConfigError, DataError
 from ..train.progress import CountProgress
 from ..train.rundir import check_apart

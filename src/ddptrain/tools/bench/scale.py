@@ -30,7 +30,7 @@ def tiny_folder(folder: Path, files: int, classes: int = 1000) -> Path:
     """`files` 8x8 JPEGs (one small file per image: the file system's work is what is measured) in `classes`
     class folders; kept and reused when the folder already has them."""
     marker = folder / MARKER
-    if marker.is_file() and marker.read_text().strip() == f"{files} {classes}":
+    if marker.is_file() and marker.read_text().strip() == f"{files} {classes} numbered":
         return folder
     from PIL import Image
 
@@ -43,8 +43,11 @@ def tiny_folder(folder: Path, files: int, classes: int = 1000) -> Path:
         (folder / f"c{c:04d}").mkdir(parents=True, exist_ok=True)
     for i in range(files):
         c = i % classes
-        (folder / f"c{c:04d}" / f"img{i:07d}.jpg").write_bytes(images[c])
-    marker.write_text(f"{files} {classes}\n")
+        # a JPEG comment with the image's number: no two files are copies (a split moves copies to training)
+        comment = f"ddptrain bench image {i:09d}".encode()
+        numbered = images[c][:2] + b"\xff\xfe" + (len(comment) + 2).to_bytes(2, "big") + comment + images[c][2:]
+        (folder / f"c{c:04d}" / f"img{i:07d}.jpg").write_bytes(numbered)
+    marker.write_text(f"{files} {classes} numbered\n")
     return folder
 
 
