@@ -140,3 +140,15 @@ def test_fifos_and_empty_files_named_like_pictures_are_never_waited_on(tmp_path)
     worker.join(10)
     assert found == [{1: 1}]  # the two empty files are copies; the FIFOs are not read
     assert _open_regular(str(tmp_path / "pipe.jpg")) is None  # a file that became a FIFO after its stat
+
+
+def test_a_folder_of_copies_only_trains_without_validation_and_says_why(tmp_path, caplog):
+    data = tmp_path / "data"
+    write_synthetic(data, classes=2, per_class=1)
+    for picture in sorted(data.glob("*/*.jpg")):
+        for n in range(1, 5):
+            shutil.copyfile(picture, picture.with_name(f"{picture.stem} ({n}).jpg"))
+    with caplog.at_level(logging.WARNING, logger="ddptrain"):
+        split = without_copies(load_split(data, 0.25, 0))
+    assert len(split.val) == 0 and len(split.train) == 10
+    assert "the run trains without validation (every validation image had a copy)" in caplog.text

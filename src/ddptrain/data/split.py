@@ -270,10 +270,11 @@ def without_copies(split: Split, say: bool = True) -> Split:
     if say:
         log.warning(
             "%s: %d validation images were byte-identical copies of training images (%s); they were moved to "
-            "training, so validation holds %d images",
+            "training, so validation holds %d images%s",
             where,
             len(found),
             pairs,
             len(split.val),
+            "" if len(split.val) else ": the run trains without validation (every validation image had a copy)",
         )
     return split
