@@ -236,8 +236,9 @@ def test_eval_in_the_run_dir_on_another_folder_names_the_folder_the_run_trained_
     folder, said as such (not "36 images are gone ... put them back"); --split all scores the other folder."""
     other = write_synthetic(tmp_path / "other", classes=3, per_class=4, start=100)
     best = one_epoch / "checkpoints" / "best.pt"
-    refused = run_cli(["eval", "--checkpoint", best, "--data", other], check=False)
-    assert refused.returncode != 0
+    refused = run_cli(["eval", "--checkpoint", best, "--data", other, "--nproc", 2], check=False)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.count("none of the 36 images") == 1  # rank 0 listed the data and said it, once
     assert (
         f"none of the 36 images of the run's split ({one_epoch / 'splits'}) is in {other}: it is not the folder the "
         f"run was trained on; --split val scores the run's validation images, which need the folder it trained on "

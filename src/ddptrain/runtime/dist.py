@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Tuple, Type, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DdptrainError
 from .env import DistEnv
 
 STARTUP_TIMEOUT_S = 1800.0
@@ -165,6 +165,32 @@ def broadcast_object(obj, src: int = 0):
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
+
+
+T = TypeVar("T")
+
+
+def computed_on_main(rt: Runtime, compute: Callable[[], T], what: str) -> T:
+    """`compute()` run on rank 0 alone and its result on every rank (pickled: numpy arrays travel as one buffer), so
+    N ranks do not list or read a network file system N times. Every rank must call this. A failure there is raised
+    on every rank, nobody left waiting: on rank 0 as it was, on the others as the same kind of error with its
+    message (`what`: what rank 0 was doing, for a failure that is not ddptrain's own)."""
+    outcome: Tuple[Optional[T], Optional[Tuple[Type[DdptrainError], str]]] = (None, None)
+    failure: Optional[BaseException] = None
+    if rt.is_main:
+        try:
+            outcome = (compute(), None)
+        except DdptrainError as error:
+            outcome, failure = (None, (type(error), str(error))), error
+        except Exception as error:  # sent on as one line, then raised here as it was (its traceback on rank 0)
+            outcome, failure = (None, (DdptrainError, f"rank 0 failed {what}: {type(error).__name__}: {error}")), error
+    value, failed = broadcast_object(outcome)
+    if failure is not None:
+        raise failure
+    if failed is not None:
+        kind, message = failed
+        raise kind(message, rank=rt.rank, every_rank=True)
+    return value
 
 
 def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:

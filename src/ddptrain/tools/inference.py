@@ -69,7 +69,7 @@ def _reading(data: str, trained: Config) -> Reading:
     return reading_for(data, Reading.of(trained.data), trained.data.path or "")
 
 
-def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -> Samples:
+def eval_samples(opts: EvalOptions, loaded: LoadedModel) -> Samples:
     """`--split all`: every image. `--split val`: the run's own validation split, read back from its splits/ when
     the checkpoint sits in its run directory; otherwise computed again, and refused when it is not the split the
     checkpoint was trained with."""
@@ -87,9 +87,7 @@ def eval_samples(opts: EvalOptions, loaded: LoadedModel, is_main: bool = True) -
         f"--split val scores the run's validation images, which need the folder it trained on ({cfg.data.path}) "
         f"or a copy of it; --split all scores every image in {opts.data}"
     )
-    split, read_back = run_split(
-        listed, run_dir if (run_dir / "splits").is_dir() else None, "--split val", is_main, fix
-    )
+    split, read_back = run_split(listed, run_dir if (run_dir / "splits").is_dir() else None, "--split val", True, fix)
     if not read_back and loaded.split is not None and not same_split(split, loaded.split):
         raise DataError(split_differs(opts, split, loaded))
     if split.classes != loaded.class_names:
@@ -129,7 +127,8 @@ def run_eval(opts: EvalOptions, env: DistEnv, print_json: bool = True) -> Dict:
             rt.device, opts.batch_size, workers, choose_decode(opts.decode, rt.device, workers)
         )
         loader = evaluation_images(
-            eval_samples(opts, loaded, rt.is_main),
+            # rank 0 lists the data (and compares its files for copies) once; every rank gets the list
+            dist.computed_on_main(rt, partial(eval_samples, opts, loaded), "while listing the data"),
             Preprocess.of(loaded.config.data),  # as the model was trained
             rt.rank,
             rt.world_size,

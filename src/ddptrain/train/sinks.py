@@ -152,7 +152,7 @@ class RunSinks:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.log_handler = add_log_file(run_dir / "train.log")
         self.metrics = MetricsLog(run_dir / METRICS)
-        self.tb: TensorBoard  # opened by start(), before any loader forks
+        self._tb: Optional[TensorBoard] = None  # opened by start(), before any loader forks
         self.trackers = Trackers()  # --log-to, also opened by start()
         self.advice = timing.AdviceOnce()
         self.straggler_history: List = []  # the slowest rank of each epoch so far
@@ -168,9 +168,15 @@ class RunSinks:
         """Forget what a crashed attempt wrote after the checkpoint this run continues from; open TensorBoard and
         cfg's --log-to trackers (`resumed`: continue the runs kept in RUN_DIR/trackers.json)."""
         history = self.metrics.truncate_after(last_complete_epoch)
-        self.tb = TensorBoard(self.run_dir / "tb", resumed_step)
+        self._tb = TensorBoard(self.run_dir / "tb", resumed_step)
         if cfg is not None:
             self.trackers = Trackers.start(cfg.run.trackers(), self.run_dir, cfg.to_flat(), resumed, history)
+
+    @property
+    def tb(self) -> TensorBoard:
+        if self._tb is None:
+            raise RuntimeError("RunSinks.start() opens TensorBoard before the first epoch")
+        return self._tb
 
     def epoch_progress(self, place: EpochPlace) -> EpochProgress:
         return EpochProgress(place, self.tb, self.progress_every, self.log_handler)
@@ -245,8 +251,8 @@ class RunSinks:
         if status == FINISHED and self.trackers.take_artifacts:
             self.trackers.log_artifacts([*self._shareable_config(), self.run_dir / BEST_EVAL, *self._report()])
         self.trackers.close(status)
-        if hasattr(self, "tb"):  # a set-up that failed never opened it
-            self.tb.close()
+        if self._tb is not None:  # a set-up that failed never opened it
+            self._tb.close()
         if failure is not None and status == FAILED:
             self._log_failure(failure)
         logging.getLogger("ddptrain").removeHandler(self.log_handler)

@@ -9,7 +9,7 @@ import logging
 import math
 import random
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple, cast
+from typing import Any, Dict, Optional, cast
 
 import numpy as np
 import torch
@@ -179,19 +179,7 @@ class Trainer:
     def _load_split(self) -> Split:
         """Rank 0 lists the data once and every rank gets its result (compact arrays): N ranks do not list
         a network file system N times. An error there is raised on every rank."""
-        outcome: Tuple[Optional[Split], Optional[str]] = (None, None)
-        failure: Optional[DataError] = None
-        if self.rt.is_main:
-            try:
-                outcome = (self._list_data(), None)
-            except DataError as error:
-                outcome, failure = (None, str(error)), error
-        split, message = dist.broadcast_object(outcome)  # every rank, also after a failure: nobody waits
-        if failure is not None:
-            raise failure
-        if split is None:
-            raise DataError(message or "rank 0 could not list the data", rank=self.rt.rank, every_rank=True)
-        return split
+        return dist.computed_on_main(self.rt, self._list_data, "while listing the data")
 
     def _record_presized(self) -> None:
         """A shard set made with `ddptrain shard --max-side N`: N goes into config.yaml and the checkpoints."""
