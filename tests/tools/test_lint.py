@@ -132,6 +132,80 @@ def test_a_folder_of_independent_scripts_is_linted_script_by_script(tmp_path, ca
     assert ("guarded.py", "DDP015") not in {(Path(f.file).name, f.rule) for f in merged}
 
 
+def test_a_script_that_imports_a_ddp_library_but_runs_none_of_it_is_single_process(tmp_path, capsys):
+    """A repository's package holds the DDP trainer; its evaluation script and toy trainer import the package and
+    run none of its distributed code: their saves are one process's, not every rank's. The DDP script still gets
+    the trainer's unguarded save."""
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/trainer.py": """
+                def setup(rank, world):
+                    dist.init_process_group("gloo", rank=rank, world_size=world)
+                    return DistributedDataParallel(build())
+
+                def save_checkpoint(model, path):
+                    torch.save(model.module.state_dict(), path)
+                """,
+            "pkg/metrics.py": """
+                def save_statistics(stats, path):
+                    torch.save(stats, path)
+                """,
+            "train.py": """
+                from pkg.trainer import setup, save_checkpoint
+
+                if __name__ == "__main__":
+                    model = setup(int(os.environ["LOCAL_RANK"]), 2)
+                    save_checkpoint(model, "last.pt")
+                """,
+            "eval.py": """
+                from pkg.trainer import save_checkpoint
+                from pkg.metrics import save_statistics
+
+                if __name__ == "__main__":
+                    save_statistics(compute(), "stats.pt")
+                    save_checkpoint(model, "copy.pt")
+                """,
+        },
+    )
+    assert run_lint([str(tmp_path)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    found = {(Path(f["file"]).name, f["rule"]) for f in report["findings"]}
+    assert found == {("trainer.py", "DDP015")}  # train.py's save; metrics.py's (eval.py's alone) is not one
+    assert len(report["programs"]) == 2
+
+
+def test_a_folder_inside_a_repository_imports_the_repositorys_package_as_its_scripts_do(tmp_path, capsys):
+    """`lint tools/` reads what `tools/train.py` imports from the repository's package above it, as `lint
+    tools/train.py` does: the folder's findings are its scripts' findings."""
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "[project]\nname = 'rl'\n",
+            "rl/__init__.py": "",
+            "rl/runner.py": """
+                def save(model, path):
+                    torch.save(model.module.state_dict(), path)
+                """,
+            "tools/train_dist.py": """
+                from rl.runner import save
+
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    model = DDP(build())
+                    save(model, "model.pt")
+                """,
+        },
+    )
+    reports = []
+    for given in ("tools", "tools/train_dist.py"):
+        assert run_lint([str(tmp_path / given)], as_json=True) == 0
+        findings = json.loads(capsys.readouterr().out)["findings"]
+        reports.append({(Path(f["file"]).relative_to(tmp_path).as_posix(), f["rule"]) for f in findings})
+    assert reports[0] == reports[1] == {("rl/runner.py", "DDP015")}
+
+
 def test_what_an_imported_module_never_runs_is_not_reported(tmp_path, capsys):
     """A library module's code counts where the program can run it: its import-time code and the functions and
     methods the program mentions — not a runner class nobody builds, an unused helper, or its `__main__` block."""
@@ -511,10 +585,51 @@ evaluate(model, val_loader)
         ("print('mIoU', pair_ious.mean())", True),
         ("print('EM', em)", True),  # a metric named by a short part
         ("print('items', item)", False),  # a short part inside a longer word is none
+        ("print(f'correct = {correct}')", True),
+        ("print(f'correction = {correction:.6f} eV')", False),  # a fitted offset counts nothing
     ],
 )
 def test_a_logarithm_is_no_log_line_and_short_metric_names_count_as_whole_parts(line, found):
     assert ("DDP017" in _rules(SHARDED_EVALUATION.format(line=line))) is found
+
+
+METRIC_CLASS = """
+{imports}
+class LossMetric({base}):
+    def update(self, loss, n):
+        self.total += loss * n
+        self.count += n
+
+    def compute(self):
+        return self.total / self.count
+
+def evaluate(model, loader):
+    metric = LossMetric(){moved}
+    model.eval()
+    with torch.no_grad():
+        for x, y in loader:
+            metric.update(criterion(model(x), y).item(), len(y))
+    return metric.compute()
+
+dist.init_process_group("gloo")
+val_loss = evaluate(model, DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False)))
+if dist.get_rank() == 0:
+    print(f"val loss {{val_loss}}")
+"""
+
+
+@pytest.mark.parametrize("moved", ["", ".to(device)"])
+@pytest.mark.parametrize(
+    "imports, base, found",
+    [
+        ("", "object", True),  # the class's compute() adds up this rank's share only
+        ("from torchmetrics import Metric", "Metric", False),  # torchmetrics sums the states over ranks first
+        ("import torchmetrics", "torchmetrics.Metric", False),
+    ],
+)
+def test_a_metric_class_of_the_program_on_torchmetrics_combines_its_states(imports, base, found, moved):
+    source = METRIC_CLASS.format(imports=imports, base=base, moved=moved)
+    assert ("DDP017" in _rules(source)) is found
 
 
 def test_helpers_imported_with_a_star_resolve_and_a_barrier_helper_reduces_nothing(tmp_path):

@@ -99,7 +99,7 @@ def gather(paths: Sequence[str]) -> Sources:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            sources.add_named(path.resolve(), path)
+            sources.add_named(repository_root(path.resolve()), path)  # imports resolve as for a file in it
             for file in sorted(p for p in path.rglob("*") if p.is_file()):
                 if file.suffix == ".py":
                     _add(sources, file, str(Path(raw) / file.relative_to(path)))
@@ -137,8 +137,10 @@ def independent_groups(paths: Sequence[str]) -> List[List[str]]:
 
 
 def root_of(path: Path) -> Optional[Path]:
+    """The folder a path's imports are looked for in: its repository's (a folder inside one, `tools/`, imports
+    the repository's package as the scripts in it do when run from the repository)."""
     if path.is_dir():
-        return path.resolve()
+        return repository_root(path.resolve())
     if path.is_file():
         return repository_root(path.resolve().parent)
     return None

@@ -37,6 +37,7 @@ COLLECTIVES = {
     "Allgather",
     "Barrier",
 }
+DISTRIBUTED_CALLS = ("init_process_group", "DistributedDataParallel", "DDP", "DistributedSampler")
 COLLECTIVE_OWNERS = ("dist", "torch.distributed", "comm", "MPI.COMM_WORLD", "COMM_WORLD")
 RANK_NAMES = {
     "rank",
@@ -270,13 +271,16 @@ SINGLE_PROCESS_FLAGS = {
 }
 
 
+PROCESS_COUNT_NAMES = {"world_size", "num_gpus", "n_gpu", "n_gpus", "ngpus", "num_processes"}
+
+
 def _single_process_only(test: ast.expr) -> bool:
     """A condition that holds only when the run is not distributed: `not args.distributed`, `not
     dist.is_initialized()`, `world_size == 1`, `world_size < 2`."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):  # (not `multiprocessing_distributed`: the
         # ImageNet example runs distributed without it, one process per node)
         return bool({name.lower() for name in names_in(test.operand)} & SINGLE_PROCESS_FLAGS)
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and "world_size" in names_in(test.left):
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and names_in(test.left) & PROCESS_COUNT_NAMES:
         op, right = test.ops[0], test.comparators[0]
         return isinstance(right, ast.Constant) and (
             (isinstance(op, (ast.Eq, ast.LtE)) and right.value == 1) or (isinstance(op, ast.Lt) and right.value == 2)
@@ -453,8 +457,29 @@ class Module:
         )
 
     def _flag_selects_ranks(self, flag: ast.expr, at: ast.AST) -> bool:
+        """Every value the flag is set to is a rank test — or a false constant, with the other values set inside
+        a rank-selecting `if` (`if get_rank() == 0: self.print_log = print_log` / `else: self.print_log = False`)."""
         values = self.flag_values(flag, at)
-        return bool(values) and all(selects_ranks(value) for value in values)
+        if not values or all(selects_ranks(value) for value in values):
+            return bool(values)
+        kept = [
+            node
+            for node in self.flag_assignments(flag, at)
+            if not _false_constant(node.value) and not self._on_single_process_path(node)
+        ]
+        return bool(kept) and all(selects_ranks(n.value) or self._under_rank_test(n) for n in kept)
+
+    def _on_single_process_path(self, node: ast.AST) -> bool:
+        """In the body of `if num_gpus == 1:` (`not args.distributed`, ...): set in a single-process run only."""
+        lineage = {id(node), *map(id, self.ancestors(node))}
+        return any(
+            isinstance(p, ast.If) and _single_process_only(p.test) and any(id(s) in lineage for s in p.body)
+            for p in self.ancestors(node)
+        )
+
+    def _under_rank_test(self, node: ast.AST) -> bool:
+        """Inside an `if` whose own condition selects ranks (not through a flag: flags set under flags would loop)."""
+        return any(isinstance(p, ast.If) and node is not p.test and selects_ranks(p.test) for p in self.ancestors(node))
 
     def flag_values(self, flag: ast.expr, at: ast.AST) -> List[ast.expr]:
         """What a name is set to in the function around `at` (`self.x`: anywhere in the class around it)."""
@@ -462,6 +487,10 @@ class Module:
         return self.memo(key, lambda: self._flag_values(flag, at))
 
     def _flag_values(self, flag: ast.expr, at: ast.AST) -> List[ast.expr]:
+        return [node.value for node in self.flag_assignments(flag, at)]
+
+    def flag_assignments(self, flag: ast.expr, at: ast.AST) -> List[ast.Assign]:
+        """The assignments to a name in the function around `at` (`self.x`: anywhere in the class around it)."""
         name = call_name(flag)
         scope: Optional[ast.AST] = None
         if isinstance(flag, ast.Attribute) and name.startswith("self."):
@@ -472,7 +501,7 @@ class Module:
             return []
         if scope is None:
             return []
-        return [node.value for node in self.assignments(name) if scope is self.tree or scope in self.ancestors(node)]
+        return [node for node in self.assignments(name) if scope is self.tree or scope in self.ancestors(node)]
 
     def assignments(self, name: str) -> List[ast.Assign]:
         """The module's assignments to `name` (`x`, `self.x`), in `nodes` order: looked up, not walked, for each
@@ -492,10 +521,11 @@ class Module:
         )
 
     def is_distributed(self) -> bool:
-        return any(
-            last_name(c) in ("init_process_group", "DistributedDataParallel", "DDP", "DistributedSampler")
-            for c in self.calls
-        )
+        return bool(self.distributed_calls())
+
+    def distributed_calls(self) -> List[ast.Call]:
+        """The module's calls that make a process group, wrap a model in DDP or shard data by rank."""
+        return [c for c in self.calls if last_name(c) in DISTRIBUTED_CALLS]
 
 
 class Program:
@@ -519,11 +549,19 @@ class Program:
                 name = last_name(call)
                 if name:
                     self.call_sites.setdefault(name, []).append((module, call))
-        self.distributed = any(m.is_distributed() for m in self.modules)
         self.multiprocess = any(m.is_multiprocess() for m in self.modules)
         self._reaches: Dict[int, Optional[str]] = {}
         self._memo: Dict[tuple, Any] = {}
         self._mentioned_in: Dict[int, Set[str]] = {}  # names each module's running code mentions (see used_names)
+
+    @functools.cached_property
+    def distributed(self) -> bool:
+        """The program makes a process group, wraps a model in DDP or builds a distributed sampler in code it runs:
+        a script of a repository whose library does (an evaluation, a toy trainer beside the real one, both
+        importing the same package) is a single-process program."""
+        if self.modules[0].is_distributed():
+            return True  # the entry point itself (most programs): no need to work out what runs
+        return any(self.runs(m, call.lineno) for m in self.modules[1:] for call in m.distributed_calls())
 
     def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """A rule's result that depends on the whole program (what calls resolve to), computed once per program."""
@@ -809,8 +847,16 @@ class Program:
             return []
         found: List[Tuple[Module, ast.FunctionDef]] = []
         for assign in module.assignments(receiver):
-            if isinstance(assign.value, ast.Call):
-                found += self.methods(last_name(assign.value), func.attr)
+            made = assign.value
+            while (  # `MACELoss(loss_fn).to(device)`: the instance moved is the instance made
+                isinstance(made, ast.Call)
+                and isinstance(made.func, ast.Attribute)
+                and made.func.attr in ("to", "cuda", "cpu")
+                and isinstance(made.func.value, ast.Call)
+            ):
+                made = made.func.value
+            if isinstance(made, ast.Call):
+                found += self.methods(last_name(made), func.attr)
         return found
 
     def constant(self, node: ast.expr) -> ast.expr:
@@ -834,8 +880,12 @@ class Program:
             return True
         if depth == 0:
             return False
-        sites = self.sites_of(function.name)  # less those whose constant arguments take another branch
-        reaching = [(m, call) for m, call in sites if not branch_not_taken(module, function, node, call)]
+        sites = self.sites_of(function.name)  # less those whose constant arguments take another branch, and
+        reaching = [  # those in code the program never runs (a converter's own `main()` beside its `run()`)
+            (m, call)
+            for m, call in sites
+            if not branch_not_taken(module, function, node, call) and self.runs(m, call.lineno)
+        ]
         return bool(sites) and all(self.guarded(m, call, depth - 1) for m, call in reaching)
 
     def only_called_guarded(self, function_name: str, depth: int = 2) -> bool:
@@ -1016,6 +1066,10 @@ def _under_initialized_check(module: Module, node: ast.AST, stop: ast.AST) -> bo
     return False
 
 
+def _false_constant(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and not value.value
+
+
 def branch_not_taken(module: Module, function: ast.FunctionDef, node: ast.AST, call: ast.Call) -> bool:
     """`node` sits in a branch of `function` that `call` cannot take: `if save_cur:` ... `else:` (or `elif`) with
     `node` in the else and the call passing `save_cur=True` — or in the if, with a false constant (or default)."""
@@ -1024,16 +1078,14 @@ def branch_not_taken(module: Module, function: ast.FunctionDef, node: ast.AST, c
     if parameters[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
         parameters = parameters[1:]
     lineage = {id(node), *map(id, module.ancestors(node))}
-    for branch in module.ancestors(node):
-        if branch is function:
-            break
-        if not isinstance(branch, ast.If):
-            continue
+
+    def taken(branch: ast.If) -> Optional[bool]:
+        """Whether `call` takes the branch, where its test is a parameter it gives a constant (or leaves at one)."""
         test, negated = branch.test, False
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, True
         if not isinstance(test, ast.Name) or test.id not in parameters:
-            continue
+            return None
         given = next((k.value for k in call.keywords if k.arg == test.id), None)
         position = parameters.index(test.id)
         if given is None and position < len(call.args):
@@ -1044,10 +1096,21 @@ def branch_not_taken(module: Module, function: ast.FunctionDef, node: ast.AST, c
             and not any(k.arg is None for k in call.keywords)
         ):
             given = defaults.get(test.id)
-        if not isinstance(given, ast.Constant):
-            continue
-        taken = bool(given.value) != negated
-        in_body = any(id(statement) in lineage for statement in branch.body)
-        if in_body != taken:
-            return True
-    return False
+        return bool(given.value) != negated if isinstance(given, ast.Constant) else None
+
+    for branch in module.ancestors(node):
+        if branch is function:
+            break
+        if isinstance(branch, ast.If) and taken(branch) is not None:
+            in_body = any(id(statement) in lineage for statement in branch.body)
+            if in_body != taken(branch):
+                return True
+    # `if return_model: return model` before it, with the call leaving `return_model=True`: never reached
+    return any(
+        isinstance(statement, ast.If)
+        and statement.end_lineno is not None
+        and statement.end_lineno < getattr(node, "lineno", 0)
+        and isinstance(statement.body[-1], ast.Return)
+        and taken(statement) is True
+        for statement in function.body
+    )

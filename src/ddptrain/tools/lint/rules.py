@@ -426,8 +426,46 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
             if function is None and last_name(call) == "device" and module is not program.modules[0]:
                 continue  # a device object an imported module defines: it moves nothing unless used
             scope = function or _top_statement(module, call)
-            if not names_in(scope) & {"local_rank", "LOCAL_RANK", "gpu", "device_id"}:
-                yield module, call.lineno
+            if names_in(scope) & LOCAL_DEVICE_NAMES or program.guarded(module, call, depth=5):
+                continue  # reads the local rank; or runs on one rank only (rank 0's device is GPU 0)
+            if function is not None and _replaced_by_local_device(program, module, call, function):
+                continue
+            yield module, call.lineno
+
+
+LOCAL_DEVICE_NAMES = {"local_rank", "LOCAL_RANK", "gpu", "device_id"}
+
+
+def _replaced_by_local_device(program: Program, module: Module, call: ast.Call, function: ast.FunctionDef) -> bool:
+    """`return torch.device('cuda:0' if cuda else 'cpu')` in a helper (`select_device`) whose callers in the
+    program's distributed modules keep the result in a name they set again from the local rank on the distributed
+    path (`device = torch.device('cuda', opt.local_rank)`): the helper's `cuda:0` is the single-process device
+    (also where a module that never makes a process group, an evaluation script, calls it)."""
+    if not any(isinstance(parent, ast.Return) for parent in module.ancestors(call)):
+        return False
+    sites = [
+        (caller, site)
+        for caller, site in program.sites_of(function.name)
+        if caller.is_distributed() and program.runs(caller, site.lineno)
+    ]
+    return bool(sites) and all(_set_again_from_local_rank(caller, site) for caller, site in sites)
+
+
+def _set_again_from_local_rank(module: Module, site: ast.Call) -> bool:
+    kept = next((p for p in module.ancestors(site) if isinstance(p, ast.Assign)), None)
+    value = kept.value if kept is not None else None
+    if value is not site and not (isinstance(value, ast.IfExp) and site in (value.body, value.orelse)):
+        return False  # `device = select_device(...)`, also `... if not cfg.DEBUG else select_device('cpu')`
+    assert kept is not None
+    names = {call_name(target) for target in kept.targets}
+    scope = module.scope_of(site)
+    return any(
+        later.lineno > site.lineno
+        and {call_name(target) for target in later.targets} & names
+        and names_in(later.value) & LOCAL_DEVICE_NAMES
+        for later in module.of_type(ast.Assign)
+        if module.scope_of(later) is scope
+    )
 
 
 def _one_visible_device_per_process(program: Program) -> bool:
@@ -1551,7 +1589,21 @@ def _reduces_reading(program: Program, module: Module, function: ast.AST, depth:
             ):
                 return True  # (a barrier or a broadcast reduces nothing)
             continue
+        if last_name(call) == "compute" and any(_torchmetrics_class(other, callee) for other, callee in targets):
+            return True  # a torchmetrics Metric of the program's own: compute() syncs its states over ranks
         if any(callee is not function and _reduces_in(program, other, callee, depth - 1) for other, callee in targets):
+            return True
+    return False
+
+
+def _torchmetrics_class(module: Module, method: ast.FunctionDef) -> bool:
+    """The method's class derives from torchmetrics' `Metric` (`class MACELoss(Metric):`, Metric from torchmetrics)."""
+    owner = next((p for p in module.ancestors(method) if isinstance(p, ast.ClassDef)), None)
+    if owner is None:
+        return False
+    for base in owner.bases:
+        name = call_name(base)
+        if name.startswith("torchmetrics.") or module.import_tops.get(name.split(".")[0]) == "torchmetrics":
             return True
     return False
 
@@ -1656,8 +1708,17 @@ def _name_parts(name: str) -> Set[str]:
     return {part.lower() for part in re.split(r"[_\W\d]+|(?<=[a-z])(?=[A-Z])", name) if part}
 
 
+NOT_METRICS = ("correction",)  # `correction = ...` (a fitted offset) holds `correct` and counts nothing
+
+
 def _is_metric(names: Iterable[str]) -> bool:
-    return any(any(word in name.lower() for word in METRIC_WORDS) or _name_parts(name) & METRIC_PARTS for name in names)
+    def metric(name: str) -> bool:
+        lowered = name.lower()
+        for word in NOT_METRICS:
+            lowered = lowered.replace(word, " ")
+        return any(word in lowered for word in METRIC_WORDS) or bool(_name_parts(name) & METRIC_PARTS)
+
+    return any(metric(name) for name in names)
 
 
 def _is_log_call(program: Program, module: Module, call: ast.Call) -> bool:
