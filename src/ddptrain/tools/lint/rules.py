@@ -551,7 +551,7 @@ def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> 
 
 
 def saves_wrapped_state(program: Program) -> Iterator[Hit]:
-    if any("module." in m.source and any("module." in word for word in m.words) for m in program.modules):
+    if any("module." in m.source and any(_names_the_prefix(word) for word in m.words) for m in program.modules):
         return  # the program strips (or adds) the 'module.' prefix where it loads its files
     for module in program.modules:
         wraps = _wraps(module, program)
@@ -570,6 +570,12 @@ def saves_wrapped_state(program: Program) -> Iterator[Hit]:
             saves = [c for c in module.calls if c.lineno == hit[1]]
             if not any(_on_single_process_path(module, c) for c in saves):
                 yield hit  # (not in the else of `if args.distributed:`, where the model is the plain one)
+
+
+def _names_the_prefix(text: str) -> bool:
+    """A string that spells the wrapper's key prefix (`"module."`, `f"module.{k}"`, `r"^module\\."`), not a
+    sentence that ends on the word (a docstring's "... of the embedding module.")."""
+    return text.lstrip("^").startswith(("module.", "module\\."))
 
 
 def _loads_into_wrapper(program: Program, module: Module, wraps) -> bool:
