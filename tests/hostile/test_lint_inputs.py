@@ -94,6 +94,24 @@ def test_a_file_that_is_not_utf8_is_reported_and_the_rest_linted(tmp_path, capsy
     assert [f["rule"] for f in report["findings"]] == ["DDP011"]
 
 
+def test_a_file_that_starts_with_a_byte_order_mark_is_linted_and_fixed_with_it_kept(tmp_path, capsys):
+    """Editors on Windows save UTF-8 with a byte-order mark; Python runs such a file, so lint reads it (it said
+    "cannot parse" and exited 2), and --fix keeps the mark and every other byte."""
+    text = (CASES / "ddp002_no_set_epoch_mistake.py").read_text()
+    script = tmp_path / "train.py"
+    script.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert run_lint([str(tmp_path)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["errors"] == [] and [f["rule"] for f in report["findings"]] == ["DDP002"]
+    assert run_lint([str(script)], fix=True) == 0
+    after = script.read_bytes()
+    assert after.startswith(b"\xef\xbb\xbf") and after.count(b"\xef\xbb\xbf") == 1
+    assert b".set_epoch(epoch)" in after
+    capsys.readouterr()
+    assert run_lint([str(script)], as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
 def test_huge_strings_and_deep_inheritance_are_read_in_bounded_time(tmp_path, capsys):
     """A megabyte-long 'tcp://...' string (the port pattern must not backtrack on it) and a chain of 300 classes,
     each the base of the next (class reachability follows subclasses): read, one finding, no recursion error."""

@@ -9,6 +9,7 @@ error is found (any finding with --strict), 2 when a file cannot be read, else 0
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import difflib
 import gc
@@ -231,15 +232,16 @@ def _fix_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]]) -> Tuple[R
 
 def _replaced(module: Module, edited: dict) -> Module:
     change = edited.get(module.file)
-    return Module(module.path, change.after.decode("utf-8"), module.file) if change else module
+    return Module(module.path, change.after.decode("utf-8-sig"), module.file) if change else module
 
 
 def _fix_file(module: Module, owners: List[FoundProgram], rules: Optional[Sequence[Rule]]) -> Optional[FileFix]:
     try:
         before = module.file.read_bytes()
-        Module(module.path, before.decode("utf-8"), module.file)
+        Module(module.path, before.decode("utf-8-sig"), module.file)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
+    bom = codecs.BOM_UTF8 if before.startswith(codecs.BOM_UTF8) else b""  # edits count columns without it
 
     def findings(data: bytes, current: Module) -> List[Finding]:
         return sorted(
@@ -250,7 +252,7 @@ def _fix_file(module: Module, owners: List[FoundProgram], rules: Optional[Sequen
     def counts(found: List[Finding]) -> Counter:  # per file and rule: lines move as fixes insert lines
         return Counter((f.file, f.rule) for f in found)
 
-    current, data, fixed, failed = module, before, [], set()
+    current, data, fixed, failed = module, before[len(bom) :], [], set()
     for _ in range(64):
         now = findings(data, current)
         todo = [
@@ -275,7 +277,7 @@ def _fix_file(module: Module, owners: List[FoundProgram], rules: Optional[Sequen
             continue
         current, data = fixed_module, candidate
         fixed.append(finding)
-    return FileFix(module, before, data, fixed) if fixed else None
+    return FileFix(module, before, bom + data, fixed) if fixed else None
 
 
 def write_fix(change: FileFix) -> Optional[str]:
@@ -297,8 +299,8 @@ def write_fix(change: FileFix) -> Optional[str]:
 
 
 def unified_diff(change: FileFix) -> str:
-    before = change.before.decode("utf-8").splitlines(keepends=True)
-    after = change.after.decode("utf-8").splitlines(keepends=True)
+    before = change.before.decode("utf-8-sig").splitlines(keepends=True)
+    after = change.after.decode("utf-8-sig").splitlines(keepends=True)
     return "".join(difflib.unified_diff(before, after, change.module.path, change.module.path))
 
 

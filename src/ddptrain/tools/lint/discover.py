@@ -63,7 +63,7 @@ class Sources:
         if path not in self._parsed:
             self._parsed[path] = None
             try:
-                self._parsed[path] = Module(self.shown(path), path.read_text(encoding="utf-8"), path)
+                self._parsed[path] = Module(self.shown(path), path.read_text(encoding="utf-8-sig"), path)
             except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
                 pass
         return self._parsed[path]
@@ -163,7 +163,7 @@ def _add(sources: Sources, path: Path, shown: str) -> None:
     if resolved in sources._parsed:
         return
     try:
-        module = Module(shown, path.read_text(encoding="utf-8"), resolved)
+        module = Module(shown, path.read_text(encoding="utf-8-sig"), resolved)
     except (SyntaxError, UnicodeDecodeError, ValueError, OSError) as error:
         sources.problems.append(f"{shown}: cannot parse: {error}")
         sources._parsed[resolved] = None
