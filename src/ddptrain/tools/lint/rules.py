@@ -1634,10 +1634,21 @@ def _within_process(module: Module, call: ast.Call) -> bool:
 
 
 def _shard_call(call: ast.Call) -> bool:
-    """A DistributedSampler, or a data iterator split per rank by keywords (`num_shards=`, `shard_id=`)."""
-    return last_name(call).endswith("DistributedSampler") or any(
-        keyword(call, name) is not None for name in SHARD_COUNTS
+    """A DistributedSampler, a data iterator split per rank by keywords (`num_shards=`, `shard_id=`), or a loader
+    given the process's rank and the world size (`DistributedDataLoader(path, B, T, ddp_rank, ddp_world_size)`)."""
+    return (
+        last_name(call).endswith("DistributedSampler")
+        or any(keyword(call, name) is not None for name in SHARD_COUNTS)
+        or _loader_given_rank_and_world(call)
     )
+
+
+def _loader_given_rank_and_world(call: ast.Call) -> bool:
+    name = last_name(call)
+    if not name.endswith(("Loader", "Iterator")) or name == "DataLoader":
+        return False
+    words = [call_name(a).rpartition(".")[2].lower() for a in [*call.args, *(k.value for k in call.keywords)]]
+    return any("rank" in w and "local" not in w for w in words) and any("world" in w for w in words)
 
 
 def _shuffle_of(call: ast.Call) -> Optional[ast.expr]:
@@ -1691,7 +1702,8 @@ def _shard_calls(module: Module) -> List[ast.Call]:
     """The module's DistributedSamplers and iterators split by keywords (looked for only where the words occur)."""
 
     def compute() -> List[ast.Call]:
-        if "Sampler" not in module.source and not any(word in module.source for word in SHARD_COUNTS):
+        words = ("Sampler", "world", *SHARD_COUNTS)
+        if not any(word in module.source for word in words):
             return []
         return [call for call in module.calls if _shard_call(call)]
 
@@ -1747,7 +1759,8 @@ def _logs(call: ast.Call) -> bool:
 
 def _logs_parameter(module: Module, function: ast.FunctionDef) -> bool:
     def compute() -> bool:
-        parameters = {a.arg for a in function.args.args} - {"self", "cls"}
+        spread = [a for a in (function.args.vararg, function.args.kwarg) if a is not None]  # print(*args, **kwargs)
+        parameters = {a.arg for a in [*function.args.args, *spread]} - {"self", "cls"}
         return any(_logs(call) and _logged_names(call) & parameters for call in module.calls_in(function))
 
     return module.memo(("logs_parameter", id(function)), compute)
@@ -1782,6 +1795,57 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
             returns = any(isinstance(n, ast.Return) and n.value is not None for n in walk(function))
             if returns and loops and _is_eval_name(function.name):  # an evaluation over a loader, not a loss helper
                 yield from _logged_by_callers(program, function.name)
+        yield from _top_level_evaluations_logged(program, module)
+
+
+def _top_level_evaluations_logged(program: Program, module: Module) -> Iterator[Hit]:
+    """A script's own evaluation, outside any function: `with torch.no_grad():` looping over batches in the
+    training loop, then a figure computed in it logged after it, with no reduction in between (llm.c's
+    `print0(f"val loss {val_loss}")` of its rank's shard)."""
+    for block in module.tree.body if "no_grad" in module.source or "inference_mode" in module.source else []:
+        for node in walk(block):
+            if not isinstance(node, ast.With) or module.function_of(node) is not None:
+                continue
+            if not any(isinstance(i.context_expr, ast.Call) and _evaluates([i.context_expr]) for i in node.items):
+                continue
+            if not any(isinstance(n, (ast.For, ast.While)) for n in walk(node)):
+                continue
+            hit = _logged_after(program, module, node)
+            if hit is not None:
+                yield hit
+
+
+def _logged_after(program: Program, module: Module, scope: ast.With) -> Optional[Hit]:
+    """The first log line after `scope`, in the statements that follow it, of a metric computed in it."""
+    parent = next(iter(module.ancestors(scope)), None)
+    body = next((b for b in _bodies(parent) if scope in b), None) if parent is not None else None
+    if body is None:
+        return None
+    computed = {call_name(t) for n in walk(scope) if isinstance(n, (ast.Assign, ast.AugAssign)) for t in _targets(n)}
+    following = body[body.index(scope) + 1 :]
+    calls = [n for s in following for n in walk(s) if isinstance(n, ast.Call)]
+    if any(any(word in last_name(c).lower() for word in REDUCING_WORDS) for c in [*module.calls_in(scope), *calls]):
+        return None  # reduced (all_reduce, gather) in the evaluation or before the log line
+    inside = [n for n in walk(scope) if isinstance(n, ast.Call)]
+    if any(any(word in last_name(c).lower() for word in REDUCING_WORDS) for c in inside):
+        return None
+    for call in calls:
+        names = _logged_names(call) & computed
+        if names and _is_log_call(program, module, call) and _is_metric(names):
+            return module, call.lineno
+    return None
+
+
+def _bodies(node: ast.AST) -> List[List[ast.stmt]]:
+    return [
+        getattr(node, field)
+        for field in ("body", "orelse", "finalbody")
+        if isinstance(getattr(node, field, None), list)
+    ]
+
+
+def _targets(node: ast.AST) -> List[ast.expr]:
+    return list(node.targets) if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
 
 
 def _logged_beside_a_reduction(
