@@ -140,7 +140,14 @@ def _tells_distributed(test: ast.expr) -> bool:
         *names_in(test),
         *(n.value for n in walk(test) if isinstance(n, ast.Constant) and isinstance(n.value, str)),
     ]
-    return any(
+    switch = (  # `args.dist == "ON"` / `args.dist == "OFF"`: a switch named `dist` set to a word
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and isinstance(test.comparators[0].value, str)
+        and call_name(test.left).rpartition(".")[2].lower() == "dist"
+    )
+    return switch or any(
         n in DISTRIBUTED_WORDS or n in ("multi_gpu", "multigpu") or "ddp" in n.lower() or "distributed" in n.lower()
         for n in words
     )
@@ -346,7 +353,8 @@ def _negative(test: ast.expr) -> bool:
             return (
                 value is False
                 or value is None
-                or (type(value) in (int, str) and value in (1, -1, "cpu", "single", "dp"))
+                or (type(value) is int and value in (1, -1))
+                or (isinstance(value, str) and value.lower() in ("cpu", "single", "dp", "off", "false", "no", "none"))
             )
         if isinstance(op, (ast.Lt, ast.LtE)):
             return type(value) is int and value in (1, 2)
@@ -779,6 +787,8 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
         branch = module.rank_branch(call)
         if branch is None:
             continue
+        if not collective and callees and both_arms_call(branch, last_name(call)):
+            continue  # `if rank == 0: train(...)` / `else: train(...)`: every rank runs the function
         if forward:
             yield module, call.lineno
             continue
@@ -1782,8 +1792,8 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for function in module.functions:
             calls = module.calls_in(function)
-            if not _evaluates(calls):
-                continue
+            if not _evaluates(calls) or any(last_name(c) == "backward" for c in calls):
+                continue  # (a training step that puts a teacher in eval() and no_grad is no evaluation)
             if _reduces(program, module, function):
                 yield from _logged_beside_a_reduction(program, module, function, calls)
                 continue
@@ -1858,6 +1868,8 @@ def _logged_beside_a_reduction(
     for call in calls:
         if not _is_log_call(program, module, call) or not _labelled_for_evaluation(call):
             continue
+        if _in_loop(module, call, function):
+            continue  # a progress line every few batches, this rank's so far; the figure is what follows the loop
         values = _dotted_values(call)
         if _is_metric(_logged_names(call)) and values and not values & reduced:
             yield module, call.lineno
