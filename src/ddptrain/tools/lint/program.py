@@ -956,10 +956,15 @@ def _rank_like(test: ast.expr) -> bool:
         return True  # (`is_base_rank`, `is_rank_zero`, `is_local_rank0`, `is_local_master`)
     return any(
         isinstance(node, ast.Compare)
-        and any(isinstance(c, ast.Constant) and c.value == 0 for c in node.comparators)
+        and any(isinstance(c, ast.Constant) and c.value == 0 or _names_gpu_0(c) for c in node.comparators)
         and any(n in ("gpu", "device_id", "dev", "device", "gpu_id") for n in names_in(node.left))
         for node in walk(test)
     )
+
+
+def _names_gpu_0(node: ast.expr) -> bool:
+    """`torch.device('cuda:0')` or `'cuda:0'`: `model.device == torch.device('cuda:0')` picks the process on GPU 0."""
+    return any(is_const(n, "cuda:0") for n in walk(node))
 
 
 def _called_implicitly(name: str) -> bool:

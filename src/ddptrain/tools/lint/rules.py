@@ -433,6 +433,8 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
             function = module.function_of(call)
             if function is None and last_name(call) == "device" and module is not program.modules[0]:
                 continue  # a device object an imported module defines: it moves nothing unless used
+            if any(isinstance(parent, ast.Compare) for parent in module.ancestors(call)):
+                continue  # `model.device == torch.device('cuda:0')`: a test, nothing placed
             scope = function or _top_statement(module, call)
             if names_in(scope) & LOCAL_DEVICE_NAMES or program.guarded(module, call, depth=5):
                 continue  # reads the local rank; or runs on one rank only (rank 0's device is GPU 0)
