@@ -1836,11 +1836,9 @@ def _logged_after(program: Program, module: Module, scope: ast.With) -> Optional
     computed = {call_name(t) for n in walk(scope) if isinstance(n, (ast.Assign, ast.AugAssign)) for t in _targets(n)}
     following = body[body.index(scope) + 1 :]
     calls = [n for s in following for n in walk(s) if isinstance(n, ast.Call)]
-    if any(any(word in last_name(c).lower() for word in REDUCING_WORDS) for c in [*module.calls_in(scope), *calls]):
-        return None  # reduced (all_reduce, gather) in the evaluation or before the log line
     inside = [n for n in walk(scope) if isinstance(n, ast.Call)]
-    if any(any(word in last_name(c).lower() for word in REDUCING_WORDS) for c in inside):
-        return None
+    if any(any(word in last_name(c).lower() for word in REDUCING_WORDS) for c in [*inside, *calls]):
+        return None  # reduced (all_reduce, gather) in the evaluation or after it
     for call in calls:
         names = _logged_names(call) & computed
         if names and _is_log_call(program, module, call) and _is_metric(names):
