@@ -465,11 +465,11 @@ class Module:
         kept = [
             node
             for node in self.flag_assignments(flag, at)
-            if not _false_constant(node.value) and not self._on_single_process_path(node)
+            if not _false_constant(node.value) and not self._set_on_a_single_process_arm(node)
         ]
         return bool(kept) and all(selects_ranks(n.value) or self._under_rank_test(n) for n in kept)
 
-    def _on_single_process_path(self, node: ast.AST) -> bool:
+    def _set_on_a_single_process_arm(self, node: ast.AST) -> bool:
         """In the body of `if num_gpus == 1:` (`not args.distributed`, ...): set in a single-process run only."""
         lineage = {id(node), *map(id, self.ancestors(node))}
         return any(
