@@ -42,6 +42,24 @@ def _rules(source: str) -> set:
     return {f.rule for f in lint_source("script.py", HEADER + textwrap.dedent(source))}
 
 
+@pytest.mark.parametrize(
+    "address",
+    [
+        'f"tcp://{args.ip}:{args.port}"',
+        '"tcp://" + args.ip + ":" + args.port',
+        '"tcp://{}:{}".format(args.ip, args.port)',
+        '"tcp://%s:%s" % (args.ip, args.port)',
+    ],
+)
+def test_a_plain_port_option_with_a_fixed_default_is_the_rendezvous_port_however_the_address_is_built(address):
+    options = 'import argparse\np = argparse.ArgumentParser()\np.add_argument("--ip", default="localhost")\n'
+    init = f"args = p.parse_args()\nurl = {address}\ndist.init_process_group('gloo', init_method=url)\n"
+    assert _rules(options + 'p.add_argument("--port", default="23456")\n' + init) == {"DDP011"}
+    assert _rules(options + 'p.add_argument("--port", default=None)\n' + init) == set()
+    visdom = 'p.add_argument("--port", default="8097")\nargs = p.parse_args()\nviz = Visdom(port=int(args.port))\n'
+    assert _rules(options + visdom + "dist.init_process_group('nccl')\ntorch.cuda.set_device(0)\n") == set()
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

@@ -1014,8 +1014,23 @@ def _rendezvous_port(program: Program, option: ast.Call) -> bool:
                     break
                 if isinstance(parent, ast.Call) and last_name(parent) in ("init_process_group", "TCPStore"):
                     return True
-                if isinstance(parent, ast.JoinedStr) and any(is_const_str(v, "tcp://") for v in parent.values):
+                if _builds_a_tcp_address(parent):
                     return True
+    return False
+
+
+def _builds_a_tcp_address(node: ast.AST) -> bool:
+    """`f"tcp://{ip}:{port}"`, `'tcp://' + ip + ':' + port`, `'tcp://{}:{}'.format(ip, port)` or
+    `'tcp://%s:%s' % (ip, port)`: an expression that makes an init_method address."""
+    if isinstance(node, ast.JoinedStr):
+        return any(is_const_str(v, "tcp://") for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        left = node.left
+        while isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add):
+            left = left.left
+        return is_const_str(left, "tcp://")
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return is_const_str(node.func.value, "tcp://")
     return False
 
 
