@@ -5,6 +5,7 @@ the folder, a link loop, undecodable files)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -267,3 +268,20 @@ def test_json_configs_nested_past_the_limit_or_broken_are_skipped(tmp_path, caps
     (repo / "real.json").write_text('{"dist_config": {"dist_url": "tcp://h:12345"}}')
     assert run_lint([str(repo / "trainer.py")], as_json=True) == 0
     assert [f["line"] for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "DDP011"] == [10]
+
+
+def test_a_fifo_among_the_config_files_and_launch_scripts_does_not_block(tmp_path, capsys):
+    """A FIFO named `config.yaml` or `run.sh` in the repository (no writer: reading it would wait forever) is not
+    read; the real launch script beside it still is."""
+    from ..tools.test_lint_configs import PER_NODE_SAVE
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "train.py").write_text(PER_NODE_SAVE)
+    os.mkfifo(repo / "config.yaml")
+    os.mkfifo(repo / "run.sh")
+    (repo / "launch.sh").write_text("torchrun --standalone --nproc_per_node=8 train.py\n")
+    assert run_lint([str(repo / "train.py")], as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []  # one node: no DDP019
+    assert run_lint([str(repo)], as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []

@@ -87,6 +87,17 @@ def test_a_port_edited_in_a_configuration_file_is_read_again(tmp_path):
     assert ports() == [("trainer.py", 10, "DDP011")]
 
 
+def test_a_launch_script_edited_is_read_again(tmp_path):
+    """DDP019 depends on how the repository's shell scripts launch the program: one node, or several."""
+    from .test_lint_configs import PER_NODE_SAVE
+
+    repo = _repository(tmp_path / "repo", {"train.py": PER_NODE_SAVE, "run.sh": "torchrun --standalone train.py\n"})
+    cache = Cache(tmp_path / "cache")
+    assert _found([repo / "train.py"], cache)[0] == []
+    (repo / "run.sh").write_text("torchrun --nnodes=4 train.py\n")
+    assert _found([repo / "train.py"], cache)[0] == [("train.py", 13, "DDP019")]
+
+
 def test_other_rules_or_another_version_of_the_linter_are_another_entry(tmp_path, monkeypatch):
     repo = _repository(tmp_path / "repo", {"train.py": MAIN, "helpers.py": SHARED})
     cache = Cache(tmp_path / "cache")

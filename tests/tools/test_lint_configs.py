@@ -1,5 +1,6 @@
-"""DDP011 through a repository's YAML files: a rendezvous port the Python code reads from a configuration that
-fixes it (`init_method=hp.dist_config.dist_url`, `**opt["dist_params"]`)."""
+"""What lint reads of a repository beside its Python code: DDP011 through its YAML and JSON files (a rendezvous
+port the code reads from a configuration that fixes it: `init_method=hp.dist_config.dist_url`,
+`**opt["dist_params"]`), and its shell scripts' launch commands (a program only ever launched on one node)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from ddptrain.tools.lint import run_lint
-from ddptrain.tools.lint.configs import fixed_settings
+from ddptrain.tools.lint.configs import fixed_settings, launched_on_one_node
 
 TRAINER = """\
 import argparse
@@ -129,3 +132,72 @@ def test_a_json_config_fixes_the_port_too(tmp_path, capsys):
     (repo / "config_v1.json").write_text(json.dumps({"dist_config": {"dist_url": "env://"}}))
     assert _ports(repo / "train.py", capsys) == []
     assert [s.keys for s in fixed_settings(["dist_url"], repo, address=True)] == []  # the list's items: no top level
+
+
+# Rank 0 of each node saves (`LOCAL_RANK == 0`) in a program that reads its global rank: on several nodes, every
+# node writes the same path (DDP019) — unless the program only ever runs on one node.
+PER_NODE_SAVE = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def main():
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+    model = DDP(torch.nn.Linear(2, 2).cuda(), device_ids=[local_rank])
+    for epoch in range(3):
+        if local_rank == 0:
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize(
+    "launchers, found",
+    [
+        ({}, True),  # no launch script: it may be launched on several nodes
+        ({"train.sh": "torchrun --standalone --nproc_per_node=4 tools/train.py --epochs 3\n"}, False),
+        (
+            {
+                "scripts/run.sh": "cd tools\npython -m torch.distributed.launch \\\n  --nnodes=1 --nproc_per_node 8 \\\n  train.py\n"
+            },
+            False,
+        ),
+        (
+            {
+                "a.sh": "torchrun --standalone tools/train.py\n",
+                "b.sh": "torchrun --nnodes=2 --node_rank=$NODE tools/train.py\n",
+            },
+            True,
+        ),
+        ({"train.sh": "torchrun --nnodes=$NNODES --nproc_per_node=8 tools/train.py\n"}, True),
+        ({"train.sh": "# torchrun --nnodes=2 tools/train.py\ntorchrun --standalone tools/train.py\n"}, False),
+        ({"other.sh": "torchrun --standalone tools/evaluate.py\n"}, True),  # launches another program
+    ],
+)
+def test_a_save_on_each_nodes_rank_0_is_no_finding_where_every_launch_command_runs_one_node(
+    tmp_path, capsys, launchers, found
+):
+    repo = _repository(tmp_path / "repo", {"tools/train.py": PER_NODE_SAVE, **launchers})
+    run_lint([str(repo / "tools" / "train.py")], as_json=True)
+    rules = {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert ("DDP019" in rules) is found
+
+
+def test_a_program_that_reads_the_nodes_rank_is_for_several_nodes_whatever_its_scripts_say(tmp_path, capsys):
+    multi = PER_NODE_SAVE.replace(
+        'int(os.environ["LOCAL_RANK"])', 'int(os.environ["LOCAL_RANK"]); node = os.environ.get("SLURM_NODEID")'
+    )
+    repo = _repository(tmp_path / "repo", {"train.py": multi, "train.sh": "torchrun --standalone train.py\n"})
+    run_lint([str(repo / "train.py")], as_json=True)
+    assert "DDP019" in {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+
+
+def test_launch_commands_name_the_entry_relative_to_the_folder_they_run_in(tmp_path):
+    repo = _repository(tmp_path / "repo", {"tools/train.py": "", "run.sh": "torchrun --standalone ../tools/train.py\n"})
+    assert launched_on_one_node(repo, repo / "tools" / "train.py")
+    assert not launched_on_one_node(repo, repo / "tools" / "test.py")

@@ -7,8 +7,11 @@ YAML files are read as indented `key: value` lines (no YAML library: this is lin
 stay fast and torch-free), JSON files that mention a port with `json`; only values that look like a port or a
 `tcp://host:port` address are kept, each with the path of keys above it.
 
-Hostile folders are bounded: symbolic links are not followed, files over `MAX_BYTES` and folders past
-`MAX_FILES` configuration files are skipped, unreadable or undecodable files are read as far as they decode,
+The same files' shell scripts are read for the commands that launch a program (`torchrun --standalone
+train.py`: it runs on one node).
+
+Hostile folders are bounded: symbolic links are not followed, FIFOs and devices are not read, files over
+`MAX_BYTES` and folders past `MAX_FILES` configuration files are skipped, unreadable or undecodable files are read as far as they decode,
 JSON nested past `MAX_DEPTH` is not followed.
 """
 
@@ -18,11 +21,17 @@ import functools
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 SUFFIXES = (".yaml", ".yml", ".json")
+SHELL_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
+# a command that starts the processes of a job: torchrun, `python -m torch.distributed.run/launch`, accelerate
+LAUNCHER = re.compile(r"\btorchrun\b|torch\.distributed\.(?:run|launch)\b|\baccelerate\s+launch\b")
+PY_FILE = re.compile(r"(?<![\w./-])([\w./-]+\.py)\b")
+ONE_NODE = re.compile(r"--standalone\b|--nnodes(?:=|\s+)1(?::1)?(?![\w:])|--num_machines(?:=|\s+)1(?!\w)")
 SKIPPED_FOLDERS = {".git", ".hg", "node_modules", "__pycache__", ".venv", "venv", "site-packages", ".tox"}
 MAX_FILES = 5000
 MAX_BYTES = 1 << 20
@@ -64,31 +73,90 @@ def _settings(root: Path) -> Tuple[Setting, ...]:
 def clear() -> None:
     """Forget what the folders held (a long-lived process linting again after they changed)."""
     _settings.cache_clear()
+    _launch_commands.cache_clear()
+    _walk.cache_clear()
 
 
 def candidate_files(root: Path) -> List[Path]:
-    """The YAML and JSON files under `root` that configuration settings are read from (cache.py hashes them)."""
-    return _yaml_files(root)
+    """The YAML, JSON and shell files under `root` that settings and launch commands are read from (cache.py
+    hashes them)."""
+    return list(_walk(root))
 
 
-def _yaml_files(root: Path) -> List[Path]:
+def launch_commands(root: Path) -> Tuple[str, ...]:
+    """The commands in the shell scripts under `root` that start a job's processes (`torchrun ... train.py`), each
+    on one line (continuation backslashes joined)."""
+    return _launch_commands(root)
+
+
+@functools.lru_cache(maxsize=64)
+def _launch_commands(root: Path) -> Tuple[str, ...]:
+    commands: List[str] = []
+    for path in _yaml_files(root, SHELL_SUFFIXES):
+        text = small_text(path)
+        if text is None:
+            continue
+        for line in re.sub(r"\\\r?\n", " ", text).splitlines():
+            if LAUNCHER.search(line.partition("#")[0]):
+                commands.append(line.partition("#")[0])
+    return tuple(commands)
+
+
+def launched_on_one_node(root: Path, entry: Path) -> bool:
+    """Every command of the repository's shell scripts that launches `entry` runs one node (`--standalone`,
+    `--nnodes=1`), and there is at least one: the program's authors run it on one machine. A command names the
+    entry by a path relative to the folder it runs in, which a script does not say: `train.py` and
+    `../tools/train.py` both name `tools/train.py`."""
+    relative = entry.relative_to(root).as_posix() if entry.is_relative_to(root) else entry.name
+
+    def names_entry(command: str) -> bool:
+        for token in PY_FILE.findall(command):
+            token = re.sub(r"^(?:\.\.?/)+", "", token)
+            if relative == token or relative.endswith("/" + token) or token.endswith("/" + relative):
+                return True
+        return False
+
+    mine = [c for c in launch_commands(root) if names_entry(c)]
+    return bool(mine) and all(ONE_NODE.search(c) for c in mine)
+
+
+def _yaml_files(root: Path, suffixes: Tuple[str, ...] = SUFFIXES) -> List[Path]:
+    return [path for path in _walk(root) if path.name.endswith(suffixes)]
+
+
+@functools.lru_cache(maxsize=64)
+def _walk(root: Path) -> Tuple[Path, ...]:
+    """The configuration and shell files under `root` (one walk for both), at most `MAX_FILES`."""
     files: List[Path] = []
     for folder, subfolders, names in os.walk(root, followlinks=False):
         subfolders[:] = sorted(d for d in subfolders if d not in SKIPPED_FOLDERS)
         for name in sorted(names):
-            if name.endswith(SUFFIXES):
+            if name.endswith(SUFFIXES + SHELL_SUFFIXES):
                 files.append(Path(folder) / name)
                 if len(files) >= MAX_FILES:
-                    return files
-    return files
+                    return tuple(files)
+    return tuple(files)
+
+
+def small_text(path: Path) -> Optional[str]:
+    """A regular file's text, as far as it decodes; None for a link, a FIFO or device (opened without waiting for
+    a writer), a file over `MAX_BYTES` or one that cannot be read."""
+    try:
+        if path.is_symlink():
+            return None
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(handle, "rb") as opened:
+            info = os.fstat(opened.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+                return None
+            return opened.read(MAX_BYTES + 1).decode("utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def _read(path: Path) -> List[Setting]:
-    try:
-        if path.is_symlink() or path.stat().st_size > MAX_BYTES:
-            return []
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    text = small_text(path)
+    if text is None:
         return []
     return _read_json(path, text) if path.suffix == ".json" else _read_yaml(path, text)
 

@@ -23,8 +23,8 @@ from . import configs
 from .program import Module
 from .syspath import path_additions
 
-SHELL_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
-SCRIPT_ARGUMENT = re.compile(r"(?<![\w./-])([\w./-]+\.py)\b")
+SHELL_SUFFIXES = configs.SHELL_SUFFIXES
+SCRIPT_ARGUMENT = configs.PY_FILE
 MODULE_ARGUMENT = re.compile(r"(?:^|\s)-m\s+([\w.]+)")
 REPOSITORY_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 MAX_LEVELS_UP = 4  # how far above a given file its repository's root is looked for
@@ -332,9 +332,8 @@ def _launched(sources: Sources) -> Set[Path]:
     """Files the folder's shell scripts run (`python x.py`, `torchrun ... x.py`, `python -m pkg.mod`)."""
     wanted_files, wanted_modules = set(), set()
     for script in sources.shell_scripts:
-        try:
-            text = script.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = configs.small_text(script)
+        if text is None:
             continue
         wanted_files |= {m.replace("\\", "/").lstrip("./") for m in SCRIPT_ARGUMENT.findall(text)}
         wanted_modules |= {m.replace(".", "/") + ".py" for m in MODULE_ARGUMENT.findall(text)}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .configs import fixed_settings
+from .configs import fixed_settings, launched_on_one_node
 from .discover import repository_root
 from .program import (
     COLLECTIVES,
@@ -1213,8 +1213,21 @@ def _handed_over(program: Program, name: str) -> bool:
 
 def single_node(program: Program) -> bool:
     """The program ranks its processes by the local rank (`init_process_group(..., rank=local_rank)`,
-    `DistributedSampler(..., rank=args.local_rank)`): it is written for one node, where the local rank is the rank."""
-    return program.memo(("single node",), lambda: any(_ranked_locally(call) for _, call in program.calls()))
+    `DistributedSampler(..., rank=args.local_rank)`): it is written for one node, where the local rank is the rank.
+    Or the repository's shell scripts launch it on one node only (`torchrun --standalone`, `--nnodes=1`)."""
+    return program.memo(
+        ("single node",),
+        lambda: any(_ranked_locally(call) for _, call in program.calls()) or _launched_on_one_node(program),
+    )
+
+
+def _launched_on_one_node(program: Program) -> bool:
+    entry = program.modules[0].file if program.modules else Path()
+    if entry == Path() or not entry.is_absolute():
+        return False  # source given as text: no repository to read
+    if any(module.words & MULTI_NODE_NAMES for module in program.modules):
+        return False  # the program reads a node's rank or count (SLURM, NODE_RANK): it is meant for several nodes
+    return launched_on_one_node(repository_root(entry.parent), entry)
 
 
 def _ranked_locally(call: ast.Call) -> bool:
