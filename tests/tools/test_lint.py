@@ -897,6 +897,63 @@ def test_a_function_called_through_a_package_and_its_subpackage_is_the_programs(
     assert found == [("train.py", "DDP019")]
 
 
+def test_a_script_that_calls_a_shared_helper_down_its_single_process_branch_is_single_process(tmp_path, capsys):
+    """A tutorial series: `common.load_dataset(..., rank=-1)` makes `DistributedSampler(ds) if rank != -1 else
+    None`, `Trainer(model, ddp=False)` passes `ddp` to a helper that wraps under `if ddp:`, `build(multi_gpu=False)`
+    is imported under another name. The scripts that leave those off make no process group and save once; the DDP
+    script beside them, which passes the rank, saves on every rank."""
+    _write(
+        tmp_path,
+        {
+            "common.py": """\
+                def load_dataset(ds, rank=-1, world_size=1):
+                    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank) if rank != -1 else None
+                    return DataLoader(ds, sampler=sampler, shuffle=sampler is None)
+
+                def build(ds, multi_gpu=False):
+                    if multi_gpu is True:
+                        return DataLoader(ds, sampler=DistributedSampler(ds))
+                    return DataLoader(ds, shuffle=True)
+
+                def setup(model, ddp):
+                    if not ddp:
+                        return model
+                    return DDP(model)
+
+                class Trainer:
+                    def __init__(self, model, ddp=False):
+                        self.model = setup(model, ddp)
+                """,
+            "single.py": """\
+                from common import load_dataset, Trainer
+                from common import build as make_loader
+                def main():
+                    loader = load_dataset(list(range(8)))
+                    other = make_loader(list(range(8)), multi_gpu=False)
+                    trainer = Trainer(nn.Linear(2, 2), ddp=False)
+                    for epoch in range(3):
+                        torch.save(trainer.model.state_dict(), "last.pt")
+                if __name__ == "__main__":
+                    main()
+                """,
+            "ddp.py": """\
+                from common import load_dataset
+                def main():
+                    loader = load_dataset(list(range(8)), rank=int(os.environ["RANK"]), world_size=2)
+                    model = DDP(nn.Linear(2, 2))
+                    for epoch in range(3):
+                        loader.sampler.set_epoch(epoch)
+                        torch.save(model.module.state_dict(), "last.pt")
+                if __name__ == "__main__":
+                    main()
+                """,
+        },
+    )
+    run_lint([str(tmp_path)], as_json=True)
+    found = sorted((Path(f["file"]).name, f["rule"]) for f in json.loads(capsys.readouterr().out)["findings"])
+    assert found == [("ddp.py", "DDP015")]
+
+
 def test_a_repository_that_is_a_package_is_read_when_it_imports_itself_by_name(tmp_path, capsys):
     """pseudoESM/train.py with `from pseudoESM.trainer import Trainer` (run from the folder above, the repository
     being a package): trainer.py is read. A folder beside the repository is never searched for other names."""

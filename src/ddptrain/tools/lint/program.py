@@ -559,9 +559,58 @@ class Program:
         """The program makes a process group, wraps a model in DDP or builds a distributed sampler in code it runs:
         a script of a repository whose library does (an evaluation, a toy trainer beside the real one, both
         importing the same package) is a single-process program."""
-        if self.modules[0].is_distributed():
-            return True  # the entry point itself (most programs): no need to work out what runs
-        return any(self.runs(m, call.lineno) for m in self.modules[1:] for call in m.distributed_calls())
+        entry = self.modules[0]
+        if any(entry.function_of(call) is None for call in entry.distributed_calls()):
+            return True  # the entry point's own top level (most scripts): no need to work out what runs
+        return any(
+            (m is entry or self.runs(m, call.lineno)) and not self.branches_away(m, call)
+            for m in self.modules
+            for call in m.distributed_calls()
+        )
+
+    def branches_away(self, module: Module, node: ast.AST) -> bool:
+        """Every call the program makes of the function around `node` takes another branch: `load_dataset(...)`
+        leaving `rank=-1` for `DistributedSampler(ds) if rank != -1 else None`, `build_loader(multi_gpu=False)`,
+        `Trainer(ddp=False)` whose `__init__` passes `ddp` on to the helper that wraps the model under `if ddp:`."""
+        function = module.function_of(node)
+        if function is None:
+            return False
+        sites = [(m, call) for m, call in self._sites_of_function(module, function) if self.runs(m, call.lineno)]
+        return bool(sites) and all(
+            branch_not_taken(module, function, node, call, functools.partial(self._constant_for, m, call))
+            for m, call in sites
+        )
+
+    def _sites_of_function(self, module: Module, function: ast.FunctionDef) -> List[Tuple[Module, ast.Call]]:
+        """The calls of a function, also by the name it is imported as (`from loaders import build as
+        make_loaders`); of a class's `__init__`, the calls of the class."""
+        name = function.name
+        if name == "__init__":
+            owner = next((p for p in module.ancestors(function) if isinstance(p, ast.ClassDef)), None)
+            if owner is None:
+                return []
+            name = owner.name
+        sites = list(self.sites_of(name))
+        for other in self.modules:
+            for alias in [a for a, original in other.imported.items() if original == name and a != name]:
+                sites += [
+                    (m, c) for m, c in self.call_sites.get(alias, []) if m is other and isinstance(c.func, ast.Name)
+                ]
+        return sites
+
+    def _constant_for(self, module: Module, call: ast.Call, name: ast.Name) -> Optional[ast.expr]:
+        """The constant that `name`, passed by `call`, stands for: a parameter of the caller that every call of the
+        caller the program runs gives the same constant (one level up)."""
+        caller = module.function_of(call)
+        if caller is None:
+            return None
+        sites = [(m, c) for m, c in self._sites_of_function(module, caller) if self.runs(m, c.lineno)]
+        values = [given_value(caller, c, name.id) for _, c in sites]
+        if not values or not all(isinstance(v, ast.Constant) for v in values):
+            return None
+        if len({repr(v.value) for v in values if isinstance(v, ast.Constant)}) != 1:
+            return None
+        return values[0]
 
     def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """A rule's result that depends on the whole program (what calls resolve to), computed once per program."""
@@ -1075,40 +1124,58 @@ def _false_constant(value: ast.expr) -> bool:
     return isinstance(value, ast.Constant) and not value.value
 
 
-def branch_not_taken(module: Module, function: ast.FunctionDef, node: ast.AST, call: ast.Call) -> bool:
+def branch_not_taken(
+    module: Module,
+    function: ast.FunctionDef,
+    node: ast.AST,
+    call: ast.Call,
+    resolve: Optional[Callable[[ast.Name], Optional[ast.expr]]] = None,
+) -> bool:
     """`node` sits in a branch of `function` that `call` cannot take: `if save_cur:` ... `else:` (or `elif`) with
-    `node` in the else and the call passing `save_cur=True` — or in the if, with a false constant (or default)."""
-    parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
-    defaults = dict(zip(reversed(parameters), reversed(function.args.defaults)))
-    if parameters[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute):
-        parameters = parameters[1:]
+    `node` in the else and the call passing `save_cur=True` — or in the if, with a false constant (or default);
+    also a test comparing the parameter with constants (`rank != -1`, `multi_gpu is True`, `rank in [-1, 0]`) and a
+    conditional expression (`DistributedSampler(ds) if rank != -1 else None`). `resolve` gives the constant a name
+    the call passes stands for (the caller's own parameter, where its callers all give one)."""
+    parameters = _parameters_given(function, call)
     lineage = {id(node), *map(id, module.ancestors(node))}
 
-    def taken(branch: ast.If) -> Optional[bool]:
+    def value(name: str) -> Optional[ast.expr]:
+        given = given_value(function, call, name)
+        if isinstance(given, ast.Name) and resolve is not None:
+            given = resolve(given)
+        return given
+
+    def taken(test: ast.expr) -> Optional[bool]:
         """Whether `call` takes the branch, where its test is a parameter it gives a constant (or leaves at one)."""
-        test, negated = branch.test, False
+        negated = False
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, True
-        if not isinstance(test, ast.Name) or test.id not in parameters:
-            return None
-        given = next((k.value for k in call.keywords if k.arg == test.id), None)
-        position = parameters.index(test.id)
-        if given is None and position < len(call.args):
-            given = call.args[position]
+        if isinstance(test, ast.Name) and test.id in parameters:
+            given = value(test.id)
+            return bool(given.value) != negated if isinstance(given, ast.Constant) else None
         if (
-            given is None
-            and not any(isinstance(a, ast.Starred) for a in call.args)
-            and not any(k.arg is None for k in call.keywords)
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.left, ast.Name)
+            and test.left.id in parameters
         ):
-            given = defaults.get(test.id)
-        return bool(given.value) != negated if isinstance(given, ast.Constant) else None
+            given = value(test.left.id)
+            if not isinstance(given, ast.Constant):
+                return None
+            outcome = _compared(given.value, test.ops[0], test.comparators[0])
+            return None if outcome is None else outcome != negated
+        return None
 
     for branch in module.ancestors(node):
         if branch is function:
             break
-        if isinstance(branch, ast.If) and taken(branch) is not None:
-            in_body = any(id(statement) in lineage for statement in branch.body)
-            if in_body != taken(branch):
+        if isinstance(branch, (ast.If, ast.IfExp)) and id(branch.test) not in lineage:
+            decided = taken(branch.test)
+            if decided is None:
+                continue
+            body = branch.body if isinstance(branch, ast.If) else [branch.body]
+            in_body = any(id(statement) in lineage for statement in body)
+            if in_body != decided:
                 return True
     # `if return_model: return model` before it, with the call leaving `return_model=True`: never reached
     return any(
@@ -1116,6 +1183,58 @@ def branch_not_taken(module: Module, function: ast.FunctionDef, node: ast.AST, c
         and statement.end_lineno is not None
         and statement.end_lineno < getattr(node, "lineno", 0)
         and isinstance(statement.body[-1], ast.Return)
-        and taken(statement) is True
+        and taken(statement.test) is True
         for statement in function.body
     )
+
+
+def _compared(given: Any, op: ast.cmpop, against: ast.expr) -> Optional[bool]:
+    """`given OP against` where `against` is a constant or a list, tuple or set of constants; None otherwise."""
+    try:
+        other = ast.literal_eval(against)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    try:
+        if isinstance(op, ast.Eq):
+            return bool(given == other)
+        if isinstance(op, ast.NotEq):
+            return bool(given != other)
+        if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(other, (bool, type(None))):
+            return (given is other) == isinstance(op, ast.Is)
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(other, (list, tuple, set, frozenset)):
+            return (given in other) == isinstance(op, ast.In)
+    except TypeError:
+        return None
+    return None
+
+
+def _parameters_given(function: ast.FunctionDef, call: ast.Call) -> List[str]:
+    """The parameters a call fills by position: without `self` for a method called on an object or a class."""
+    parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    if parameters[:1] in (["self"], ["cls"]) and (isinstance(call.func, ast.Attribute) or function.name == "__init__"):
+        return parameters[1:]
+    return parameters
+
+
+def given_value(function: ast.FunctionDef, call: ast.Call, name: str) -> Optional[ast.expr]:
+    """What `call` gives `function`'s parameter `name`: by keyword, by position, or its default where the call
+    leaves it (None where a `*args`/`**kwargs` may hold it, or there is no default)."""
+    parameters = _parameters_given(function, call)
+    if name not in parameters:
+        return None
+    given = next((k.value for k in call.keywords if k.arg == name), None)
+    position = parameters.index(name)
+    if given is None and position < len(call.args):
+        given = call.args[position]
+    if (
+        given is None
+        and not any(isinstance(a, ast.Starred) for a in call.args)
+        and not any(k.arg is None for k in call.keywords)
+    ):
+        every = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+        given = dict(zip(reversed(every), reversed(function.args.defaults))).get(name)
+    if isinstance(given, ast.UnaryOp) and isinstance(given.op, ast.USub) and isinstance(given.operand, ast.Constant):
+        number = given.operand.value
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return ast.Constant(-number)  # `rank=-1`
+    return given

@@ -252,6 +252,8 @@ EPOCH_LOOP_LIBRARIES = ("catalyst", "lightning", "accelerate")
 
 
 def set_epoch_missing(program: Program) -> Iterator[Hit]:
+    if not program.distributed:
+        return  # its samplers sit in branches the program never takes (`if ddp:` with `ddp=False`)
     if program.any_call("set_epoch"):  # anywhere in the program: a helper the epoch loop calls counts
         return
     if any(word in name for m in program.modules for name in m.import_names for word in EPOCH_LOOP_LIBRARIES):
