@@ -280,6 +280,14 @@ def _single_process_only(test: ast.expr) -> bool:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):  # (not `multiprocessing_distributed`: the
         # ImageNet example runs distributed without it, one process per node)
         return bool({name.lower() for name in names_in(test.operand)} & SINGLE_PROCESS_FLAGS)
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is)
+        and is_const(test.comparators[0], None)
+        and names_in(test.left) & {"rank", "local_rank", "world_size"}
+    ):
+        return True  # `self.rank is None`: no rank given, no process group
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and names_in(test.left) & PROCESS_COUNT_NAMES:
         op, right = test.ops[0], test.comparators[0]
         return isinstance(right, ast.Constant) and (
@@ -470,12 +478,19 @@ class Module:
         return bool(kept) and all(selects_ranks(n.value) or self._under_rank_test(n) for n in kept)
 
     def _set_on_a_single_process_arm(self, node: ast.AST) -> bool:
-        """In the body of `if num_gpus == 1:` (`not args.distributed`, ...): set in a single-process run only."""
+        """In the body of `if num_gpus == 1:` (`not args.distributed`, ...), or the `else` of `if self.distributed:`:
+        set in a single-process run only."""
         lineage = {id(node), *map(id, self.ancestors(node))}
-        return any(
-            isinstance(p, ast.If) and _single_process_only(p.test) and any(id(s) in lineage for s in p.body)
-            for p in self.ancestors(node)
-        )
+        for p in self.ancestors(node):
+            if not isinstance(p, ast.If):
+                continue
+            if _single_process_only(p.test) and any(id(s) in lineage for s in p.body):
+                return True
+            plain = not (isinstance(p.test, ast.UnaryOp) and isinstance(p.test.op, ast.Not))
+            negated = ast.UnaryOp(op=ast.Not(), operand=p.test)
+            if plain and _single_process_only(negated) and any(id(s) in lineage for s in p.orelse):
+                return True
+        return False
 
     def _under_rank_test(self, node: ast.AST) -> bool:
         """Inside an `if` whose own condition selects ranks (not through a flag: flags set under flags would loop)."""
@@ -925,7 +940,7 @@ class Program:
         function = module.function_of(node)
         if function is None:
             return False
-        if self.returns_early_off_main(function, getattr(node, "lineno", 0)):
+        if self.returns_early_off_main(function, getattr(node, "lineno", 0), module):
             return True
         if depth == 0:
             return False
@@ -951,17 +966,16 @@ class Program:
         ]
 
     @staticmethod
-    def returns_early_off_main(function: ast.FunctionDef, before: int = 0) -> bool:
+    def returns_early_off_main(function: ast.FunctionDef, before: int = 0, module: Optional[Module] = None) -> bool:
         """`if not is_main_process(): return` at the top (or anywhere before line `before`): the rest runs on some
-        ranks only."""
+        ranks only. With the function's `module`, also through a flag set to a rank test (`if not
+        self.local_master: return`, with `self.local_master = config["local_rank"] == 0` in the class)."""
         for statement in function.body if before else function.body[:3]:
             if before and statement.lineno >= before:
                 break
-            if (
-                isinstance(statement, ast.If)
-                and selects_ranks(statement.test)
-                and any(isinstance(s, ast.Return) for s in statement.body)
-            ):
+            if not isinstance(statement, ast.If) or not any(isinstance(s, ast.Return) for s in statement.body):
+                continue
+            if selects_ranks(statement.test) or (module is not None and module.selects_ranks_at(statement)):
                 return True
         return False
 
@@ -1203,6 +1217,10 @@ def _compared(given: Any, op: ast.cmpop, against: ast.expr) -> Optional[bool]:
             return (given is other) == isinstance(op, ast.Is)
         if isinstance(op, (ast.In, ast.NotIn)) and isinstance(other, (list, tuple, set, frozenset)):
             return (given in other) == isinstance(op, ast.In)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (given, other))
+        orders = {ast.Lt: given < other, ast.LtE: given <= other, ast.Gt: given > other, ast.GtE: given >= other}
+        if numbers and type(op) in orders:
+            return orders[type(op)]
     except TypeError:
         return None
     return None
