@@ -739,7 +739,38 @@ def _only_unscaled_path(module: Module, function: ast.AST, line: int, scaled: Li
     clips = [c for c in module.calls_in(function) if c.lineno == line]
     if not clips:
         return False
+    if _where_the_scaler_is_absent(module, clips[0], scaled):
+        return True
     return all(_exclusive(module, clips[0], backward) for backward in scaled)
+
+
+def _where_the_scaler_is_absent(module: Module, clip: ast.Call, scaled: List[ast.Call]) -> bool:
+    """The clip sits in the arm of an `if` where the scaler its backward uses is None (`else:` of `if scaler is not
+    None:`, or `if scaler is None:`), even where the scaled backward is under another `if` of the same test."""
+    scalers = {call_name(b.func.value.func.value) for b in scaled if isinstance(b.func, ast.Attribute)}  # type: ignore[attr-defined]
+    scalers.discard("")
+    child: ast.AST = clip
+    for parent in module.ancestors(clip):
+        if isinstance(parent, ast.If):
+            present = _tests_presence(parent.test, scalers)
+            if present is not None and _arm(parent, child) == ("orelse" if present else "body"):
+                return True
+        child = parent
+    return False
+
+
+def _tests_presence(test: ast.expr, names: Set[str]) -> Optional[bool]:
+    """True where `test` holds when the object is there (`scaler`, `scaler is not None`), False where it holds when
+    it is not (`not scaler`, `scaler is None`), None for any other test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _tests_presence(test.operand, names)
+        return None if inner is None else not inner
+    if isinstance(test, (ast.Name, ast.Attribute)) and call_name(test) in names:
+        return True
+    compared = isinstance(test, ast.Compare) and len(test.ops) == 1 and is_const(test.comparators[0], None)
+    if compared and call_name(test.left) in names and isinstance(test.ops[0], (ast.Is, ast.IsNot)):  # type: ignore[attr-defined]
+        return isinstance(test.ops[0], ast.IsNot)  # type: ignore[attr-defined]
+    return None
 
 
 def _arm(branch: ast.If, child: ast.AST) -> str:

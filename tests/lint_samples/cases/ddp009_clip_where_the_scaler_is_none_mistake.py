@@ -1,0 +1,19 @@
+"""ddptrain lint sample ddp009_clip_where_the_scaler_is_none: the mistake (lines marked `# expect:` get exactly those findings)."""
+import torch
+
+
+def train_one_epoch(model, optimizer, loader, scaler=None, max_norm=1.0):
+    for images, targets in loader:
+        loss = model(images, targets)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if scaler is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # expect: DDP009
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # no scaler: the gradients are as they are
+            optimizer.step()
+        optimizer.zero_grad()
