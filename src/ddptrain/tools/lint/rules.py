@@ -1580,6 +1580,8 @@ def _over_batches(scope: ast.AST) -> bool:
 def padded_evaluation(program: Program) -> Iterator[Hit]:
     if not _evaluation_reduces(program):
         return  # no evaluation combines values over ranks (a barrier or a broadcast combines none): DDP017's case
+    if _deduplicates_by_id(program):
+        return  # the gathered results are merged by sample id: a padded sample counts once
     for module, call in program.calls():
         name = last_name(call)
         if not name.endswith("DistributedSampler") or is_const(keyword(call, "drop_last"), True):
@@ -1596,6 +1598,29 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
         if _never_used(module, call):
             continue  # made and never given to a loader
         yield module, call.lineno
+
+
+def _deduplicates_by_id(program: Program) -> bool:
+    """A function of the program gathers every rank's results and keeps one per id (COCO evaluators:
+    `all_gather(img_ids)` ... `np.unique(merged_img_ids, return_index=True)`; `drop_duplicates` on an id column)."""
+    for module in program.modules:
+        if "unique" not in module.source and "drop_duplicates" not in module.source:
+            continue
+        for function in module.functions:
+            calls = module.calls_in(function)
+            if not any("gather" in last_name(c).lower() for c in calls):
+                continue
+            for call in calls:
+                if last_name(call) in ("unique", "drop_duplicates") and any(
+                    _names_an_id(name) for name in names_in(call) | {call_name(call)}
+                ):
+                    return True
+    return False
+
+
+def _names_an_id(name: str) -> bool:
+    parts = set(re.split(r"[^a-z0-9]+|(?<=[a-z])(?=[0-9])", name.lower().replace(".", "_")))
+    return bool(parts & {"id", "ids", "idx", "index", "indices", "uid", "key", "keys"}) or name.lower().endswith("ids")
 
 
 def _never_used(module: Module, call: ast.Call) -> bool:
