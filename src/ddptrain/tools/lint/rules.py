@@ -380,7 +380,7 @@ GPU_WORK = ("DistributedDataParallel", "DDP", "cuda", "to", "send", "recv", "ise
 
 
 def nccl_without_set_device(program: Program) -> Iterator[Hit]:
-    if any("CUDA_VISIBLE_DEVICES" in m.source for m in program.modules):
+    if _each_process_sees_its_own_gpus(program):
         return
     if not program.any_call(*GPU_WORK) or _several_devices_per_process(program):
         return  # a group made and destroyed with no GPU work, or one process driving several GPUs by design
@@ -398,9 +398,47 @@ def _nccl(program: Program, backend: Optional[ast.expr]) -> bool:
     return is_const(backend, "nccl") or (backend is not None and _maybe_nccl(program, backend))
 
 
+def _each_process_sees_its_own_gpus(program: Program) -> bool:
+    """The program sets (or reads) `CUDA_VISIBLE_DEVICES`, which may give each process one GPU — unless every mention
+    sets it to a fixed list of several (`os.environ["CUDA_VISIBLE_DEVICES"] = "2, 3"` before `mp.spawn`): every
+    process then sees both, and makes its context on the first."""
+    for module in program.modules:
+        if "CUDA_VISIBLE_DEVICES" not in module.source:
+            continue
+        mentions = 0
+        for node in module.of_type(ast.Constant):
+            if node.value != "CUDA_VISIBLE_DEVICES":
+                continue
+            mentions += 1
+            assign = next((p for p in module.ancestors(node) if isinstance(p, ast.stmt)), None)
+            value = assign.value if isinstance(assign, ast.Assign) else None
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str) and "," in value.value):
+                return True
+        if mentions == 0:
+            return True  # named otherwise (a shell line in a string, a comment): as before, trusted
+    return False
+
+
 def _sets_device(program: Program) -> bool:
-    """A `set_device` call the program can run (one in a SLURM helper it never calls sets nothing)."""
-    return any(program.runs(module, call.lineno) for module, call in program.calls_named("set_device"))
+    """A `set_device` call the program can run (one in a SLURM helper it never calls sets nothing) — torch's, not a
+    helper of the program's own that only builds a `torch.device` (`def set_device(local_rank): return
+    torch.device(...)`)."""
+    return any(
+        program.runs(module, call.lineno) and _sets_the_current_device(program, module, call, depth=2)
+        for module, call in program.calls_named("set_device")
+    )
+
+
+def _sets_the_current_device(program: Program, module: Module, call: ast.Call, depth: int) -> bool:
+    helpers = program.resolve(call, module)
+    if not helpers or depth == 0:
+        return True  # torch.cuda.set_device, or a library's
+    return any(
+        _sets_the_current_device(program, other, inner, depth - 1)
+        for other, helper in helpers
+        for inner in other.calls_in(helper)
+        if last_name(inner) == "set_device" and inner is not call
+    )
 
 
 def _several_devices_per_process(program: Program) -> bool:
