@@ -583,11 +583,22 @@ def _position_returned(module: Module, function: ast.FunctionDef) -> Optional[in
 
 
 def _wrapper_position(module: Module, node: ast.Return) -> Optional[int]:
+    """Where the returned value is the wrapper: a DDP(...) call, or a name the function sets to one on some path
+    (`if distributed: model = DDP(model)` / `else: model = model.to(device)`, then `return model`: the wrapper
+    wherever the run is distributed)."""
     values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+    scope = module.scope_of(node)
     for position, value in enumerate(values):
+        candidates = [value]
         if isinstance(value, ast.Name):
-            value = _last_assignment(module, node, value)
-        if isinstance(value, ast.Call) and last_name(value) in ("DistributedDataParallel", "DDP"):
+            candidates = [
+                n.value
+                for n in walk(scope)
+                if isinstance(n, ast.Assign)
+                and n.lineno <= node.lineno
+                and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)
+            ]
+        if any(isinstance(c, ast.Call) and last_name(c) in ("DistributedDataParallel", "DDP") for c in candidates):
             return position if isinstance(node.value, ast.Tuple) else WHOLE
     return None
 
