@@ -285,3 +285,17 @@ def test_a_fifo_among_the_config_files_and_launch_scripts_does_not_block(tmp_pat
     assert json.loads(capsys.readouterr().out)["findings"] == []  # one node: no DDP019
     assert run_lint([str(repo)], as_json=True) == 0
     assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+def test_a_fifo_or_a_huge_script_beside_the_trainer_is_not_read_for_the_wrappers_prefix(tmp_path, capsys):
+    """DDP007 reads the scripts beside the entry point for one that strips 'module.': a FIFO there (no writer) is
+    not opened to wait, a script over 1 MB is skipped, and the finding stands."""
+    from ..tools.test_lint_configs import RENAME, WRAPPER_SAVE
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "train.py").write_text(WRAPPER_SAVE)
+    os.mkfifo(repo / "pipe.py")
+    (repo / "huge.py").write_text(RENAME + "#" * (2 << 20))
+    assert run_lint([str(repo / "train.py")], as_json=True) == 0
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP007"]

@@ -98,6 +98,17 @@ def test_a_launch_script_edited_is_read_again(tmp_path):
     assert _found([repo / "train.py"], cache)[0] == [("train.py", 13, "DDP019")]
 
 
+def test_a_script_added_beside_the_trainer_is_read_again(tmp_path):
+    """DDP007 reads the scripts beside the entry point for one that converts the wrapper's keys."""
+    from .test_lint_configs import RENAME, WRAPPER_SAVE
+
+    repo = _repository(tmp_path / "repo", {"train.py": WRAPPER_SAVE})
+    cache = Cache(tmp_path / "cache")
+    assert _found([repo / "train.py"], cache)[0] == [("train.py", 9, "DDP007")]
+    (repo / "rename.py").write_text(RENAME)
+    assert _found([repo / "train.py"], cache)[0] == []
+
+
 def test_other_rules_or_another_version_of_the_linter_are_another_entry(tmp_path, monkeypatch):
     repo = _repository(tmp_path / "repo", {"train.py": MAIN, "helpers.py": SHARED})
     cache = Cache(tmp_path / "cache")

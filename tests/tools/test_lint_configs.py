@@ -201,3 +201,37 @@ def test_launch_commands_name_the_entry_relative_to_the_folder_they_run_in(tmp_p
     repo = _repository(tmp_path / "repo", {"tools/train.py": "", "run.sh": "torchrun --standalone ../tools/train.py\n"})
     assert launched_on_one_node(repo, repo / "tools" / "train.py")
     assert not launched_on_one_node(repo, repo / "tools" / "test.py")
+
+
+WRAPPER_SAVE = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def main():
+    dist.init_process_group("gloo")
+    model = DDP(torch.nn.Linear(2, 2))
+    if dist.get_rank() == 0:
+        torch.save(model.state_dict(), "model.pt")
+
+if __name__ == "__main__":
+    main()
+"""
+RENAME = """\
+import sys
+import torch
+
+state = torch.load(sys.argv[1], weights_only=True)
+torch.save({k.removeprefix("module."): v for k, v in state.items()}, sys.argv[2])
+"""
+
+
+def test_a_script_beside_the_trainer_that_strips_the_wrappers_prefix_makes_the_save_its_format(tmp_path, capsys):
+    """The wrapper's state_dict saved with its 'module.' keys is the repository's own format where a script beside
+    the trainer converts it (AlphaZeroFromScratch's rename.py); without one, it is a finding."""
+    repo = _repository(tmp_path / "repo", {"train.py": WRAPPER_SAVE})
+    run_lint([str(repo / "train.py")], as_json=True)
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP007"]
+    (repo / "rename.py").write_text(RENAME)
+    run_lint([str(repo / "train.py")], as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == []

@@ -75,6 +75,7 @@ def clear() -> None:
     _settings.cache_clear()
     _launch_commands.cache_clear()
     _walk.cache_clear()
+    _spell_the_prefix.cache_clear()
 
 
 def candidate_files(root: Path) -> List[Path]:
@@ -118,6 +119,25 @@ def launched_on_one_node(root: Path, entry: Path) -> bool:
 
     mine = [c for c in launch_commands(root) if names_entry(c)]
     return bool(mine) and all(ONE_NODE.search(c) for c in mine)
+
+
+PREFIX_STRING = re.compile(r"""['"]\^?module(?:\.|\\\\?\.)""")  # 'module.', "^module\\." in a string
+MAX_BESIDE = 200  # scripts of one folder read for the prefix (a folder of thousands is no repository's own)
+
+
+def scripts_spell_the_prefix(folder: Path) -> bool:
+    """A script of `folder` spells DDP's 'module.' key prefix (`rename.py`: `if key.startswith('module.'):`): the
+    repository converts the checkpoints it saves from the wrapper."""
+    return _spell_the_prefix(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _spell_the_prefix(folder: Path) -> bool:
+    try:
+        scripts = sorted(p for p in folder.iterdir() if p.suffix == ".py")[:MAX_BESIDE]
+    except OSError:
+        return False
+    return any(PREFIX_STRING.search(small_text(p) or "") for p in scripts)
 
 
 def _yaml_files(root: Path, suffixes: Tuple[str, ...] = SUFFIXES) -> List[Path]:

@@ -590,13 +590,13 @@ class Program:
         function = module.function_of(node)
         if function is None:
             return False
-        sites = [(m, call) for m, call in self._sites_of_function(module, function) if self.runs(m, call.lineno)]
+        sites = [(m, call) for m, call in self.sites_of_function(module, function) if self.runs(m, call.lineno)]
         return bool(sites) and all(
             branch_not_taken(module, function, node, call, functools.partial(self._constant_for, m, call))
             for m, call in sites
         )
 
-    def _sites_of_function(self, module: Module, function: ast.FunctionDef) -> List[Tuple[Module, ast.Call]]:
+    def sites_of_function(self, module: Module, function: ast.FunctionDef) -> List[Tuple[Module, ast.Call]]:
         """The calls of a function, also by the name it is imported as (`from loaders import build as
         make_loaders`); of a class's `__init__`, the calls of the class."""
         name = function.name
@@ -619,7 +619,7 @@ class Program:
         caller = module.function_of(call)
         if caller is None:
             return None
-        sites = [(m, c) for m, c in self._sites_of_function(module, caller) if self.runs(m, c.lineno)]
+        sites = [(m, c) for m, c in self.sites_of_function(module, caller) if self.runs(m, c.lineno)]
         values = [given_value(caller, c, name.id) for _, c in sites]
         if not values or not all(isinstance(v, ast.Constant) for v in values):
             return None

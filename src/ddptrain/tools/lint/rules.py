@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .configs import fixed_settings, launched_on_one_node
+from .configs import fixed_settings, launched_on_one_node, scripts_spell_the_prefix
 from .discover import repository_root
 from .program import (
     COLLECTIVES,
@@ -23,6 +23,7 @@ from .program import (
     both_arms_call,
     call_name,
     call_position,
+    given_value,
     is_collective,
     is_const,
     keyword,
@@ -545,7 +546,41 @@ def _top_statement(module: Module, node: ast.AST) -> ast.AST:
 # ---- DDP007 ---------------------------------------------------------------------------------------
 def _wraps(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
     """(name, line, scope) of each `name = DDP(...)`, also through a helper of the program that returns the
-    wrapper (`model = wrap_ddp(model, local_rank)`) or a tuple holding it (`model, opt = distributed_opt(...)`)."""
+    wrapper (`model = wrap_ddp(model, local_rank)`) or a tuple holding it (`model, opt = distributed_opt(...)`),
+    and `self.model = model` in the `__init__` of a class the program makes with the wrapper (`Trainer(model=ddp_model)`)."""
+    return program.memo(
+        ("wraps", id(module)), lambda: _assigned_wraps(module, program) + _wraps_kept_by_objects(module, program)
+    )
+
+
+def _wraps_kept_by_objects(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
+    found: List[Tuple[str, int, ast.AST]] = []
+    for function in module.functions:
+        if function.name != "__init__":
+            continue
+        kept = [
+            (node, node.value.id)
+            for node in walk(function)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Name)
+            and any(call_name(t).startswith("self.") for t in node.targets)
+        ]
+        if not kept:
+            continue
+        for site_module, site in program.sites_of_function(module, function):
+            wraps = _assigned_wraps(site_module, program)
+            for node, parameter in kept:
+                given = given_value(function, site, parameter)
+                if isinstance(given, (ast.Name, ast.Attribute)) and _is_wrapper(
+                    site_module, site, call_name(given), wraps
+                ):
+                    found += [
+                        (call_name(t), node.lineno, function) for t in node.targets if call_name(t).startswith("self.")
+                    ]
+    return found
+
+
+def _assigned_wraps(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
     found = []
     assigns = [n for n in module.of_type(ast.Assign) if isinstance(n.value, ast.Call)]
     for node in assigns:
@@ -614,6 +649,21 @@ def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> 
 def saves_wrapped_state(program: Program) -> Iterator[Hit]:
     if any("module." in m.source and any(_names_the_prefix(word) for word in m.words) for m in program.modules):
         return  # the program strips (or adds) the 'module.' prefix where it loads its files
+    hits = list(_wrapped_state_saves(program))
+    if hits and not _prefix_handled_beside(program):
+        yield from hits
+
+
+def _prefix_handled_beside(program: Program) -> bool:
+    """A script beside the entry point spells the 'module.' prefix (`rename.py`: `if key.startswith('module.'):`):
+    the repository converts the files it saves."""
+    entry = program.modules[0].file if program.modules else Path()
+    if entry == Path() or not entry.is_absolute():
+        return False
+    return scripts_spell_the_prefix(entry.parent)
+
+
+def _wrapped_state_saves(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         wraps = _wraps(module, program)
         if not wraps:
@@ -886,9 +936,23 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
         for other, callee in callees:
             if callee.name.startswith(("is_", "get_")) or program.returns_early_off_main(callee):
                 continue
-            if program.reaches_collective(other, callee):
+            if program.reaches_collective(other, callee) or _runs_a_kept_wrapper(program, other, callee, wrappers):
                 yield module, call.lineno
                 break
+
+
+def _runs_a_kept_wrapper(
+    program: Program, module: Module, function: ast.FunctionDef, wrappers: Dict[int, list]
+) -> bool:
+    """A method that runs the forward of the wrapper its object keeps (`self.model(images)` in `test()`, with
+    `self.model` the DDP model the object was made with)."""
+    if id(module) not in wrappers:
+        wrappers[id(module)] = _broadcasting_wrappers(module, program)
+    kept = [wrap for wrap in wrappers[id(module)] if wrap[0].startswith("self.")]
+    return bool(kept) and any(
+        isinstance(inner.func, ast.Attribute) and _is_wrapper(module, inner, call_name(inner.func), kept)
+        for inner in module.calls_in(function)
+    )
 
 
 def _broadcasting_wrappers(module: Module, program: Program) -> list:
