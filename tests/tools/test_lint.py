@@ -60,6 +60,29 @@ def test_a_plain_port_option_with_a_fixed_default_is_the_rendezvous_port_however
     assert _rules(options + visdom + "dist.init_process_group('nccl')\ntorch.cuda.set_device(0)\n") == set()
 
 
+@pytest.mark.parametrize("log", ["print", "logger.info", "logger.debug", "logger.warning"])
+def test_a_shards_accuracy_logged_at_any_level_is_one_ranks_figure(log):
+    source = f"""
+    import logging
+    logger = logging.getLogger(__name__)
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    loader = DataLoader(test_set, sampler=DistributedSampler(test_set, shuffle=False))
+
+    def test(model, loader):
+        correct = 0
+        with torch.no_grad():
+            for x, y in loader:
+                correct += (model(x).argmax(1) == y).sum().item()
+        acc = correct / len(loader.dataset)
+        {log}(f"test accuracy {{acc}}")
+        return acc
+
+    test(model, loader)
+    """
+    assert "DDP017" in _rules(source)
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

@@ -1746,7 +1746,7 @@ def _never_used(module: Module, call: ast.Call) -> bool:
 
 
 # ---- DDP017 ---------------------------------------------------------------------------------------
-LOG_CALLS = {"print", "info", "log", "add_scalar", "add_scalars", "log_metrics", "log_metric"}
+LOG_CALLS = {"print", "info", "debug", "warning", "log", "add_scalar", "add_scalars", "log_metrics", "log_metric"}
 # a metric's name holds one of these anywhere, or one of METRIC_PARTS as a whole part (`em`, `val_ppl`, `mAP`)
 METRIC_WORDS = (
     "acc",
