@@ -1993,7 +1993,7 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for function in module.functions:
             calls = module.calls_in(function)
-            if not _evaluates(calls) or any(last_name(c) == "backward" for c in calls):
+            if not _evaluates(calls) or _trains_beside(module, calls):
                 continue  # (a training step that puts a teacher in eval() and no_grad is no evaluation)
             if _reduces(program, module, function):
                 yield from _logged_beside_a_reduction(program, module, function, calls)
@@ -2004,9 +2004,19 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
                 yield module, (after or logged)[0].lineno
             loops = any(isinstance(n, (ast.For, ast.While)) for n in walk(function))
             returns = any(isinstance(n, ast.Return) and n.value is not None for n in walk(function))
-            if returns and loops and _is_eval_name(function.name):  # an evaluation over a loader, not a loss helper
-                yield from _logged_by_callers(program, function.name)
+            if returns and loops:  # an evaluation over a loader, not a loss helper: by its name, or where a
+                # caller keeps its result as an evaluation's (`val_loss = self.run_epoch(val_dl, training=False)`)
+                yield from _logged_by_callers(program, function.name, not _is_eval_name(function.name))
         yield from _top_level_evaluations_logged(program, module)
+
+
+def _trains_beside(module: Module, calls: List[ast.Call]) -> bool:
+    """The function back-propagates where it evaluates — not only in the other arm of an `if` (`if training:
+    ... backward()` / `else: model.eval()`: an epoch helper for both)."""
+    markers = [c for c in calls if last_name(c) in ("no_grad", "inference_mode", "eval")]
+    return any(
+        last_name(c) == "backward" and not any(_exclusive(module, c, marker) for marker in markers) for c in calls
+    )
 
 
 def _top_level_evaluations_logged(program: Program, module: Module) -> Iterator[Hit]:
@@ -2208,17 +2218,27 @@ def _assigned_names(statement: ast.stmt) -> Set[str]:
     return found - {""}
 
 
-def _logged_by_callers(program: Program, name: str) -> Iterator[Hit]:
+def _logged_by_callers(program: Program, name: str, named_results_only: bool = False) -> Iterator[Hit]:
     """`acc = evaluate(...)` then `if rank == 0: print(acc)` with no reduction of `acc` between: the caller logs
-    rank 0's part."""
+    rank 0's part. `named_results_only`: only where the caller names the result for evaluation (`val_loss`)."""
     for module, site in program.call_sites.get(name, []):
         assign = module.parents.get(site)
         if not isinstance(assign, ast.Assign):
             continue
         results = {n.id for t in assign.targets for n in walk(t) if isinstance(n, ast.Name)}
-        for call in module.calls_in(module.scope_of(site)):
+        if named_results_only and not any(_is_eval_name(r) for r in results):
+            continue
+        scope = module.scope_of(site)
+        derived = sorted(  # `mean = torch.tensor(val_loss)`: what is computed from the result stands for it
+            (n for n in walk(scope) if isinstance(n, ast.Assign) and n.lineno > site.lineno), key=lambda n: n.lineno
+        )
+        for call in module.calls_in(scope):
             if call.lineno <= site.lineno:
                 continue
+            while derived and derived[0].lineno < call.lineno:
+                assign = derived.pop(0)
+                if names_in(assign.value) & results:
+                    results |= {n.id for t in assign.targets for n in walk(t) if isinstance(n, ast.Name)}
             if (is_collective(call, module) or any(w in last_name(call).lower() for w in REDUCING_WORDS)) and names_in(
                 call
             ) & results:
