@@ -977,6 +977,40 @@ def test_a_script_that_calls_a_shared_helper_down_its_single_process_branch_is_s
     assert found == [("ddp.py", "DDP015")]
 
 
+def test_a_package_in_src_is_read_where_the_repositorys_scripts_import_it(tmp_path, capsys):
+    """The "src layout" (`[tool.setuptools.packages.find] where = ["src"]`, installed with `pip install -e .`): an
+    example imports `trnr.trainer`, whose epoch loop never calls `set_epoch` on the sampler the example made."""
+    (tmp_path / "pyproject.toml").write_text("[tool.setuptools.packages.find]\nwhere = ['src']\n")
+    _write(
+        tmp_path,
+        {
+            "src/trnr/__init__.py": "",
+            "src/trnr/trainer.py": """\
+                class Trainer:
+                    def __init__(self, model):
+                        self.model = model
+
+                    def fit(self, loader, epochs):
+                        for epoch in range(epochs):
+                            for x, y in loader:
+                                self.model(x).sum().backward()
+                """,
+            "examples/train_ddp.py": """\
+                from trnr.trainer import Trainer
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    data = list(range(8))
+                    loader = DataLoader(data, sampler=DistributedSampler(data))
+                    Trainer(DDP(nn.Linear(2, 2))).fit(loader, epochs=3)
+                """,
+        },
+    )
+    run_lint([str(tmp_path / "examples" / "train_ddp.py")], as_json=True)
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p).name for p in report["programs"][0]] == ["train_ddp.py", "__init__.py", "trainer.py"]
+    assert [f["rule"] for f in report["findings"]] == ["DDP002"]
+
+
 def test_a_repository_that_is_a_package_is_read_when_it_imports_itself_by_name(tmp_path, capsys):
     """pseudoESM/train.py with `from pseudoESM.trainer import Trainer` (run from the folder above, the repository
     being a package): trainer.py is read. A folder beside the repository is never searched for other names."""

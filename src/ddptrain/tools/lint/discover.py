@@ -284,8 +284,18 @@ def _absolute(sources: Sources, path: Path, name: str) -> List[Path]:
                 sources._absolute[key] = found
                 break
         else:
-            sources._absolute[key] = _own_package(sources, name)
+            sources._absolute[key] = _own_package(sources, name) or _src_layout(sources, name)
     return list(sources._absolute[key])
+
+
+def _src_layout(sources: Sources, name: str) -> List[Path]:
+    """A repository whose package lies in `src/` (`where = ["src"]`, installed with `pip install -e .`): its
+    scripts import `trnr.trainer` from src/trnr/trainer."""
+    first = name.split(".")[0]
+    for top in sources.scope:
+        if (top / "src" / first / "__init__.py").is_file():
+            return _module_files(name, top / "src")
+    return []
 
 
 def _own_package(sources: Sources, name: str) -> List[Path]:
