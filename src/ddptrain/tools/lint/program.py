@@ -944,7 +944,7 @@ class Program:
             return True
         if depth == 0:
             return False
-        sites = self.sites_of(function.name)  # less those whose constant arguments take another branch, and
+        sites = self.sites_of_function(module, function)  # less those whose constant arguments take another branch, and
         reaching = [  # those in code the program never runs (a converter's own `main()` beside its `run()`)
             (m, call)
             for m, call in sites

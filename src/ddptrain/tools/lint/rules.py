@@ -1519,8 +1519,41 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue  # a utility this program never calls
         if _on_single_process_path(module, call):
             continue  # the else of `if args.distributed:`: one process, one writer
-        if not program.guarded(module, call) and _per_node_branch(program, module, call) is None:
+        if program.guarded(module, call) or _per_node_branch(program, module, call) is not None:
+            continue
+        if not _first_on_main(program, module, call):
             yield module, call.lineno
+
+
+def _first_on_main(program: Program, module: Module, node: ast.AST, depth: int = 3) -> bool:
+    """`node` runs inside `with torch_distributed_zero_first(rank):` (or is reached only from there, or from code one
+    rank runs): rank 0 runs the block first and writes its cache while the others wait at a barrier, then they read
+    what it wrote."""
+    for parent in module.ancestors(node):
+        if isinstance(parent, ast.With) and any(
+            isinstance(item.context_expr, ast.Call) and _main_goes_first(program, module, item.context_expr)
+            for item in parent.items
+        ):
+            return True
+    function = module.function_of(node)
+    if function is None or depth == 0:
+        return False
+    sites = [(m, c) for m, c in program.sites_of_function(module, function) if program.runs(m, c.lineno)]
+    return bool(sites) and all(program.guarded(m, c) or _first_on_main(program, m, c, depth - 1) for m, c in sites)
+
+
+def _main_goes_first(program: Program, module: Module, call: ast.Call) -> bool:
+    """A context manager by name (`torch_distributed_zero_first`, Accelerate's `main_process_first`), or one of the
+    program's that waits at a barrier on some ranks before its `yield` and on the others after it."""
+    name = last_name(call).lower()
+    if "zero_first" in name or ("first" in name and any(w in name for w in ("main", "master", "rank"))):
+        return True
+    for other, function in program.resolve(call, module):
+        barriers = [c for c in other.calls_in(function) if last_name(c) == "barrier"]
+        yields = [n for n in walk(function) if isinstance(n, (ast.Yield, ast.YieldFrom))]
+        if yields and len(barriers) >= 2 and all(other.rank_branch(b) is not None for b in barriers):
+            return True
+    return False
 
 
 def _guards_by_name(name: str) -> bool:
