@@ -1420,6 +1420,9 @@ EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
 
 
 def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
+    if program.distributed and program.any_call("DistributedDataParallel", "DDP"):
+        for module in program.modules:
+            yield from _skips_on_a_rank_own_loss(module)
     for module in program.modules:
         exits = [call for call in module.calls if call_name(call) in EXIT_CALLS]
         for node in [*module.of_type(ast.Break, ast.Return), *exits]:
@@ -1433,6 +1436,30 @@ def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
                 yield module, node.lineno
             else:
                 yield from _flag_set_on_some_ranks(program, module, node, loop)
+
+
+NOT_FINITE_TESTS = {"isfinite", "isnan", "isinf"}
+
+
+def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
+    """`if not torch.isfinite(loss): continue` before `loss.backward()` in a DDP training loop: the rank whose loss
+    is not finite skips the backward, whose gradient all-reduce the other ranks wait in — a hang (not where the
+    test's value was all-reduced first, so every rank takes the same turn)."""
+    if not any(word in module.source for word in NOT_FINITE_TESTS):
+        return
+    for node in module.of_type(ast.Continue, ast.Break):
+        branch = next((p for p in module.ancestors(node) if isinstance(p, ast.If)), None)
+        loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
+        if branch is None or loop is None or not any(p is loop for p in module.ancestors(branch)):
+            continue
+        tested = [c for c in walk(branch.test) if isinstance(c, ast.Call) and last_name(c) in NOT_FINITE_TESTS]
+        names = {n for c in tested for n in names_in(c)}
+        if not tested or not any("loss" in n.lower() for n in names):
+            continue
+        later = [c for c in walk(loop) if isinstance(c, ast.Call) and c.lineno > branch.lineno]
+        earlier = [c for c in walk(loop) if isinstance(c, ast.Call) and c.lineno < branch.lineno]
+        if any(last_name(c) == "backward" for c in later) and not any(is_collective(c, module) for c in earlier):
+            yield module, node.lineno
 
 
 def _flag_set_on_some_ranks(program: Program, module: Module, exit_node: ast.stmt, loop: ast.AST) -> Iterator[Hit]:
@@ -2463,8 +2490,8 @@ RULES: List[Rule] = [
     Rule(
         "DDP014",
         ERROR,
-        "training loop left (break/return) on a decision some ranks take alone: the others wait in the next "
-        "collective until the timeout",
+        "training loop left, or a step skipped (break/return/continue), on a decision some ranks take alone: the "
+        "others wait in the next collective until the timeout",
         "decide on every rank: broadcast the decision (dist.broadcast_object_list) or all_reduce the flag first",
         loop_exit_on_some_ranks,
     ),
