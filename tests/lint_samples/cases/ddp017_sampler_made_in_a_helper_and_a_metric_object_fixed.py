@@ -7,7 +7,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 def make_sampler(dataset, shuffle, distributed):
     if distributed:
-        return DistributedSampler(dataset, shuffle=shuffle)
+        return DistributedSampler(dataset, shuffle=shuffle, drop_last=True)  # no padded repeats summed twice
     return None
 
 

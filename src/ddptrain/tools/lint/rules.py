@@ -1762,8 +1762,7 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
         dataset = call.args[0] if call.args else keyword(call, "dataset")
         names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
         if not (
-            is_const(keyword(call, "shuffle"), False)
-            or _is_eval_name(names)
+            _for_evaluation(program, module, call)  # (also a helper's, where a caller asks for no shuffling)
             or DEV_PART in re.split(r"[^a-z0-9]+", names.lower())
             or name.startswith("Ordered")
         ):
