@@ -148,9 +148,15 @@ def _tells_distributed(test: ast.expr) -> bool:
         and isinstance(test.comparators[0].value, str)
         and call_name(test.left).rpartition(".")[2].lower() == "dist"
     )
-    return switch or any(
-        n in DISTRIBUTED_WORDS or n in ("multi_gpu", "multigpu") or "ddp" in n.lower() or "distributed" in n.lower()
-        for n in words
+    bare = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
+    flag = isinstance(bare, (ast.Name, ast.Attribute)) and call_name(bare).rpartition(".")[2].lower() == "dist"
+    return (
+        switch  # (and `if dist:` / `if args.dist:`: a flag named `dist`; the torch.distributed module is no test)
+        or flag
+        or any(
+            n in DISTRIBUTED_WORDS or n in ("multi_gpu", "multigpu") or "ddp" in n.lower() or "distributed" in n.lower()
+            for n in words
+        )
     )
 
 
@@ -1525,7 +1531,9 @@ def _class_decides_on_some_ranks(program: Program, module: Module, owner: ast.Cl
             and {call_name(t) for t in node.targets} & attributes
             and not isinstance(node.value, ast.Constant)
         ):
-            decided.append(program.guarded(module, node))
+            made = getattr(module.function_of(node), "name", "") == "__init__"
+            decided.append(not made and program.guarded(module, node))  # (what the object is made with is no
+            # decision: an object made on some ranks only runs its loop there too)
     return bool(decided) and all(decided)  # (an assignment on every rank, `self.stop = shared[0]`, shares it)
 
 
