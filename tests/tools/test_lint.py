@@ -1011,6 +1011,43 @@ def test_a_package_in_src_is_read_where_the_repositorys_scripts_import_it(tmp_pa
     assert [f["rule"] for f in report["findings"]] == ["DDP002"]
 
 
+def test_a_helper_that_only_shares_its_name_with_the_one_called_saves_nothing(tmp_path, capsys):
+    """workers/linear.py defines a `save_checkpoint` nothing calls; the program calls `utils.train.save_checkpoint`,
+    which saves on rank 0 only. The unused namesake's every-rank save is no finding; called, it is."""
+    files = {
+        "utils/__init__.py": "",
+        "utils/train.py": """\
+            def save_checkpoint(state, path):
+                if dist.get_rank() == 0:
+                    torch.save(state, path)
+            """,
+        "workers/__init__.py": "",
+        "workers/linear.py": """\
+            import utils.train
+
+            def save_checkpoint(state, path):
+                torch.save(state, path)
+
+            def linear(model, epochs):
+                for epoch in range(epochs):
+                    utils.train.save_checkpoint({"model": model.module.state_dict()}, "last.pt")
+            """,
+        "main.py": """\
+            from workers.linear import linear
+            if __name__ == "__main__":
+                dist.init_process_group("gloo")
+                linear(DDP(nn.Linear(2, 2)), 3)
+            """,
+    }
+    _write(tmp_path, files)
+    run_lint([str(tmp_path / "main.py")], as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    called = files["workers/linear.py"].replace("utils.train.save_checkpoint(", "save_checkpoint(")
+    _write(tmp_path, {"workers/linear.py": called})
+    run_lint([str(tmp_path / "main.py")], as_json=True)
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP015"]
+
+
 def test_a_repository_that_is_a_package_is_read_when_it_imports_itself_by_name(tmp_path, capsys):
     """pseudoESM/train.py with `from pseudoESM.trainer import Trainer` (run from the folder above, the repository
     being a package): trainer.py is read. A folder beside the repository is never searched for other names."""

@@ -852,6 +852,15 @@ class Program:
         ):  # encoding.utils.save_checkpoint()
             root = call_name(func.value).split(".", 1)[0]
             if root in module.imported and root not in ("self", "cls"):
+                path = "/" + call_name(func.value).replace(".", "/")  # `import utils.train`: utils/train.py
+                named = [
+                    (m, f)
+                    for m, f in found
+                    if m.file.as_posix().removesuffix(".py").endswith(path)
+                    or (m.file.name == "__init__.py" and m.file.parent.as_posix().endswith(path))
+                ]
+                if named:
+                    return named
                 package, target = module.imported[root], func.value.attr
                 return [
                     (m, f)

@@ -1550,14 +1550,23 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
         function = module.function_of(call)
         if function is not None and _guards_by_name(function.name):
             continue  # save_on_master and the like guard inside
-        if function is not None and not program.sites_of(function.name) and module.function_of(function) is None:
-            continue  # a utility this program never calls
+        if function is not None and module.function_of(function) is None and not _may_be_called(program, function):
+            continue  # a utility this program never calls (`utils.train.save_checkpoint(...)` calls its namesake)
         if _on_single_process_path(module, call):
             continue  # the else of `if args.distributed:`: one process, one writer
         if program.guarded(module, call) or _per_node_branch(program, module, call) is not None:
             continue
         if not _first_on_main(program, module, call):
             yield module, call.lineno
+
+
+def _may_be_called(program: Program, function: ast.FunctionDef) -> bool:
+    """Some call of that name may run this function: one that resolves to it, or to nothing the program knows."""
+    for module, site in program.sites_of(function.name):
+        targets = [f for _, f in program.resolve(site, module)]
+        if not targets or any(f is function for f in targets):
+            return True
+    return False
 
 
 def _first_on_main(program: Program, module: Module, node: ast.AST, depth: int = 3) -> bool:
