@@ -83,6 +83,21 @@ def test_a_shards_accuracy_logged_at_any_level_is_one_ranks_figure(log):
     assert "DDP017" in _rules(source)
 
 
+@pytest.mark.parametrize(
+    "fit, found",
+    [
+        ("trainer.fit(Segmenter(), train_loader, val_loader)", True),
+        ("trainer.fit(Segmenter(), train_loader, val_dataloaders=val_loader)", True),
+        ("trainer.fit(Segmenter(), datamodule=data)", True),
+        ("trainer.fit(Segmenter(), train_loader)", False),  # no validation loop runs: its logs are never made
+    ],
+)
+def test_lightning_validation_logs_count_only_where_validation_runs(fit, found):
+    sample = (CASES / "ddp017_lightning_log_without_sync_dist_mistake.py").read_text()
+    source = sample.replace("trainer.fit(Segmenter(), train_loader, val_loader)", fit)
+    assert ("DDP017" in {f.rule for f in lint_source("train.py", source)}) is found
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

@@ -2369,16 +2369,41 @@ def _unsynced_lightning_logs(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for node in module.of_type(ast.ClassDef):
             if any("Lightning" in last_name(b) for b in node.bases):
-                for method in _evaluation_methods(module, node):
+                for method in _evaluation_methods(module, node, _lightning_runs(program, node)):
                     for call in module.calls_in(method):
                         if call_name(call) in ("self.log", "self.log_dict") and _unsynced(module, call):
                             yield module, call.lineno
 
 
-def _evaluation_methods(module: Module, node: ast.ClassDef) -> List[ast.FunctionDef]:
-    """A LightningModule's validation and test hooks, and the methods they call (`self._common_step(batch, "val")`)."""
+def _lightning_runs(program: Program, node: ast.ClassDef) -> Set[str]:
+    """The evaluation loops ("validation", "test") Lightning runs for this module: validation where the module has
+    a `val_dataloader` or a `fit(...)` call is given validation data (a third argument, `val_dataloaders=`, a data
+    module), test where it has a `test_dataloader` or the program calls `.test(...)`; both where the program makes
+    no `fit(...)` call of its own (a trainer set up elsewhere)."""
+    own = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+    fits = [c for _, c in program.calls_named("fit") if isinstance(c.func, ast.Attribute)]
+    if not fits:
+        return {"validation", "test"}
+    runs = set()
+    given = any(
+        len(c.args) >= 3
+        or any(k.arg in ("val_dataloaders", "datamodule") for k in c.keywords)
+        or (len(c.args) == 2 and any(w in call_name(c.args[1]).lower() for w in ("datamodule", "data_module", "dm")))
+        for c in fits
+    )
+    if "val_dataloader" in own or given:
+        runs.add("validation")
+    if "test_dataloader" in own or any(isinstance(c.func, ast.Attribute) for _, c in program.calls_named("test")):
+        runs.add("test")
+    return runs
+
+
+def _evaluation_methods(module: Module, node: ast.ClassDef, runs: Set[str]) -> List[ast.FunctionDef]:
+    """A LightningModule's validation and test hooks of the loops that run, and the methods they call
+    (`self._common_step(batch, "val")`)."""
     methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
-    reached = [methods[h] for h in LIGHTNING_EVAL_HOOKS if h in methods]
+    hooks = [h for h in LIGHTNING_EVAL_HOOKS if any(loop in h for loop in runs)]
+    reached = [methods[h] for h in hooks if h in methods]
     for hook in list(reached):
         for call in module.calls_in(hook):
             called = call.func.attr if isinstance(call.func, ast.Attribute) else ""
