@@ -96,7 +96,7 @@ def data_parallel(program: Program) -> Iterator[Hit]:
         return  # a single-process script (a baseline beside DDP ones): DataParallel is its multi-GPU path
     for module, call in program.calls_named(*_data_parallel_classes(program)):
         fallback = any(
-            isinstance(parent, ast.If) and names_in(parent.test) & DISTRIBUTED_WORDS
+            isinstance(parent, ast.If) and _tells_distributed(parent.test)  # (also `cfg.DISTRIBUTED`, `if dist:`)
             for parent in module.ancestors(call)
         )
         if fallback or _after_distributed_return(module, call):
