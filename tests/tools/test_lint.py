@@ -1063,6 +1063,46 @@ def test_a_helper_that_only_shares_its_name_with_the_one_called_saves_nothing(tm
     assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP015"]
 
 
+def test_a_rank_stored_from_the_spawn_index_is_local_whatever_a_helper_for_another_launcher_stores(tmp_path, capsys):
+    """utils.py serves two scripts: `dist_setup_launch` stores the global RANK for torchrun (main_launch.py),
+    `dist_setup_mp` uses the `args.rank = rank` that main_mp.py's spawned worker stored, the local index. The
+    device from it is no finding in main_mp.py's program; torchrun's global rank as the device is, in the other."""
+    _write(
+        tmp_path,
+        {
+            "utils.py": """\
+                def dist_setup_launch(args):
+                    args.rank = int(os.environ["RANK"])
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(args.rank)
+
+                def dist_setup_mp(args):
+                    dist.init_process_group("nccl", rank=args.rank, world_size=args.world_size)
+                    torch.cuda.set_device(args.rank)
+                """,
+            "main_mp.py": """\
+                import torch.multiprocessing as mp
+                from utils import dist_setup_mp
+                def main(rank, args):
+                    args.rank = rank
+                    dist_setup_mp(args)
+                if __name__ == "__main__":
+                    mp.spawn(main, args=(None,), nprocs=2)
+                """,
+            "main_launch.py": """\
+                from utils import dist_setup_launch
+                if __name__ == "__main__":
+                    dist_setup_launch(None)
+                """,
+        },
+    )
+    found = {}
+    for script in ("main_mp.py", "main_launch.py"):
+        run_lint([str(tmp_path / script)], as_json=True)
+        found[script] = [(Path(f["file"]).name, f["rule"]) for f in json.loads(capsys.readouterr().out)["findings"]]
+    assert found == {"main_mp.py": [], "main_launch.py": [("utils.py", "DDP013")]}
+
+
 def test_a_repository_that_is_a_package_is_read_when_it_imports_itself_by_name(tmp_path, capsys):
     """pseudoESM/train.py with `from pseudoESM.trainer import Trainer` (run from the folder above, the repository
     being a package): trainer.py is read. A folder beside the repository is never searched for other names."""

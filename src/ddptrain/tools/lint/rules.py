@@ -1309,13 +1309,15 @@ def _global_rank(module: Module, at: ast.AST, expression: ast.expr) -> bool:
 
 
 def _attribute_from_process_index(program: Program, attr: str) -> bool:
-    """Every `x.rank = ...` in the program stores a plain parameter (`args.rank = gpu` in the function mp.spawn
-    starts): one process per GPU of one node, where that index is the local rank."""
+    """Every `x.rank = ...` the program runs stores a plain parameter (`args.rank = gpu` in the function mp.spawn
+    starts): one process per GPU of one node, where that index is the local rank. (A helper module's
+    `args.rank = int(os.environ["RANK"])` for torchrun, which this program never calls, sets nothing here.)"""
     stores = [
         (module, node)
         for module in program.modules
         for node in module.of_type(ast.Assign)
         if any(isinstance(t, ast.Attribute) and t.attr == attr for t in node.targets)
+        and program.runs(module, node.lineno)
     ]
     return bool(stores) and all(
         isinstance(_last_assignment(module, node, node.value), ast.Name) for module, node in stores
