@@ -98,6 +98,29 @@ def test_lightning_validation_logs_count_only_where_validation_runs(fit, found):
     assert ("DDP017" in {f.rule for f in lint_source("train.py", source)}) is found
 
 
+@pytest.mark.parametrize(
+    "where, found",
+    [
+        ("def pseudo_labels(model, data):", True),
+        ("@torch.no_grad()\ndef pseudo_labels(model, data):", False),
+        ("@torch.inference_mode\ndef pseudo_labels(model, data):", False),
+    ],
+)
+def test_a_shuffling_loader_made_where_no_gradient_is_taken_trains_nothing(where, found):
+    source = f"""
+{where}
+    labels = []
+    for x in DataLoader(data, batch_size=8, shuffle=True):
+        labels.append(model(x).argmax(1))
+    return labels
+
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+pseudo_labels(model, unlabeled)
+"""
+    assert ("DDP018" in _rules(source)) is found
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

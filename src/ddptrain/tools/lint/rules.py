@@ -310,7 +310,28 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue  # the dataset is already this rank's part (`ds[idx]` with `idx = all_idx.split(n)[rank]`)
         if _is_eval_name(_sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")):
             continue  # every rank evaluating the whole set in its own order: slow, not wrong
+        if _without_gradients(module, call):
+            continue  # made where no gradient is taken (`@torch.no_grad()`: predictions, pseudo-labels): no training
         yield module, call.lineno
+
+
+def _without_gradients(module: Module, node: ast.AST) -> bool:
+    """Inside `with torch.no_grad():` (or `inference_mode()`), or in a function decorated with either."""
+    for parent in module.ancestors(node):
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and any(
+            isinstance(item.context_expr, ast.Call) and last_name(item.context_expr) in NO_GRADIENT
+            for item in parent.items
+        ):
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            call_name(d.func if isinstance(d, ast.Call) else d).rpartition(".")[2] in NO_GRADIENT
+            for d in parent.decorator_list
+        ):
+            return True
+    return False
+
+
+NO_GRADIENT = {"no_grad", "inference_mode"}
 
 
 def _derived_names(module: Module, at: ast.AST, expression: ast.expr, depth: int = 2) -> Set[str]:
