@@ -57,7 +57,12 @@ def test_a_plain_port_option_with_a_fixed_default_is_the_rendezvous_port_however
     assert _rules(options + 'p.add_argument("--port", default="23456")\n' + init) == {"DDP011"}
     assert _rules(options + 'p.add_argument("--port", default=None)\n' + init) == set()
     visdom = 'p.add_argument("--port", default="8097")\nargs = p.parse_args()\nviz = Visdom(port=int(args.port))\n'
-    assert _rules(options + visdom + "dist.init_process_group('nccl')\ntorch.cuda.set_device(0)\n") == set()
+    assert (
+        _rules(
+            options + visdom + "dist.init_process_group('nccl')\ntorch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"
+        )
+        == set()
+    )
 
 
 @pytest.mark.parametrize("log", ["print", "logger.info", "logger.debug", "logger.warning"])

@@ -489,15 +489,13 @@ def _maybe_nccl(program: Program, backend: ast.expr) -> bool:
 def hard_coded_device(program: Program) -> Iterator[Hit]:
     if not program.distributed or _one_visible_device_per_process(program):
         return
-    for module, call in program.calls_named("DistributedDataParallel", "DDP", "to", "device", "cuda"):
+    for module, call in program.calls_named("DistributedDataParallel", "DDP", "to", "device", "cuda", "set_device"):
         if last_name(call) in ("DistributedDataParallel", "DDP"):
             ids = keyword(call, "device_ids") or (call.args[1] if len(call.args) > 1 else None)
             ids = _last_assignment(module, call, ids) if ids is not None else None
             if isinstance(ids, (ast.List, ast.Tuple)) and any(is_const(e, 0) for e in ids.elts):
                 yield module, call.lineno
-        elif last_name(call) in ("to", "device", "cuda") and any(
-            is_const(n, "cuda:0") for a in call.args for n in walk(a)
-        ):
+        elif any(is_const(n, "cuda:0") for a in call.args for n in walk(a)) or _gpu_0_by_index(call):
             function = module.function_of(call)
             if function is None and last_name(call) == "device" and module is not program.modules[0]:
                 continue  # a device object an imported module defines: it moves nothing unless used
@@ -512,6 +510,14 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
 
 
 LOCAL_DEVICE_NAMES = {"local_rank", "LOCAL_RANK", "gpu", "device_id"}
+
+
+def _gpu_0_by_index(call: ast.Call) -> bool:
+    """`torch.cuda.set_device(0)`, `model.cuda(0)`: GPU 0 by its index."""
+    first = call.args[0] if call.args else keyword(call, "device")
+    if last_name(call) == "set_device":
+        return call_name(call).endswith("cuda.set_device") and is_const(first, 0)
+    return last_name(call) == "cuda" and isinstance(call.func, ast.Attribute) and is_const(first, 0)
 
 
 def _replaced_by_local_device(program: Program, module: Module, call: ast.Call, function: ast.FunctionDef) -> bool:
