@@ -261,8 +261,8 @@ EPOCH_LOOP_LIBRARIES = ("catalyst", "lightning", "accelerate")
 def set_epoch_missing(program: Program) -> Iterator[Hit]:
     if not program.distributed:
         return  # its samplers sit in branches the program never takes (`if ddp:` with `ddp=False`)
-    if program.any_call("set_epoch"):  # anywhere in the program: a helper the epoch loop calls counts
-        return
+    if any(not _a_datasets(call) for _, call in program.calls_named("set_epoch")):
+        return  # anywhere in the program: a helper the epoch loop calls counts (not `loader.dataset.set_epoch(e)`)
     if any(word in name for m in program.modules for name in m.import_names for word in EPOCH_LOOP_LIBRARIES):
         return  # the library's runner reshuffles
     if not _repeats_epochs(program) or not _trains(program):
@@ -270,6 +270,11 @@ def set_epoch_missing(program: Program) -> Iterator[Hit]:
     for module, call in training_samplers(program):
         yield module, call.lineno
         return
+
+
+def _a_datasets(call: ast.Call) -> bool:
+    """`train_loader.dataset.set_epoch(epoch)`: the dataset's own epoch (its augmentation), not the sampler's."""
+    return isinstance(call.func, ast.Attribute) and last_name(call.func.value) in ("dataset", "train_dataset")
 
 
 # ---- DDP003 ---------------------------------------------------------------------------------------
