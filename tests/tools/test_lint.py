@@ -126,6 +126,34 @@ pseudo_labels(model, unlabeled)
     assert ("DDP018" in _rules(source)) is found
 
 
+@pytest.mark.parametrize(
+    "stop, found",
+    [
+        ("if float(loss.item()) < 0.06:\n                break", True),  # this rank's loss: it leaves alone
+        ("if val_loss < 0.06:\n                break", False),  # every rank evaluates the whole set alike
+        (
+            "shared = loss.detach().clone()\n            dist.all_reduce(shared)\n            if shared.item() < 0.06:\n                break",
+            False,
+        ),
+    ],
+)
+def test_leaving_the_training_loop_on_this_ranks_own_loss(stop, found):
+    source = f"""
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(10):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            val_loss = sum(torch.nn.functional.mse_loss(model(a), b).item() for a, b in whole_val_set)
+            {stop}
+    """
+    assert ("DDP014" in _rules(source)) is found
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

@@ -1478,27 +1478,28 @@ def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
                 yield from _flag_set_on_some_ranks(program, module, node, loop)
 
 
-NOT_FINITE_TESTS = {"isfinite", "isnan", "isinf"}
-
-
 def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
-    """`if not torch.isfinite(loss): continue` before `loss.backward()` in a DDP training loop: the rank whose loss
-    is not finite skips the backward, whose gradient all-reduce the other ranks wait in — a hang (not where the
-    test's value was all-reduced first, so every rank takes the same turn)."""
-    if not any(word in module.source for word in NOT_FINITE_TESTS):
+    """`if not torch.isfinite(loss): continue` before `loss.backward()`, or `if loss.item() < 0.06: break`, in a DDP
+    training loop: each rank decides on its own loss, and the rank that skips the backward (or leaves) leaves the
+    others waiting in the gradient all-reduce — a hang (not where a collective before the test shared the value, so
+    every rank takes the same turn)."""
+    if "loss" not in module.source:
         return
     for node in module.of_type(ast.Continue, ast.Break):
         branch = next((p for p in module.ancestors(node) if isinstance(p, ast.If)), None)
         loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
         if branch is None or loop is None or not any(p is loop for p in module.ancestors(branch)):
             continue
-        tested = [c for c in walk(branch.test) if isinstance(c, ast.Call) and last_name(c) in NOT_FINITE_TESTS]
-        names = {n for c in tested for n in names_in(c)}
-        if not tested or not any("loss" in n.lower() for n in names):
+        if selects_ranks(branch.test):
             continue
-        later = [c for c in walk(loop) if isinstance(c, ast.Call) and c.lineno > branch.lineno]
-        earlier = [c for c in walk(loop) if isinstance(c, ast.Call) and c.lineno < branch.lineno]
-        if any(last_name(c) == "backward" for c in later) and not any(is_collective(c, module) for c in earlier):
+        calls = [c for c in walk(loop) if isinstance(c, ast.Call)]
+        backward = [c for c in calls if last_name(c) == "backward"]
+        trained = {call_name(c.func.value) for c in backward if isinstance(c.func, ast.Attribute)}  # `loss`
+        if not trained & {call_name(n) for n in walk(branch.test) if isinstance(n, (ast.Name, ast.Attribute))}:
+            continue  # a test of something else (a validation loss every rank computes alike)
+        if isinstance(node, ast.Continue):
+            backward = [c for c in backward if c.lineno > branch.lineno]
+        if backward and not any(is_collective(c, module) for c in calls if c.lineno < branch.lineno):
             yield module, node.lineno
 
 
