@@ -1596,12 +1596,18 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
 
 
 def _may_be_called(program: Program, function: ast.FunctionDef) -> bool:
-    """Some call of that name may run this function: one that resolves to it, or to nothing the program knows."""
+    """Some call of that name may run this function: one that resolves to it, or to nothing the program knows —
+    or the function is handed over by name (`mp.spawn(train_ddp, ...)`, `Process(target=train)`)."""
     for module, site in program.sites_of(function.name):
         targets = [f for _, f in program.resolve(site, module)]
         if not targets or any(f is function for f in targets):
             return True
-    return False
+    return any(
+        isinstance(node, ast.Name) and node.id == function.name and isinstance(node.ctx, ast.Load)
+        for module in program.modules
+        if function.name in module.words
+        for node in module.of_type(ast.Name)
+    )
 
 
 def _first_on_main(program: Program, module: Module, node: ast.AST, depth: int = 3) -> bool:
