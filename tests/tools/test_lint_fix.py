@@ -26,7 +26,7 @@ FIXABLE = sorted(
 )
 # what a fixed line may hold: the text each fix writes
 FIX_TEXT = re.compile(
-    r"set_epoch\(|\.module\.state_dict\(|save\(\w+\.module,|unscale_\(|setdefault\(\"MASTER_PORT\"|device_count\(\)|sampler"
+    r"set_epoch\(|\.module\.state_dict\(|save\(\w+\.module,|getattr\([\w.]+, \"module\", [\w.]+\)|unscale_\(|setdefault\(\"MASTER_PORT\"|device_count\(\)|sampler"
 )
 
 # what a removed or rewritten line may have held: the text each fix replaces
@@ -69,6 +69,22 @@ def test_a_fix_parses_lints_clean_of_what_it_fixed_and_changes_nothing_else(samp
         assert _rules(own, own.read_text()) == {}
     err = capsys.readouterr().err
     assert all(f"fixed: {script}:" in err and rule in err for rule in fixed)
+
+
+@pytest.mark.parametrize(
+    "sample, written",
+    [
+        ("ddp007_a_wrapper_returned_on_one_path_of_a_helper", 'getattr(model, "module", model).state_dict()'),
+        ("ddp007_state_dict_of_an_attribute_saved_through_a_name", "self.model.module.state_dict()"),
+    ],
+)
+def test_the_wrapper_fix_takes_module_only_where_the_model_is_always_wrapped(sample, written, tmp_path):
+    """`model.module` would raise where the model may be the plain one (a helper wraps it under `if distributed:`):
+    there the fix writes `getattr(model, "module", model)`, which is the plain model's own keys either way."""
+    script = tmp_path / "train.py"
+    shutil.copy(CASES / f"{sample}_mistake.py", script)
+    run_lint([str(script)], fix=True)
+    assert written in script.read_text()
 
 
 def test_diff_shows_the_fix_and_writes_nothing(tmp_path, capsys):

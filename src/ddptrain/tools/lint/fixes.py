@@ -130,12 +130,59 @@ def fix_wrapped_state(module: Module, line: int, lines: Sequence[bytes]) -> Opti
     for call in _calls_at(module, line, "state_dict"):
         owner = call.func.value if isinstance(call.func, ast.Attribute) else None
         if isinstance(owner, (ast.Name, ast.Attribute)):
-            return [replace(owner, f"{_source(module, owner)}.module")]
+            return [replace(owner, _unwrapped(module, owner))]
     for call in _calls_at(module, line, "save"):  # torch.save(model, path): the wrapped model whole
         whole = call.args[0] if call.args else None
         if isinstance(whole, (ast.Name, ast.Attribute)):
-            return [replace(whole, f"{_source(module, whole)}.module")]
+            return [replace(whole, _unwrapped(module, whole))]
     return None
+
+
+def _unwrapped(module: Module, owner: ast.expr) -> str:
+    """`model.module` where `model = DDP(...)` is the name's last assignment before, on every path of the same
+    function; `getattr(model, "module", model)` where it may be the plain model (wrapped under `if distributed:`, by
+    a helper, or in another method): the wrapped module, or the model itself."""
+    text = _source(module, owner)
+    scope = module.scope_of(owner)
+    assigns = [
+        node
+        for node in ast.walk(scope)
+        if isinstance(node, ast.Assign)
+        and node.lineno < owner.lineno
+        and any(_source(module, target) == text for target in node.targets)
+    ]
+    last = [max(assigns, key=lambda node: node.lineno)] if assigns else []
+    if not assigns and text.startswith("self."):  # `self.model = DDP(...)` in another method of the class
+        owner_class = next((p for p in module.ancestors(owner) if isinstance(p, ast.ClassDef)), None)
+        everywhere = list(ast.walk(owner_class)) if owner_class is not None else []
+        last = [
+            node
+            for node in everywhere
+            if isinstance(node, ast.Assign) and any(_source(module, target) == text for target in node.targets)
+        ]
+    if last and all(_always_wrapped(module, node) for node in last):
+        return f"{text}.module"
+    return f'getattr({text}, "module", {text})'
+
+
+def _always_wrapped(module: Module, assign: ast.Assign) -> bool:
+    """`x = DDP(...)` on every path of its function (no branch, loop or `try` around it)."""
+    if not (isinstance(assign.value, ast.Call) and last_name(assign.value) in DDP_CLASSES):
+        return False
+    branches = (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.IfExp)
+    return not any(isinstance(p, branches) for p in _between(module, assign, module.scope_of(assign)))
+
+
+DDP_CLASSES = ("DistributedDataParallel", "DDP")
+
+
+def _between(module: Module, node: ast.AST, scope: ast.AST) -> List[ast.AST]:
+    found = []
+    for parent in module.ancestors(node):
+        if parent is scope:
+            break
+        found.append(parent)
+    return found
 
 
 def fix_unscale(module: Module, line: int, lines: Sequence[bytes]) -> Optional[List[Edit]]:
