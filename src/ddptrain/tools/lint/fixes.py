@@ -169,7 +169,7 @@ def _always_wrapped(module: Module, assign: ast.Assign) -> bool:
     """`x = DDP(...)` on every path of its function (no branch, loop or `try` around it)."""
     if not (isinstance(assign.value, ast.Call) and last_name(assign.value) in DDP_CLASSES):
         return False
-    branches = (ast.If, ast.Try, ast.For, ast.While, ast.With, ast.IfExp)
+    branches = (ast.If, ast.Try, ast.For, ast.While, ast.IfExp)  # (a `with` block always runs its body)
     return not any(isinstance(p, branches) for p in _between(module, assign, module.scope_of(assign)))
 
 
