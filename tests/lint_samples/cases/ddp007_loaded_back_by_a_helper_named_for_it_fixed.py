@@ -13,6 +13,6 @@ from utils import model_load_state_dict
 dist.init_process_group("gloo")
 model = DDP(net)
 if args.resume:
-    model_load_state_dict(model, torch.load(args.resume)["model"])  # back into the wrapper, by a helper of utils.py
+    model_load_state_dict(model.module, torch.load(args.resume)["model"])  # into the model inside the wrapper
 if dist.get_rank() == 0:
-    torch.save({"model": model.state_dict()}, "last.pt")
+    torch.save({"model": model.module.state_dict()}, "last.pt")

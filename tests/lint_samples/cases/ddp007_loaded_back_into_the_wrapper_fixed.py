@@ -9,6 +9,6 @@ from torch.utils.data import DataLoader, DistributedSampler
 dist.init_process_group("gloo")
 model = DDP(net)
 if args.resume:
-    model.load_state_dict(torch.load("last.pt"))  # its own files, back into the wrapper: the prefix matches
+    model.module.load_state_dict(torch.load("last.pt"))  # the plain keys, into the model inside the wrapper
 if dist.get_rank() == 0:
-    torch.save(model.state_dict(), "last.pt")
+    torch.save(model.module.state_dict(), "last.pt")  # loads into the plain model too

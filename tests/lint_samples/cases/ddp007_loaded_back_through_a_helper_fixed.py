@@ -17,6 +17,6 @@ def load_checkpoint(args, model, optimizer):
 dist.init_process_group("gloo")
 model = DDP(net)
 if args.resume:
-    load_checkpoint(args, model, optimizer)  # its own files, back into the wrapper through a helper: the prefix matches
+    load_checkpoint(args, model.module, optimizer)  # the plain keys, into the model inside the wrapper
 if dist.get_rank() == 0:
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")
+    torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")

@@ -121,13 +121,16 @@ def launched_on_one_node(root: Path, entry: Path) -> bool:
     return bool(mine) and all(ONE_NODE.search(c) for c in mine)
 
 
-PREFIX_STRING = re.compile(r"""['"]\^?module(?:\.|\\\\?\.)""")  # 'module.', "^module\\." in a string
+PREFIX_STRING = re.compile(  # 'module.', "^module\\." in a string, or a key cut after its first seven characters
+    r"""['"]\^?module(?:\.|\\\\?\.)|\b(?:k|key|name|n)\[\s*7\s*:\s*\]"""
+)
 MAX_BESIDE = 200  # scripts of one folder read for the prefix (a folder of thousands is no repository's own)
 
 
 def scripts_spell_the_prefix(folder: Path) -> bool:
-    """A script of `folder` spells DDP's 'module.' key prefix (`rename.py`: `if key.startswith('module.'):`): the
-    repository converts the checkpoints it saves from the wrapper."""
+    """A script of `folder` spells DDP's 'module.' key prefix (`rename.py`: `if key.startswith('module.'):`) or cuts
+    its seven characters off the keys (`test.py`: `{k[7:]: v for k, v in state.items()}`): the repository converts
+    the checkpoints it saves from the wrapper."""
     return _spell_the_prefix(folder)
 
 

@@ -130,12 +130,29 @@ def fix_wrapped_state(module: Module, line: int, lines: Sequence[bytes]) -> Opti
     for call in _calls_at(module, line, "state_dict"):
         owner = call.func.value if isinstance(call.func, ast.Attribute) else None
         if isinstance(owner, (ast.Name, ast.Attribute)):
-            return [replace(owner, _unwrapped(module, owner))]
+            return None if _loaded_back(module, owner) else [replace(owner, _unwrapped(module, owner))]
     for call in _calls_at(module, line, "save"):  # torch.save(model, path): the wrapped model whole
         whole = call.args[0] if call.args else None
         if isinstance(whole, (ast.Name, ast.Attribute)):
-            return [replace(whole, _unwrapped(module, whole))]
+            return None if _loaded_back(module, whole) else [replace(whole, _unwrapped(module, whole))]
     return None
+
+
+def _loaded_back(module: Module, owner: ast.expr) -> bool:
+    """The file loads checkpoints into the same model (`model.load_state_dict(...)`, `load_checkpoint(args, model)`):
+    its resume expects the 'module.' keys, so changing the save alone would break it — no mechanical fix."""
+    text = _source(module, owner)
+    for call in module.calls:
+        name = last_name(call)
+        if (
+            name == "load_state_dict"
+            and isinstance(call.func, ast.Attribute)
+            and _source(module, call.func.value) == text
+        ):
+            return True
+        if "load" in name.lower() and any(_source(module, a) == text for a in call.args):
+            return True
+    return False
 
 
 def _unwrapped(module: Module, owner: ast.expr) -> str:

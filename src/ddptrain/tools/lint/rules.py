@@ -706,8 +706,6 @@ def _wrapped_state_saves(program: Program) -> Iterator[Hit]:
         wraps = _wraps(module, program)
         if not wraps:
             continue
-        if _loads_into_wrapper(program, module, wraps):
-            continue  # the program loads its files back into the wrapper: the prefix is its own format
         for call in module.calls:  # `save_model(args, model)` whose helper saves `model.state_dict()`: pass .module
             for other, callee, parameter in _wrapper_passed(program, module, call, wraps):
                 saved = list(_saves_state_of(other, other.calls_in(callee), {parameter}))
@@ -727,36 +725,6 @@ def _names_the_prefix(text: str) -> bool:
     return text.lstrip("^").startswith(("module.", "module\\."))
 
 
-def _loads_into_wrapper(program: Program, module: Module, wraps) -> bool:
-    """`model.load_state_dict(...)` on the wrapper, here or in a helper of the program the wrapper is passed to
-    (`load_checkpoint(args, model, optimizer)`)."""
-
-    def loads(where: Module, calls: Iterable[ast.Call], owners) -> bool:
-        return any(
-            last_name(c) == "load_state_dict"
-            and isinstance(c.func, ast.Attribute)
-            and _is_wrapper(where, c, call_name(c.func.value), owners)
-            for c in calls
-        )
-
-    if loads(module, module.calls, wraps):
-        return True
-    if any(  # `model_load_state_dict(model, state)`, a helper of another file named for what it does
-        "load_state_dict" in last_name(c)
-        and isinstance(c.func, ast.Name)
-        and any(
-            isinstance(a, (ast.Name, ast.Attribute)) and _is_wrapper(module, c, call_name(a), wraps) for a in c.args
-        )
-        for c in module.calls
-    ):
-        return True
-    return any(
-        loads(other, other.calls_in(callee), {parameter})
-        for call in module.calls
-        for other, callee, parameter in _wrapper_passed(program, module, call, wraps)
-    )
-
-
 def _is_wrapper(module: Module, call: ast.Call, owner: str, wraps) -> bool:
     """`owner` names the DDP wrapper at `call`: after `owner = DDP(...)` in the same scope, or the same `self.x` of
     the class; (a set of names: a helper's parameter the wrapper was passed to)."""
@@ -764,9 +732,32 @@ def _is_wrapper(module: Module, call: ast.Call, owner: str, wraps) -> bool:
         return owner in wraps
     return any(
         owner == name
-        and (_same_instance(module, call, scope, name) or (call.lineno > line and module.scope_of(call) is scope))
+        and (
+            _same_instance(module, call, scope, name)
+            or (call.lineno > line and module.scope_of(call) is scope)
+            or _global_seen_in_function(module, call, scope, name)
+        )
         for name, line, scope in wraps
     )
+
+
+def _global_seen_in_function(module: Module, call: ast.AST, scope: ast.AST, name: str) -> bool:
+    """`model = DDP(...)` at the script's top level, and `model.state_dict()` in a function of the script that never
+    assigns `model` itself: the function reads the global."""
+    if scope is not module.tree or "." in name:
+        return False
+    function = module.function_of(call)
+    if function is None:
+        return False
+    arguments = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+    assigned = any(
+        isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        and any(
+            isinstance(t, ast.Name) and t.id == name for t in getattr(node, "targets", [getattr(node, "target", None)])
+        )
+        for node in walk(function)
+    )
+    return name not in arguments and not assigned
 
 
 def _saves_state_of(module: Module, calls: List[ast.Call], wraps) -> Iterator[Hit]:
@@ -775,12 +766,31 @@ def _saves_state_of(module: Module, calls: List[ast.Call], wraps) -> Iterator[Hi
         if not whole and (last_name(call) != "state_dict" or not isinstance(call.func, ast.Attribute)):
             continue
         owner = call_name(call.args[0] if whole else call.func.value)  # type: ignore[attr-defined]
+        if isinstance(wraps, set) and _unwrapped_before(module, call, owner):
+            continue  # `if args.distributed: model = model.module` in the helper, then `model.state_dict()`
         if _is_wrapper(module, call, owner, wraps) and (
             whole
             or any(isinstance(p, ast.Call) and "save" in last_name(p).lower() for p in module.ancestors(call))
             or _saved_later(module, call)
         ):
             yield module, call.lineno
+
+
+def _unwrapped_before(module: Module, call: ast.Call, name: str) -> bool:
+    """`name = name.module` (or `getattr(name, "module", name)`, `de_parallel(name)`...) in the same function before
+    `call`: what is saved is the model inside the wrapper."""
+    scope = module.scope_of(call)
+    return any(
+        isinstance(node, ast.Assign)
+        and node.lineno < call.lineno
+        and any(call_name(t) == name for t in node.targets)
+        and (
+            "module" in names_in(node.value)
+            or any(is_const(n, "module") for n in walk(node.value))
+            or any("parallel" in w.lower() for w in names_in(node.value))
+        )
+        for node in walk(scope)
+    )
 
 
 def _wrapper_passed(
