@@ -888,7 +888,31 @@ def _only_unscaled_path(module: Module, function: ast.AST, line: int, scaled: Li
         return False
     if _where_the_scaler_is_absent(module, clips[0], scaled):
         return True
-    return all(_exclusive(module, clips[0], backward) for backward in scaled)
+    return all(
+        _exclusive(module, clips[0], backward) or _opposite_arms_of_one_test(module, clips[0], backward)
+        for backward in scaled
+    )
+
+
+def _opposite_arms_of_one_test(module: Module, a: ast.AST, b: ast.AST) -> bool:
+    """`a` and `b` sit in opposite arms of two `if`s of the same test (`if config.use_amp: ...scale(loss).backward()`,
+    later `if config.use_amp: ... else: clip`): the same run never takes both."""
+    return bool(
+        _arms_by_test(module, a).items()
+        & {(t, "orelse" if arm == "body" else "body") for t, arm in _arms_by_test(module, b).items()}
+    )
+
+
+def _arms_by_test(module: Module, node: ast.AST) -> Dict[str, str]:
+    found: Dict[str, str] = {}
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, ast.If):
+            arm = _arm(parent, child)
+            if arm != "test":
+                found.setdefault(ast.dump(parent.test), arm)
+        child = parent
+    return found
 
 
 def _where_the_scaler_is_absent(module: Module, clip: ast.Call, scaled: List[ast.Call]) -> bool:
