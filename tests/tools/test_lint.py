@@ -154,6 +154,29 @@ def test_leaving_the_training_loop_on_this_ranks_own_loss(stop, found):
     assert ("DDP014" in _rules(source)) is found
 
 
+@pytest.mark.parametrize(
+    "guard, found",
+    [
+        ("local_rank == 0", True),  # rank 0 of every node: each node writes the path
+        ("local_rank == 0 and total_rank == 0", False),  # rank 0 of the job
+        ("local_rank == 0 and dist.get_rank() == 0", False),
+    ],
+)
+def test_a_save_on_local_rank_0_that_also_asks_for_the_jobs_rank_0_writes_once(guard, found):
+    source = f"""
+    node_rank = int(os.environ["NODE_RANK"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+    total_rank = dist.get_rank()
+    model = DDP(nn.Linear(2, 2).cuda(), device_ids=[local_rank])
+    for epoch in range(3):
+        if {guard}:
+            torch.save(model.module.state_dict(), "last.pt")
+    """
+    assert ("DDP019" in _rules(source)) is found
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

@@ -1714,7 +1714,14 @@ def _per_node_branch(program: Program, module: Module, node: ast.AST) -> Optiona
 
 def _per_node_test(program: Program, module: Module, test: ast.expr) -> bool:
     """A test that picks rank 0 of each node, inline or through a helper of the program every `return` of which
-    does (`def main_process(): return args.rank % args.ngpus_per_node == 0`)."""
+    does (`def main_process(): return args.rank % args.ngpus_per_node == 0`) — not one that also asks for rank 0
+    of the job (`local_rank == 0 and total_rank == 0`, with `total_rank = dist.get_rank()`)."""
+    if (
+        isinstance(test, ast.BoolOp)
+        and isinstance(test.op, ast.And)
+        and any(_tests_the_global_rank(module, test, value) for value in test.values)
+    ):
+        return False
     if _local_only_test(test):
         return True
     for call in (n for n in walk(test) if isinstance(n, ast.Call)):
@@ -1723,6 +1730,13 @@ def _per_node_test(program: Program, module: Module, test: ast.expr) -> bool:
             if returns and all(_local_only_test(value) for value in returns):
                 return True
     return False
+
+
+def _tests_the_global_rank(module: Module, at: ast.AST, value: ast.expr) -> bool:
+    """`rank == 0` by a name of the job's rank, or by a name last set from `dist.get_rank()` or the RANK variable."""
+    if names_in(value) & GLOBAL_RANK:
+        return True
+    return any(isinstance(n, ast.Name) and _global_rank(module, at, n) for n in walk(value) if isinstance(n, ast.Name))
 
 
 def _runs_on_several_nodes(program: Program) -> bool:
