@@ -177,6 +177,25 @@ def test_a_save_on_local_rank_0_that_also_asks_for_the_jobs_rank_0_writes_once(g
     assert ("DDP019" in _rules(source)) is found
 
 
+@pytest.mark.parametrize(
+    "init, found",
+    [
+        ('dist.init_process_group("nccl", init_method=args.dist_url)', True),
+        ('dist.init_process_group("nccl", init_method="env://")', False),  # the option's default is never used
+    ],
+)
+def test_a_fixed_address_in_an_option_counts_only_where_the_option_is_read(init, found):
+    source = f"""
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dist-url", default="tcp://127.0.0.1:23456", type=str, help="url used to set up training")
+    args = parser.parse_args()
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    {init}
+    """
+    assert ("DDP011" in _rules(source)) is found
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

@@ -1102,7 +1102,7 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                 if fixed and (option.group(1) or _rendezvous_port(program, node)):  # type: ignore[union-attr]
                     yield module, node.lineno  # `--master-port` defaulting to a fixed number
         if "tcp://" in module.source:
-            yield from _tcp_literals(module)
+            yield from _tcp_literals(program, module)
 
 
 def _fixed_port(program: Program, module: Module, node: ast.Assign) -> bool:
@@ -1288,9 +1288,10 @@ def _port_value(program: Program, module: Module, at: ast.AST, value: ast.expr) 
     return program.constant(_last_assignment(module, at, value))
 
 
-def _tcp_literals(module: Module) -> Iterator[Hit]:
-    """`"tcp://127.0.0.1:23456"` or `f"tcp://{host}:23456"` anywhere but in help text, docstrings and an
-    init_process_group's own argument (reported at the call)."""
+def _tcp_literals(program: Program, module: Module) -> Iterator[Hit]:
+    """`"tcp://127.0.0.1:23456"` or `f"tcp://{host}:23456"` anywhere but in help text, docstrings, an
+    init_process_group's own argument (reported at the call) and the default of an option the program never reads
+    (`--dist-url` beside `init_method="env://"`)."""
     for node in module.of_type(ast.Constant, ast.JoinedStr):
         if isinstance(node, ast.Constant):
             if not (isinstance(node.value, str) and TCP_ADDRESS.match(node.value)):
@@ -1308,7 +1309,24 @@ def _tcp_literals(module: Module) -> Iterator[Hit]:
         parent = module.parents.get(node)
         if isinstance(parent, ast.Expr) or (isinstance(parent, ast.keyword) and parent.arg in ("help", "init_method")):
             continue
+        if isinstance(parent, ast.keyword) and parent.arg == "default" and _option_never_read(program, module, parent):
+            continue
         yield module, node.lineno
+
+
+def _option_never_read(program: Program, module: Module, default: ast.keyword) -> bool:
+    """The `add_argument` this default belongs to names an option no code of the program reads (`args.dist_url`)."""
+    option = module.parents.get(default)
+    if not (isinstance(option, ast.Call) and last_name(option) == "add_argument"):
+        return False
+    dest = keyword(option, "dest")
+    if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+        names = {dest.value}
+    else:
+        flags = [a.value for a in option.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        longs = [f for f in flags if f.startswith("--")] or flags
+        names = {f.lstrip("-").replace("-", "_") for f in longs[:1]}
+    return bool(names) and not any(names & m.words for m in program.modules)
 
 
 PORT_ARITHMETIC = {"os", "getuid", "sys", "platform", "hash", "int", "abs"}
