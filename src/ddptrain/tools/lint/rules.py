@@ -317,6 +317,8 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue  # every rank evaluating the whole set in its own order: slow, not wrong
         if _without_gradients(module, call):
             continue  # made where no gradient is taken (`@torch.no_grad()`: predictions, pseudo-labels): no training
+        if program.branches_away(module, call):
+            continue  # every call of the helper returns before it (`if return_datasets: return ...`, passed True)
         yield module, call.lineno
 
 
