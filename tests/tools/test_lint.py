@@ -196,6 +196,26 @@ def test_a_fixed_address_in_an_option_counts_only_where_the_option_is_read(init,
     assert ("DDP011" in _rules(source)) is found
 
 
+@pytest.mark.parametrize(
+    "name, found",
+    [
+        ('f"optimizer.{dist.get_rank():05d}-of-{dist.get_world_size():05d}.pth"', False),  # one file per rank
+        ('"optimizer.pth"', True),
+    ],
+)
+def test_a_file_name_built_from_the_rank_a_line_before_is_one_file_per_rank(name, found):
+    source = f"""
+    dist.init_process_group("gloo")
+    optimizer = torch.optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1)
+    for epoch in range(3):
+        opt_state_fn = (
+            {name}
+        )
+        torch.save(optimizer.state_dict(), os.path.join("checkpoints", opt_state_fn))
+    """
+    assert ("DDP015" in _rules(source)) is found
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

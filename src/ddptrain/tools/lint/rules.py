@@ -1634,8 +1634,10 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
         if call_name(call) != "torch.save" or len(call.args) < 2:
             continue
         target = _last_assignment(module, call, call.args[1])
-        if names_in(target) & RANK_NAMES or (isinstance(target, ast.Call) and last_name(target) == "BytesIO"):
-            continue  # one file per rank, or memory
+        if isinstance(target, ast.Call) and last_name(target) == "BytesIO":
+            continue  # memory
+        if _derived_names(module, call, call.args[1]) & RANK_NAMES:
+            continue  # one file per rank (`os.path.join(d, fn)` with `fn = f"optimizer.{dist.get_rank():05d}.pth"`)
         function = module.function_of(call)
         if function is not None and _guards_by_name(function.name):
             continue  # save_on_master and the like guard inside
