@@ -216,6 +216,25 @@ def test_a_file_name_built_from_the_rank_a_line_before_is_one_file_per_rank(name
     assert ("DDP015" in _rules(source)) is found
 
 
+@pytest.mark.parametrize(
+    "guard, found",
+    [
+        ("not args.distributed", False),  # the single-process arm: the plain model
+        ("not args.distributed or args.rank % ngpus_per_node == 0", True),  # also rank 0 of a distributed run
+    ],
+)
+def test_a_guard_for_one_process_or_rank_0_is_no_single_process_arm(guard, found):
+    source = f"""
+    model = nn.Linear(2, 2)
+    if args.distributed:
+        dist.init_process_group("gloo")
+        model = DDP(model)
+    if {guard}:
+        torch.save(model.state_dict(), "model.pt")
+    """
+    assert ("DDP007" in _rules(source)) is found
+
+
 def test_every_rule_has_a_mistake_and_a_fixed_sample_and_a_severity():
     mistakes = [path for path in SAMPLES if path.stem.endswith("_mistake")]
     assert {rule.id for rule in RULES} <= {rule for path in mistakes for rule, _ in _marked(path)}

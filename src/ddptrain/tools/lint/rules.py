@@ -360,8 +360,13 @@ def _on_single_process_path(module: Module, node: ast.AST) -> bool:
     child = node
     for parent in module.ancestors(node):
         if isinstance(parent, ast.If) and child is not parent.test and _tells_distributed(parent.test):
+            either = (  # `not args.distributed or rank % ngpus == 0`: one process, or rank 0 of several
+                isinstance(parent.test, ast.BoolOp)
+                and isinstance(parent.test.op, ast.Or)
+                and any(selects_ranks(v) for v in parent.test.values)
+            )
             in_body = any(child is s for s in parent.body)
-            if in_body == _negative(parent.test):
+            if not either and in_body == _negative(parent.test):
                 return True
         child = parent
     return False
