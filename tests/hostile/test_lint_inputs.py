@@ -287,6 +287,22 @@ def test_a_fifo_among_the_config_files_and_launch_scripts_does_not_block(tmp_pat
     assert json.loads(capsys.readouterr().out)["findings"] == []
 
 
+def test_a_fifo_config_where_the_program_reads_its_rendezvous_address_does_not_block(tmp_path, capsys):
+    """The trainer takes `init_method` from its configuration, so DDP011 reads the repository's YAML files: a FIFO
+    named `default.yaml` among them (no writer) is not opened to wait, and the real config's port is still found."""
+    from ..tools.test_lint_configs import TRAINER
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "trainer.py").write_text(TRAINER)
+    (repo / "config").mkdir()
+    os.mkfifo(repo / "config" / "default.yaml")
+    (repo / "config" / "real.yaml").write_text("dist_config:\n  dist_url: 'tcp://127.0.0.1:23456'\n")
+    assert run_lint([str(repo / "trainer.py")], as_json=True) == 0
+    found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"] == "DDP011"]
+    assert [(Path(f["file"]).name, f["line"]) for f in found] == [("trainer.py", 10)]
+
+
 def test_a_fifo_or_a_huge_script_beside_the_trainer_is_not_read_for_the_wrappers_prefix(tmp_path, capsys):
     """DDP007 reads the scripts beside the entry point for one that strips 'module.': a FIFO there (no writer) is
     not opened to wait, a script over 1 MB is skipped, and the finding stands."""
