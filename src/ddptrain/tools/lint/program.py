@@ -1159,35 +1159,10 @@ def branch_not_taken(
     also a test comparing the parameter with constants (`rank != -1`, `multi_gpu is True`, `rank in [-1, 0]`) and a
     conditional expression (`DistributedSampler(ds) if rank != -1 else None`). `resolve` gives the constant a name
     the call passes stands for (the caller's own parameter, where its callers all give one)."""
-    parameters = _parameters_given(function, call)
     lineage = {id(node), *map(id, module.ancestors(node))}
 
-    def value(name: str) -> Optional[ast.expr]:
-        given = given_value(function, call, name)
-        if isinstance(given, ast.Name) and resolve is not None:
-            given = resolve(given)
-        return given
-
     def taken(test: ast.expr) -> Optional[bool]:
-        """Whether `call` takes the branch, where its test is a parameter it gives a constant (or leaves at one)."""
-        negated = False
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            test, negated = test.operand, True
-        if isinstance(test, ast.Name) and test.id in parameters:
-            given = value(test.id)
-            return bool(given.value) != negated if isinstance(given, ast.Constant) else None
-        if (
-            isinstance(test, ast.Compare)
-            and len(test.ops) == 1
-            and isinstance(test.left, ast.Name)
-            and test.left.id in parameters
-        ):
-            given = value(test.left.id)
-            if not isinstance(given, ast.Constant):
-                return None
-            outcome = _compared(given.value, test.ops[0], test.comparators[0])
-            return None if outcome is None else outcome != negated
-        return None
+        return _call_takes(function, call, test, resolve)
 
     for branch in module.ancestors(node):
         if branch is function:
@@ -1209,6 +1184,33 @@ def branch_not_taken(
         and taken(statement.test) is True
         for statement in function.body
     )
+
+
+def _call_takes(
+    function: ast.FunctionDef,
+    call: ast.Call,
+    test: ast.expr,
+    resolve: Optional[Callable[[ast.Name], Optional[ast.expr]]],
+) -> Optional[bool]:
+    """Whether `call` takes a branch of `function` whose test is one of its parameters (or a comparison of one with
+    constants) that the call gives a constant, or leaves at one; None where the test depends on anything else."""
+    parameters = _parameters_given(function, call)
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    compared = isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+    name = test.id if isinstance(test, ast.Name) else test.left.id if compared else None  # type: ignore[attr-defined]
+    if name not in parameters:
+        return None
+    given = given_value(function, call, name)
+    if isinstance(given, ast.Name) and resolve is not None:
+        given = resolve(given)
+    if not isinstance(given, ast.Constant):
+        return None
+    if not compared:
+        return bool(given.value) != negated
+    outcome = _compared(given.value, test.ops[0], test.comparators[0])  # type: ignore[attr-defined]
+    return None if outcome is None else outcome != negated
 
 
 def _compared(given: Any, op: ast.cmpop, against: ast.expr) -> Optional[bool]:
