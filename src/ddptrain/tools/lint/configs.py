@@ -65,7 +65,7 @@ def fixed_settings(keys: Sequence[str], root: Path, address: bool) -> List[Setti
 @functools.lru_cache(maxsize=64)
 def _settings(root: Path) -> Tuple[Setting, ...]:
     found: List[Setting] = []
-    for path in _yaml_files(root):
+    for path in _files_under(root):
         found.extend(_read(path))
     return tuple(found)
 
@@ -93,7 +93,7 @@ def launch_commands(root: Path) -> Tuple[str, ...]:
 @functools.lru_cache(maxsize=64)
 def _launch_commands(root: Path) -> Tuple[str, ...]:
     commands: List[str] = []
-    for path in _yaml_files(root, SHELL_SUFFIXES):
+    for path in _files_under(root, SHELL_SUFFIXES):
         text = small_text(path)
         if text is None:
             continue
@@ -143,7 +143,8 @@ def _spell_the_prefix(folder: Path) -> bool:
     return any(PREFIX_STRING.search(small_text(p) or "") for p in scripts)
 
 
-def _yaml_files(root: Path, suffixes: Tuple[str, ...] = SUFFIXES) -> List[Path]:
+def _files_under(root: Path, suffixes: Tuple[str, ...] = SUFFIXES) -> List[Path]:
+    """The configuration files under `root` (`suffixes`: the shell scripts), from the one walk of `_walk`."""
     return [path for path in _walk(root) if path.name.endswith(suffixes)]
 
 
