@@ -1282,3 +1282,46 @@ def test_a_parameter_is_found_where_its_callers_pass_it():
     call = ast.parse("g(5, y=7)").body[0].value
     assert [ast.unparse(argument(call, call_position(function, n), n)) for n in ("x", "y")] == ["5", "7"]
     assert argument(call, None, "x") is None
+
+
+def test_a_class_private_save_is_reached_only_through_its_own_class(tmp_path, capsys):
+    """Two classes each define `__save_checkpoint`; Python mangles the name, so `self.__save_checkpoint()` in the
+    trainer runs the trainer's own method, never the manager's. The manager's file write is reached only from the
+    trainer's save, which runs under `if self.rank == 0`: no finding. Called on every rank, it is one."""
+    files = {
+        "checkpoint.py": """\
+            class CheckpointManager:
+                def __save_checkpoint(self, state, step):
+                    torch.save(state, f"ckpt/{step}.pt")
+
+                def save_checkpoint(self, state, step):
+                    self.__save_checkpoint(state, step)
+            """,
+        "train.py": """\
+            from checkpoint import CheckpointManager
+
+            class Trainer:
+                def __init__(self, model, rank):
+                    self.model, self.rank = model, rank
+                    self.manager = CheckpointManager()
+
+                def __save_checkpoint(self, step):
+                    self.manager.save_checkpoint({"model": self.model.module.state_dict()}, step)
+
+                def fit(self, epochs):
+                    for epoch in range(epochs):
+                        if self.rank == 0:
+                            self.__save_checkpoint(epoch)
+
+            if __name__ == "__main__":
+                dist.init_process_group("gloo")
+                Trainer(DDP(nn.Linear(2, 2)), dist.get_rank()).fit(3)
+            """,
+    }
+    _write(tmp_path, files)
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    every_rank = files["train.py"].replace("if self.rank == 0:\n", "if True:\n")
+    _write(tmp_path, {"train.py": every_rank})
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP015"]

@@ -600,11 +600,13 @@ class Program:
         """The calls of a function, also by the name it is imported as (`from loaders import build as
         make_loaders`); of a class's `__init__`, the calls of the class."""
         name = function.name
+        owner = next((p for p in module.ancestors(function) if isinstance(p, ast.ClassDef)), None)
         if name == "__init__":
-            owner = next((p for p in module.ancestors(function) if isinstance(p, ast.ClassDef)), None)
             if owner is None:
                 return []
             name = owner.name
+        elif owner is not None and _private(name):  # `self.__save()` is its own class's (Python mangles the name)
+            return [(m, c) for m, c in self.sites_of(name) if m is module and owner in m.ancestors(c)]
         sites = list(self.sites_of(name))
         for other in self.modules:
             for alias in [a for a, original in other.imported.items() if original == name and a != name]:
@@ -1037,6 +1039,11 @@ def _rank_like(test: ast.expr) -> bool:
 def _names_gpu_0(node: ast.expr) -> bool:
     """`torch.device('cuda:0')` or `'cuda:0'`: `model.device == torch.device('cuda:0')` picks the process on GPU 0."""
     return any(is_const(n, "cuda:0") for n in walk(node))
+
+
+def _private(name: str) -> bool:
+    """A class-private name (`__save`, not `__init__`), which Python mangles with its class's name."""
+    return name.startswith("__") and not name.endswith("__")
 
 
 def _called_implicitly(name: str) -> bool:
