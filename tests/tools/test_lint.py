@@ -1325,3 +1325,38 @@ def test_a_class_private_save_is_reached_only_through_its_own_class(tmp_path, ca
     _write(tmp_path, {"train.py": every_rank})
     run_lint([str(tmp_path / "train.py")], as_json=True)
     assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP015"]
+
+
+def test_a_wrap_behind_is_initialized_makes_no_ddp_program_of_a_script_that_never_initialises(tmp_path, capsys):
+    """The package's `fit()` wraps the model in DDP only when a caller has made a process group; a demo that never
+    makes one runs in one process, and its shuffling loader is right. A demo that initialises is a DDP program."""
+    files = {
+        "lib/__init__.py": "",
+        "lib/model.py": """\
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            def fit(model, loader, epochs):
+                is_ddp = dist.is_initialized()
+                if is_ddp:
+                    model = DDP(model)
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        model(x).sum().backward()
+            """,
+        "demo.py": """\
+            from torch.utils.data import DataLoader
+            from lib.model import fit
+
+            if __name__ == "__main__":
+                loader = DataLoader(make_dataset(), batch_size=32, shuffle=True)
+                fit(make_model(), loader, 10)
+            """,
+    }
+    _write(tmp_path, files)
+    run_lint([str(tmp_path / "demo.py")], as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    initialised = files["demo.py"].replace("loader = ", "dist.init_process_group('gloo'); loader = ")
+    _write(tmp_path, {"demo.py": initialised})
+    run_lint([str(tmp_path / "demo.py")], as_json=True)
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP018"]

@@ -577,11 +577,15 @@ class Program:
         entry = self.modules[0]
         if any(entry.function_of(call) is None for call in entry.distributed_calls()):
             return True  # the entry point's own top level (most scripts): no need to work out what runs
-        return any(
-            (m is entry or self.runs(m, call.lineno)) and not self.branches_away(m, call)
+        running = [
+            (m, call)
             for m in self.modules
             for call in m.distributed_calls()
-        )
+            if (m is entry or self.runs(m, call.lineno)) and not self.branches_away(m, call)
+        ]
+        if any(name.split(".")[0] in GROUP_MAKERS for m in self.modules for name in m.import_names):
+            return bool(running)  # a framework may make the process group the wrap below waits for
+        return any(not _waits_for_a_group(m, call) for m, call in running)
 
     def branches_away(self, module: Module, node: ast.AST) -> bool:
         """Every call the program makes of the function around `node` takes another branch: `load_dataset(...)`
@@ -1138,6 +1142,34 @@ def under_type_test(module: Module, node: ast.AST, function: ast.FunctionDef) ->
             for n in walk(parent.test)
         ):
             return True
+    return False
+
+
+# Libraries that make the process group themselves (`Accelerator()`, `deepspeed.init_distributed()`, a Lightning
+# Trainer, detectron2's `launch`): a DDP wrap behind `dist.is_initialized()` in such a program does run distributed.
+GROUP_MAKERS = ("accelerate", "deepspeed", "lightning", "horovod", "colossalai", "detectron2", "mmengine", "mmcv")
+
+
+def _waits_for_a_group(module: Module, call: ast.Call) -> bool:
+    """A DDP wrap or sampler made only `if dist.is_initialized():` (directly, or through a flag set to it in the same
+    function): in a program that makes no process group of its own, that branch never runs (a library's `fit()`
+    that wraps when a caller has initialised, called from a single-process demo)."""
+    if last_name(call) == "init_process_group":
+        return False
+    for parent in module.ancestors(call):
+        if isinstance(parent, (ast.If, ast.IfExp)) and _tests_initialized(module, parent.test, call):
+            return True
+    return False
+
+
+def _tests_initialized(module: Module, test: ast.expr, at: ast.AST) -> bool:
+    if any(isinstance(n, ast.Call) and last_name(n) == "is_initialized" for n in walk(test)):
+        return True
+    if isinstance(test, ast.Name):
+        values = module.flag_values(test, at)
+        return bool(values) and all(
+            any(isinstance(n, ast.Call) and last_name(n) == "is_initialized" for n in walk(v)) for v in values
+        )
     return False
 
 
