@@ -1360,3 +1360,38 @@ def test_a_wrap_behind_is_initialized_makes_no_ddp_program_of_a_script_that_neve
     _write(tmp_path, {"demo.py": initialised})
     run_lint([str(tmp_path / "demo.py")], as_json=True)
     assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP018"]
+
+
+@pytest.mark.parametrize(
+    "default",
+    [
+        'device = device if device is not None else torch.device("cuda:0")',
+        'if device is None:\n                device = torch.device("cuda:0")',
+    ],
+)
+def test_a_gpu_0_default_every_caller_replaces_is_no_hard_coded_device(tmp_path, capsys, default):
+    """A helper falls back to GPU 0 when no device is given; the training loop, the only caller, always gives the
+    local-rank device, so the fallback never runs. A caller that leaves the device out uses GPU 0 on every rank."""
+    program = f"""\
+        def to_device(batch, device=None):
+            {default}
+            return {{k: v.to(device) for k, v in batch.items()}}
+
+        def main():
+            dist.init_process_group("nccl")
+            local_rank = int(os.environ["LOCAL_RANK"])
+            torch.cuda.set_device(local_rank)
+            device = torch.device("cuda", local_rank)
+            model = DDP(build().to(device), device_ids=[local_rank])
+            for batch in loader:
+                model(to_device(batch, device=device))
+
+        if __name__ == "__main__":
+            main()
+        """
+    _write(tmp_path, {"train.py": program})
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    _write(tmp_path, {"train.py": program.replace("to_device(batch, device=device)", "to_device(batch)")})
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP006"]

@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from .configs import fixed_settings, launched_on_one_node, scripts_spell_the_prefix
 from .discover import repository_root
@@ -518,6 +518,8 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
                 continue  # reads the local rank; or runs on one rank only (rank 0's device is GPU 0)
             if function is not None and _replaced_by_local_device(program, module, call, function):
                 continue
+            if function is not None and _default_every_caller_replaces(program, module, call, function):
+                continue
             yield module, call.lineno
 
 
@@ -545,6 +547,45 @@ def _replaced_by_local_device(program: Program, module: Module, call: ast.Call, 
         if caller.is_distributed() and program.runs(caller, site.lineno)
     ]
     return bool(sites) and all(_set_again_from_local_rank(caller, site) for caller, site in sites)
+
+
+def _default_every_caller_replaces(program: Program, module: Module, call: ast.Call, function: ast.FunctionDef) -> bool:
+    """`device = device if device is not None else torch.device("cuda:0")` (or `if device is None: device = ...`) in a
+    helper every call of which in the program passes a device: the GPU-0 default is never used."""
+    parameter = _none_default_of(module, call, function)
+    sites = [(m, site) for m, site in program.sites_of_function(module, function) if program.runs(m, site.lineno)]
+    return (
+        parameter is not None
+        and bool(sites)
+        and all(
+            (given := given_value(function, site, parameter)) is not None and not is_const(given, None)
+            for _, site in sites
+        )
+    )
+
+
+def _none_default_of(module: Module, call: ast.Call, function: ast.FunctionDef) -> Optional[str]:
+    """The parameter `call` stands in for when it is None: the `else` of `P if P is not None else call`, or the
+    body of `if P is None:`."""
+    parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+    for parent in module.ancestors(call):
+        if parent is function:
+            break
+        if not isinstance(parent, (ast.IfExp, ast.If)):
+            continue
+        test = parent.test
+        if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id in parameters):
+            continue
+        if not (len(test.ops) == 1 and is_const(test.comparators[0], None)):
+            continue
+        taken_when_none = parent.orelse if isinstance(test.ops[0], ast.IsNot) else parent.body
+        if isinstance(test.ops[0], (ast.Is, ast.IsNot)) and _holds(taken_when_none, call):
+            return test.left.id
+    return None
+
+
+def _holds(part: Union[ast.AST, List[ast.stmt]], node: ast.AST) -> bool:
+    return any(node is n for piece in (part if isinstance(part, list) else [part]) for n in walk(piece))
 
 
 def _set_again_from_local_rank(module: Module, site: ast.Call) -> bool:
