@@ -1395,3 +1395,47 @@ def test_a_gpu_0_default_every_caller_replaces_is_no_hard_coded_device(tmp_path,
     _write(tmp_path, {"train.py": program.replace("to_device(batch, device=device)", "to_device(batch)")})
     run_lint([str(tmp_path / "train.py")], as_json=True)
     assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP006"]
+
+
+def test_a_save_that_returns_early_on_a_flag_its_constructor_was_given_as_a_rank_test_runs_on_rank_0(tmp_path, capsys):
+    """`Checkpointer.save` returns early `if not self.save_to_disk`; the flag comes from `__init__`, which a
+    subclass hands its own parameter through `super().__init__`, and the trainer builds that subclass with
+    `save_to_disk = get_rank() == 0`: the save runs on rank 0 only. Built with `save_to_disk=True`, every rank
+    writes the same path."""
+    files = {
+        "checkpoint.py": """\
+            class Checkpointer:
+                def __init__(self, model, save_dir, save_to_disk=None):
+                    self.model, self.save_dir = model, save_dir
+                    self.save_to_disk = save_to_disk
+
+                def save(self, name):
+                    if not self.save_to_disk:
+                        return
+                    torch.save({"model": self.model.state_dict()}, f"{self.save_dir}/{name}.pth")
+
+            class DetCheckpointer(Checkpointer):
+                def __init__(self, model, save_dir, save_to_disk=None):
+                    super().__init__(model, save_dir, save_to_disk)
+            """,
+        "train.py": """\
+            from checkpoint import DetCheckpointer
+
+            def main():
+                dist.init_process_group("gloo")
+                model = DDP(build())
+                save_to_disk = dist.get_rank() == 0
+                checkpointer = DetCheckpointer(model.module, "out", save_to_disk=save_to_disk)
+                for epoch in range(10):
+                    checkpointer.save(f"epoch_{epoch}")
+
+            if __name__ == "__main__":
+                main()
+            """,
+    }
+    _write(tmp_path, files)
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    _write(tmp_path, {"train.py": files["train.py"].replace("save_to_disk=save_to_disk", "save_to_disk=True")})
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP015"]

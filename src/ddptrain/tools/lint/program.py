@@ -957,6 +957,8 @@ class Program:
             return False
         if self.returns_early_off_main(function, getattr(node, "lineno", 0), module):
             return True
+        if self.returns_early_on_a_passed_flag(module, function, getattr(node, "lineno", 0)):
+            return True
         if depth == 0:
             return False
         sites = self.sites_of_function(module, function)  # less those whose constant arguments take another branch, and
@@ -993,6 +995,68 @@ class Program:
             if selects_ranks(statement.test) or (module is not None and module.selects_ranks_at(statement)):
                 return True
         return False
+
+    def returns_early_on_a_passed_flag(self, module: Module, function: ast.FunctionDef, before: int) -> bool:
+        """`if not self.save_to_disk: return` before `before`, the flag set in `__init__` from a parameter that every
+        construction of the class in the program gives a rank test or False (`Checkpointer(...,
+        save_to_disk=get_rank() == 0)`, also through the caller's own name for it or a subclass's `__init__`)."""
+        for statement in function.body:
+            if statement.lineno >= before:
+                break
+            if not isinstance(statement, ast.If) or not any(isinstance(s, ast.Return) for s in statement.body):
+                continue
+            test = statement.test
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test = test.operand
+            values = module.flag_values(test, statement) if isinstance(test, ast.Attribute) else []
+            init = _init_of(module, statement)
+            if (
+                call_name(test).startswith("self.")
+                and init is not None
+                and values
+                and all(isinstance(v, ast.Name) and self._given_rank_test(module, init, v.id) for v in values)
+            ):
+                return True
+        return False
+
+    def _given_rank_test(self, module: Module, init: ast.FunctionDef, parameter: str, depth: int = 2) -> bool:
+        """Every construction the program runs gives `init`'s `parameter` False or a rank test (directly, through
+        the caller's name for it, or through a subclass's `__init__` that hands its own parameter to `super()`)."""
+        sites = [(m, c) for m, c in self.sites_of_function(module, init) if self.runs(m, c.lineno)]
+        sites += self._super_calls(module, init)
+        if not sites:
+            return False
+        for m, call in sites:
+            given = given_value(init, call, parameter)
+            if given is None or not isinstance(call.func, ast.Attribute) or call.func.attr != "__init__":
+                if not _a_rank_test(m, call, given):
+                    return False
+                continue
+            outer = m.function_of(call)  # `super().__init__(..., save_to_disk, ...)` in a subclass
+            if not (
+                depth > 0
+                and isinstance(given, ast.Name)
+                and outer is not None
+                and outer.name == "__init__"
+                and self._given_rank_test(m, outer, given.id, depth - 1)
+            ):
+                return False
+        return True
+
+    def _super_calls(self, module: Module, init: ast.FunctionDef) -> List[Tuple[Module, ast.Call]]:
+        """`super().__init__(...)` (or `Base.__init__(self, ...)`) in the subclasses' `__init__`s of `init`'s class."""
+        owner = next((p for p in module.ancestors(init) if isinstance(p, ast.ClassDef)), None)
+        if owner is None:
+            return []
+        found = []
+        for m, call in self.call_sites.get("__init__", []):
+            outer = m.function_of(call)
+            subclass = next((p for p in m.ancestors(call) if isinstance(p, ast.ClassDef)), None)
+            if outer is None or outer.name != "__init__" or subclass is None or subclass is owner:
+                continue
+            if owner.name in {last_name_of(base) for base in subclass.bases}:
+                found.append((m, _without_self(call)))
+        return found
 
     def reaches_collective(self, module: Module, function: ast.FunctionDef, depth: int = 3) -> Optional[str]:
         """The collective a function reaches on every path it takes, directly or through the program's functions
@@ -1171,6 +1235,39 @@ def _tests_initialized(module: Module, test: ast.expr, at: ast.AST) -> bool:
             any(isinstance(n, ast.Call) and last_name(n) == "is_initialized" for n in walk(v)) for v in values
         )
     return False
+
+
+def _init_of(module: Module, node: ast.AST) -> Optional[ast.FunctionDef]:
+    owner = next((p for p in module.ancestors(node) if isinstance(p, ast.ClassDef)), None)
+    if owner is None:
+        return None
+    return next((f for f in owner.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+
+
+def _a_rank_test(module: Module, at: ast.AST, given: Optional[ast.expr]) -> bool:
+    """`given` is False, a rank test, or a name the caller set to one of those."""
+    if given is None:
+        return False
+    if _false_constant(given) or selects_ranks(given):
+        return True
+    if isinstance(given, ast.Name):
+        values = module.flag_values(given, at)
+        return bool(values) and all(_false_constant(v) or selects_ranks(v) for v in values)
+    return False
+
+
+def last_name_of(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def _without_self(call: ast.Call) -> ast.Call:
+    """`Base.__init__(self, a, b)` as the call `(a, b)` it makes of `__init__`'s parameters after `self`;
+    `super().__init__(a, b)` as it is."""
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) and call.args:
+        first = call.args[0]
+        if isinstance(first, ast.Name) and first.id == "self":
+            return ast.Call(func=call.func, args=call.args[1:], keywords=call.keywords, lineno=call.lineno)
+    return call
 
 
 def _under_initialized_check(module: Module, node: ast.AST, stop: ast.AST) -> bool:
