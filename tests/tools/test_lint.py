@@ -1439,3 +1439,63 @@ def test_a_save_that_returns_early_on_a_flag_its_constructor_was_given_as_a_rank
     _write(tmp_path, {"train.py": files["train.py"].replace("save_to_disk=save_to_disk", "save_to_disk=True")})
     run_lint([str(tmp_path / "train.py")], as_json=True)
     assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP015"]
+
+
+def test_a_save_in_exit_runs_only_where_a_with_statement_enters_the_object(tmp_path, capsys):
+    """`Logger.__exit__` saves, but the program never enters a Logger with `with` (only a lock, by name): the one
+    save that runs is `log_epoch`'s, on rank 0. Entered with `with Logger(...) as logger:`, `__exit__` saves on
+    every rank."""
+    files = {
+        "logger.py": """\
+            import threading
+
+            class Logger:
+                def __init__(self, models):
+                    self.models = models
+                    self._lock = threading.Lock()
+
+                def save(self):
+                    with self._lock:
+                        torch.save({k: m.state_dict() for k, m in self.models.items()}, "checkpoint.pth")
+
+                def log_epoch(self):
+                    self.save()
+
+                def __exit__(self, *exc):
+                    self.save()
+            """,
+        "train.py": """\
+            from logger import Logger
+
+            def main():
+                dist.init_process_group("gloo")
+                model = DDP(build())
+                logger = Logger({"model": model.module})
+                for epoch in range(10):
+                    if dist.get_rank() == 0:
+                        logger.log_epoch()
+
+            if __name__ == "__main__":
+                main()
+            """,
+    }
+    _write(tmp_path, files)
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    entered = """\
+        from logger import Logger
+
+        def main():
+            dist.init_process_group("gloo")
+            model = DDP(build())
+            with Logger({"model": model.module}) as logger:
+                for epoch in range(10):
+                    if dist.get_rank() == 0:
+                        logger.log_epoch()
+
+        if __name__ == "__main__":
+            main()
+        """
+    _write(tmp_path, {"train.py": entered})
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP015"]

@@ -747,10 +747,29 @@ class Program:
         owner = module.parents.get(function)
         if isinstance(owner, ast.ClassDef):
             used = self._class_used(owner.name, names, 4)
+            if function.name in CONTEXT_METHODS:
+                entered = self._with_items
+                return used and (entered is None or self._class_used(owner.name, entered, 4))
             return used and (_called_implicitly(function.name) or function.name in names)
         if function.name in names and owner is module.tree and function.name in self._namesakes:
             return self._namesake_used(module, function.name)
         return function.name in names
+
+    @functools.cached_property
+    def _with_items(self) -> Optional[Set[str]]:
+        """What the program's `with` statements enter: the class names called there (`with Logger(...) as log:`);
+        None where one enters an object by name (`with logger:`), which could be of any class."""
+        found: Set[str] = set()
+        for module in self.modules:
+            for node in module.of_type(ast.With, ast.AsyncWith):
+                for item in node.items:
+                    entered = [item.context_expr]
+                    if isinstance(item.context_expr, (ast.Name, ast.Attribute)):  # `with self._lock:`, set to
+                        entered = module.flag_values(item.context_expr, node)  # `threading.Lock()` in the class
+                    if not entered or not all(isinstance(e, ast.Call) for e in entered):
+                        return None
+                    found.update(last_name(e) for e in entered if isinstance(e, ast.Call))
+        return found
 
     def _class_used(self, name: str, names: Set[str], depth: int) -> bool:
         """A class is used where its name is mentioned (not as another class's base), or a subclass of it is."""
@@ -1112,6 +1131,9 @@ def _names_gpu_0(node: ast.expr) -> bool:
 def _private(name: str) -> bool:
     """A class-private name (`__save`, not `__init__`), which Python mangles with its class's name."""
     return name.startswith("__") and not name.endswith("__")
+
+
+CONTEXT_METHODS = {"__enter__", "__exit__", "__aenter__", "__aexit__"}  # run only by a `with` of their object
 
 
 def _called_implicitly(name: str) -> bool:
