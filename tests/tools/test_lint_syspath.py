@@ -97,3 +97,20 @@ def test_only_paths_computed_from_the_file_are_followed(tmp_path):
         tmp_path / "x.py",
     )
     assert path_additions(module) == [tmp_path / "lib"]
+
+
+def test_a_script_that_puts_its_parent_folder_on_sys_path_through_sys_path_0_is_read_with_that_folder(tmp_path, capsys):
+    """`sys.path.append(os.path.dirname(sys.path[0]))` in tools/train.py: run as the program, Python's sys.path[0] is
+    the script's folder, so the repository's root packages are imported. In a module without a `__main__` block
+    sys.path[0] is whatever script imported it: not followed."""
+    script = _repository(tmp_path, "")
+    script.write_text(
+        "import os, sys\nsys.path.append(os.path.join(os.path.dirname(sys.path[0]), 'lib'))\n"
+        + TRAIN.replace("import _init_paths\n", "")
+    )
+    assert run_lint([str(script)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p).name for p in report["programs"][0]] == ["train.py", "saver.py"]
+    assert [(Path(f["file"]).name, f["rule"]) for f in report["findings"]] == [("saver.py", "DDP015")]
+    module = Module("helper.py", "import os, sys\nsys.path.append(os.path.dirname(sys.path[0]))\n", script)
+    assert path_additions(module) == []

@@ -3,8 +3,10 @@
 Research repositories often keep their code in `lib/` or `src/` and make it importable from `tools/train.py`
 with a few lines run first (`import _init_paths`): `sys.path.insert(0, osp.join(osp.dirname(__file__), '..',
 'lib'))`, through a helper (`add_path(lib_path)`), or with pathlib (`Path(__file__).resolve().parents[1] /
-'src'`). Only paths computed from `__file__` (and constants and names assigned from them) are followed: a path
-relative to the current folder depends on where the program is started.
+'src'`). Only paths computed from `__file__` (and constants and names assigned from them) are followed, and
+`sys.path[0]` in a script (a file with a `__main__` block: run as the program, Python puts its folder there,
+`sys.path.append(os.path.dirname(sys.path[0]))`): a path relative to the current folder depends on where the program
+is started.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .program import Module, call_name, last_name
+from .program import Module, _is_main_guard, call_name, last_name
 
 PATH_FUNCTIONS = ("dirname", "abspath", "realpath", "normpath", "join")
+SCRIPT_FOLDER = "sys.path[0]"  # env key: what a script finds at sys.path[0]
 INSERTS = ("sys.path.insert", "sys.path.append", "os.sys.path.insert", "os.sys.path.append")
 
 
@@ -27,6 +30,8 @@ def path_additions(module: Module) -> List[Path]:
         return []
     adders = _adders(module)
     env: Dict[str, str] = {}
+    if any(_is_main_guard(statement) for statement in module.tree.body):
+        env[SCRIPT_FOLDER] = os.path.dirname(str(module.file))
     found: List[Path] = []
     for statement in _top_level(module.tree.body):
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
@@ -102,6 +107,8 @@ def _value(node: ast.expr, env: Dict[str, str], file: Path) -> Optional[str]:
     if isinstance(node, ast.Attribute) and node.attr == "parent":
         inner = _value(node.value, env, file)
         return os.path.dirname(inner) if inner is not None else None
+    if isinstance(node, ast.Subscript) and call_name(node.value) == "sys.path" and is_zero(node.slice):
+        return env.get(SCRIPT_FOLDER)  # the running script's folder
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) and last_name(node.value) == "split":
         return _split_head(node, env, file)  # os.path.split(path)[0]
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
@@ -115,6 +122,10 @@ def _value(node: ast.expr, env: Dict[str, str], file: Path) -> Optional[str]:
     if isinstance(node, ast.Call):
         return _call_value(node, env, file)
     return None
+
+
+def is_zero(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0 and not isinstance(node.value, bool)
 
 
 def _split_head(node: ast.Subscript, env: Dict[str, str], file: Path) -> Optional[str]:
