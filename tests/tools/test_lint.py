@@ -1499,3 +1499,48 @@ def test_a_save_in_exit_runs_only_where_a_with_statement_enters_the_object(tmp_p
     _write(tmp_path, {"train.py": entered})
     run_lint([str(tmp_path / "train.py")], as_json=True)
     assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP015"]
+
+
+def test_a_validation_inside_the_training_function_logged_unreduced_is_found(tmp_path, capsys):
+    """The training function validates every N steps under `torch.no_grad()` through a sharded loader and prints
+    the loss of its own shard: DDP017, though the same function back-propagates. Reduced first, no finding."""
+    program = """\
+        def train(model, train_loader, val_loader, optimizer):
+            for step, (x, y) in enumerate(train_loader):
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                if step % 100 == 0:
+                    model.eval()
+                    val_loss = 0.0
+                    with torch.no_grad():
+                        for vx, vy in val_loader:
+                            val_loss += F.cross_entropy(model(vx), vy).item()
+                    val_loss /= len(val_loader)
+                    print(f"val loss {val_loss:.4f}")
+                    model.train()
+
+        def main():
+            dist.init_process_group("gloo")
+            model = DDP(build())
+            sampler = DistributedSampler(train_set)
+            train_loader = DataLoader(train_set, sampler=sampler, batch_size=32)
+            val_loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False), batch_size=32)
+            for epoch in range(3):
+                sampler.set_epoch(epoch)
+                train(model, train_loader, val_loader, torch.optim.SGD(model.parameters(), lr=0.1))
+
+        if __name__ == "__main__":
+            main()
+        """
+    _write(tmp_path, {"train.py": program})
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP017"]
+    reduced = program.replace(
+        "val_loss /= len(val_loader)",
+        "val_loss = torch.tensor(val_loss / len(val_loader))\n                dist.all_reduce(val_loss)",
+    )
+    _write(tmp_path, {"train.py": reduced})
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == []

@@ -2226,8 +2226,11 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for function in module.functions:
             calls = module.calls_in(function)
-            if not _evaluates(calls) or _trains_beside(module, calls):
-                continue  # (a training step that puts a teacher in eval() and no_grad is no evaluation)
+            if not _evaluates(calls):
+                continue
+            if _trains_beside(module, calls):  # (a training step that puts a teacher in eval() and no_grad is no
+                yield from _validations_within(program, module, function)  # evaluation; a loop under no_grad is)
+                continue
             if _reduces(program, module, function):
                 yield from _logged_beside_a_reduction(program, module, function, calls)
                 continue
@@ -2250,6 +2253,20 @@ def _trains_beside(module: Module, calls: List[ast.Call]) -> bool:
     return any(
         last_name(c) == "backward" and not any(_exclusive(module, c, marker) for marker in markers) for c in calls
     )
+
+
+def _validations_within(program: Program, module: Module, function: ast.FunctionDef) -> Iterator[Hit]:
+    """A training function's own validation: `with torch.no_grad():` looping over a loader every N steps, its loss
+    logged right after with no reduction (each rank's shard reported as the model's)."""
+    for node in walk(function):
+        if not isinstance(node, ast.With) or not any(
+            isinstance(i.context_expr, ast.Call) and _evaluates([i.context_expr]) for i in node.items
+        ):
+            continue
+        if any(isinstance(n, (ast.For, ast.While)) for n in walk(node)):
+            hit = _logged_after(program, module, node)
+            if hit is not None:
+                yield hit
 
 
 def _top_level_evaluations_logged(program: Program, module: Module) -> Iterator[Hit]:
