@@ -1544,3 +1544,44 @@ def test_a_validation_inside_the_training_function_logged_unreduced_is_found(tmp
     _write(tmp_path, {"train.py": reduced})
     run_lint([str(tmp_path / "train.py")], as_json=True)
     assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+def test_a_sampler_given_to_the_validation_split_s_loader_shards_the_evaluation(tmp_path, capsys):
+    """`get_dataloader` makes one DistributedSampler and gives it to the loader of whichever split it is asked for;
+    for split 'val' that shards the evaluation, whose mIoU `logger.log_string` then reports from rank 0's shard."""
+    program = """\
+        def get_dataloader(dataset, split):
+            sampler = DistributedSampler(dataset)
+            if split == "val":
+                loader = DataLoader(dataset, batch_size=1, sampler=sampler)
+            else:
+                loader = DataLoader(dataset, batch_size=8, sampler=sampler)
+            return loader
+
+        def evaluate(net, loader, logger):
+            net.eval()
+            iou_sum = 0.0
+            for batch in loader:
+                with torch.no_grad():
+                    iou_sum += iou(net(batch["x"]), batch["y"])
+            if dist.get_rank() == 0:
+                logger.log_string("mean iou %f" % (iou_sum / len(loader)))
+
+        def main():
+            dist.init_process_group("gloo")
+            net = DDP(build())
+            train_loader = get_dataloader(train_set, "train")
+            val_loader = get_dataloader(val_set, "val")
+            for epoch in range(3):
+                train_loader.sampler.set_epoch(epoch)
+                train_one_epoch(net, train_loader)
+                evaluate(net, val_loader, Logger())
+
+        if __name__ == "__main__":
+            main()
+        """
+    _write(tmp_path, {"train.py": program})
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    found = [(f["rule"], f["line"]) for f in json.loads(capsys.readouterr().out)["findings"]]
+    line = HEADER.count("\n") + program.count("\n", 0, program.index("logger.log_string")) + 1
+    assert found == [("DDP017", line)]

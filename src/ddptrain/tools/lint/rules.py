@@ -1979,7 +1979,18 @@ def _never_used(module: Module, call: ast.Call) -> bool:
 
 
 # ---- DDP017 ---------------------------------------------------------------------------------------
-LOG_CALLS = {"print", "info", "debug", "warning", "log", "add_scalar", "add_scalars", "log_metrics", "log_metric"}
+LOG_CALLS = {
+    "print",
+    "info",
+    "debug",
+    "warning",
+    "log",
+    "add_scalar",
+    "add_scalars",
+    "log_metrics",
+    "log_metric",
+    "log_string",  # the PointNet family's logger
+}
 # a metric's name holds one of these anywhere, or one of METRIC_PARTS as a whole part (`em`, `val_ppl`, `mAP`)
 METRIC_WORDS = (
     "acc",
@@ -2109,6 +2120,8 @@ def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
     names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
     if is_const(shuffle, False) or _is_eval_name(names) or _under_eval_split(module, call):
         return True
+    if any(_under_eval_split(module, loader) for loader in _loaders_given(module, call)):
+        return True  # `sampler = DistributedSampler(ds)`, then `if split == 'val': DataLoader(ds, sampler=sampler)`
     function = module.function_of(call)
     if function is None or not isinstance(shuffle, ast.Name):
         return False
@@ -2120,6 +2133,22 @@ def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
         if is_const(passed, False) or _is_eval_name(_sampler_target(other, site)):
             return True
     return False
+
+
+def _loaders_given(module: Module, sampler: ast.Call) -> List[ast.Call]:
+    """The loaders of the sampler's function given it by the name it is kept in (`sampler=train_sampler`)."""
+    parent = module.parents.get(sampler)
+    names = {t.id for t in parent.targets if isinstance(t, ast.Name)} if isinstance(parent, ast.Assign) else set()
+    scope = module.function_of(sampler)
+    if not names or scope is None:
+        return []
+    return [
+        call
+        for call in module.calls_in(scope)
+        if last_name(call) == "DataLoader"
+        and isinstance(given := keyword(call, "sampler"), ast.Name)
+        and given.id in names
+    ]
 
 
 def _under_eval_split(module: Module, call: ast.Call) -> bool:
