@@ -7,6 +7,7 @@ warm-up then cosine to 1 %, images held in memory), so a difference between the 
 
     python benchmarks/default_recipe.py --data data/shapes "" "--lr 3e-3" "--min-crop-scale 0.35" "--batch-size 16"
     python benchmarks/default_recipe.py --data data/shapes --plain rrc:0.08:64 rrc:0.6:16 shift:16
+    python benchmarks/default_recipe.py --data data/shapes --plain --seed 1 --crop-fraction 1 --val-list RUN/splits/val.txt rrc:0.6:8
 
 A plain variant is AUG:BATCH[:LR[:MODEL]] with AUG `rrc:SCALE` (RandomResizedCrop from SCALE to 1 of the area, as
 ddptrain) or `shift` (resize to 72 px, a random 64-px crop: shifts of up to 8 px), both with horizontal flips; `+jitter`
@@ -44,7 +45,13 @@ def ddptrain_variant(data: str, flags: str, epochs: int, img_size: int, nproc: i
 
 
 def plain_variant(
-    data: str, spec: str, epochs: int, img_size: int
+    data: str,
+    spec: str,
+    epochs: int,
+    img_size: int,
+    seed: int = 0,
+    crop_fraction: float = 0.875,
+    val_list: str = "",
 ) -> Tuple[float, List[float], List[float], List[float]]:
     import torch
     import torchvision
@@ -60,9 +67,13 @@ def plain_variant(
     root = Path(data)
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     items = [(path, k) for k, name in enumerate(classes) for path in sorted((root / name).glob("*.jpg"))]
-    random.Random(0).shuffle(items)
-    n_val = len(items) // 5
-    val, train = items[:n_val], items[n_val:]
+    if val_list:  # ddptrain's own split: the run folder's splits/val.txt ("class/file.jpg<TAB>class" lines)
+        chosen = {root / line.split("\t")[0] for line in Path(val_list).read_text().splitlines() if line[:1] != "#"}
+        val, train = [i for i in items if i[0] in chosen], [i for i in items if i[0] not in chosen]
+    else:
+        random.Random(0).shuffle(items)
+        n_val = len(items) // 5
+        val, train = items[:n_val], items[n_val:]
 
     def load(path: Path, short: int = img_size * 3 // 2) -> torch.Tensor:
         image = Image.open(path).convert("RGB")
@@ -77,14 +88,14 @@ def plain_variant(
         augment = v2.Compose([v2.Resize(img_size + 8), v2.RandomCrop(img_size), v2.RandomHorizontalFlip()])
     colour = {"jitter": v2.ColorJitter(0.4, 0.4, 0.4, 0.5), "gray": v2.RandomGrayscale(0.5)}
     augment = v2.Compose([augment, *(colour[name] for name in extras)])
-    evaluate = v2.Compose([v2.Resize(round(img_size / 0.875)), v2.CenterCrop(img_size)])
+    evaluate = v2.Compose([v2.Resize(round(img_size / crop_fraction)), v2.CenterCrop(img_size)])
     mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
 
     def batch_of(images: List[torch.Tensor]) -> torch.Tensor:
         return (torch.stack(images).float() - mean) / std
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = getattr(torchvision.models, model_name)(num_classes=len(classes))
     groups = [
         {"params": [p for p in model.parameters() if p.ndim > 1], "weight_decay": 0.05},
@@ -113,7 +124,7 @@ def plain_variant(
     start = time.perf_counter()
     for epoch in range(epochs):
         model.train()
-        random.Random(epoch).shuffle(train)
+        random.Random(seed * 100003 + epoch).shuffle(train)
         right = 0
         for step in range(per_epoch):
             chunk = train[step * batch : (step + 1) * batch]
@@ -139,11 +150,16 @@ def main() -> None:
     parser.add_argument("--img-size", type=int, default=64)
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--plain", action="store_true", help="run the variants in a plain PyTorch loop")
+    parser.add_argument("--seed", type=int, default=0, help="--plain: seed of the weights and the shuffling")
+    parser.add_argument("--crop-fraction", type=float, default=0.875, help="--plain: evaluation crop fraction")
+    parser.add_argument("--val-list", default="", help="--plain: validate on a ddptrain run's splits/val.txt")
     parser.add_argument("variants", nargs="+", help='ddptrain flags per variant ("" = the default recipe)')
     args = parser.parse_args()
     for variant in args.variants:
         if args.plain:
-            seconds, top1, fitted, kept = plain_variant(args.data, variant, args.epochs, args.img_size)
+            seconds, top1, fitted, kept = plain_variant(
+                args.data, variant, args.epochs, args.img_size, args.seed, args.crop_fraction, args.val_list
+            )
         else:
             seconds, top1 = ddptrain_variant(args.data, variant, args.epochs, args.img_size, args.nproc)
             fitted, kept = [], []
