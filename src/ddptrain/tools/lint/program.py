@@ -1073,7 +1073,7 @@ class Program:
             subclass = next((p for p in m.ancestors(call) if isinstance(p, ast.ClassDef)), None)
             if outer is None or outer.name != "__init__" or subclass is None or subclass is owner:
                 continue
-            if owner.name in {last_name_of(base) for base in subclass.bases}:
+            if subclass.name in self._subclasses.get(owner.name, ()):
                 found.append((m, _without_self(call)))
         return found
 
@@ -1276,10 +1276,6 @@ def _a_rank_test(module: Module, at: ast.AST, given: Optional[ast.expr]) -> bool
         values = module.flag_values(given, at)
         return bool(values) and all(_false_constant(v) or selects_ranks(v) for v in values)
     return False
-
-
-def last_name_of(node: ast.expr) -> str:
-    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
 def _without_self(call: ast.Call) -> ast.Call:
