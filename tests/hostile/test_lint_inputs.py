@@ -315,3 +315,21 @@ def test_a_fifo_or_a_huge_script_beside_the_trainer_is_not_read_for_the_wrappers
     (repo / "huge.py").write_text(RENAME + "#" * (2 << 20))
     assert run_lint([str(repo / "train.py")], as_json=True) == 0
     assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["DDP007"]
+
+
+def test_a_fifo_module_in_the_folder_sys_path_0_leads_to_does_not_block(tmp_path, capsys):
+    """tools/train.py puts its parent folder on the path (`os.path.dirname(sys.path[0])`) and imports `helpers`
+    from there, which is a FIFO with no writer: skipped (no module read from it), the real module beside it read."""
+    (tmp_path / "tools").mkdir()
+    os.mkfifo(tmp_path / "helpers.py")
+    (tmp_path / "saving.py").write_text(SAVER)
+    script = tmp_path / "tools" / "train.py"
+    script.write_text(
+        "import os, sys\nsys.path.append(os.path.dirname(sys.path[0]))\nimport torch.distributed as dist\n"
+        "from helpers import log\nfrom saving import save\n\n"
+        'if __name__ == "__main__":\n    dist.init_process_group("gloo")\n    save(model)\n'
+    )
+    assert run_lint([str(script)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p).name for p in report["programs"][0]] == ["train.py", "saving.py"]
+    assert [(Path(f["file"]).name, f["rule"]) for f in report["findings"]] == [("saving.py", "DDP015")]
