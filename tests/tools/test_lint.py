@@ -971,6 +971,28 @@ mp.spawn(process_main, args=(devices,), nprocs=2)
 
 
 @pytest.mark.parametrize(
+    "comment, found",
+    [
+        ("# CUDA_VISIBLE_DEVICES=0,1 torchrun --standalone --nproc_per_node=gpu train.py", True),
+        ("# CUDA_VISIBLE_DEVICES=$LOCAL_RANK python train.py  (one GPU a process)", False),
+    ],
+)
+def test_a_launch_line_in_a_comment_that_shows_every_gpu_to_every_process_sets_no_device(comment, found):
+    """Deepfake_Detect's ddp_train.py: the torchrun line in its last comment shows both GPUs to both processes, and
+    with no set_device each of them makes its context on GPU 0."""
+    source = f"""
+def setup():
+    dist.init_process_group(backend="nccl")
+
+gpu_id = int(os.environ["LOCAL_RANK"])
+setup()
+model = DDP(nn.Linear(2, 2).to(gpu_id), device_ids=[gpu_id])
+{comment}
+"""
+    assert ("DDP005" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
     "use, found",
     [("vis = visdom.Visdom(port=args.port)", False), ("os.environ['MASTER_PORT'] = str(args.port)", True)],
 )
@@ -1585,3 +1607,46 @@ def test_a_sampler_given_to_the_validation_split_s_loader_shards_the_evaluation(
     found = [(f["rule"], f["line"]) for f in json.loads(capsys.readouterr().out)["findings"]]
     line = HEADER.count("\n") + program.count("\n", 0, program.index("logger.log_string")) + 1
     assert found == [("DDP017", line)]
+
+
+@pytest.mark.parametrize(
+    "test, found",
+    [("step % 5 == 0 and run", False), ("step % 5 == 0 and run is not None", False), ("step % 5 == 0", True)],
+)
+def test_an_object_made_on_one_rank_guards_what_runs_where_it_exists(tmp_path, capsys, test, found):
+    """LLM_Train's `run = setup_wandb() if local_rank == 0 else None`, then `if ... and run:` around a save that a
+    thread writes (`threading.Thread(target=_write_checkpoint, ...)`): the save runs on rank 0 only."""
+    _write(
+        tmp_path,
+        {
+            "ckpt.py": """
+                import threading
+
+                def _write(state, path):
+                    torch.save(state, path)
+
+                def save_checkpoint(model, path):
+                    state = {k: v.cpu() for k, v in model.state_dict().items()}
+                    threading.Thread(target=_write, args=(state, path), daemon=True).start()
+                """,
+            "train.py": f"""
+                from ckpt import save_checkpoint
+
+                def train():
+                    dist.init_process_group("nccl")
+                    local_rank = int(os.environ["LOCAL_RANK"])
+                    torch.cuda.set_device(local_rank)
+                    model = DDP(nn.Linear(2, 2).cuda(), device_ids=[local_rank])
+                    run = wandb.init(project="x") if local_rank == 0 else None
+                    for step in range(10):
+                        if {test}:
+                            save_checkpoint(model.module, "ckpt.pt")
+
+                if __name__ == "__main__":
+                    train()
+                """,
+        },
+    )
+    run_lint([str(tmp_path / "train.py")], as_json=True)
+    rules = {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert ("DDP015" in rules) is found

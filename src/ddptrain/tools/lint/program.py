@@ -296,6 +296,29 @@ def _single_process_only(test: ast.expr) -> bool:
     return False
 
 
+def _tested_for_none(test: ast.expr) -> ast.expr:
+    """`run is not None` (or `run is None`) asks what `if run:` (`if not run:`) asks of an object that is either
+    made or None: the object."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and is_const(test.comparators[0], None)
+    ):
+        return test.left
+    return test
+
+
+def _made_on_some_ranks(value: ast.expr) -> bool:
+    """`setup_wandb() if local_rank == 0 else None` (or `None if rank != 0 else SummaryWriter()`): an object on the
+    ranks a rank test picks and None on the others, so testing it for truth tests the rank."""
+    return (
+        isinstance(value, ast.IfExp)
+        and selects_ranks(value.test)
+        and (_false_constant(value.body) or _false_constant(value.orelse))
+    )
+
+
 def forget_trees() -> None:
     """Empty the caches keyed by syntax-tree nodes (`walk`, `call_name`, ...): each entry keeps its node's subtree
     alive, so after a large folder they hold millions of nodes (a gigabyte for the four corpora of docs/lint.md) for
@@ -460,15 +483,17 @@ class Module:
             return True
         test = branch.test.operand if isinstance(branch.test, ast.UnaryOp) else branch.test
         flags = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        flags = [_tested_for_none(flag) for flag in flags]
         return any(
             self._flag_selects_ranks(flag, branch) for flag in flags if isinstance(flag, (ast.Name, ast.Attribute))
         )
 
     def _flag_selects_ranks(self, flag: ast.expr, at: ast.AST) -> bool:
-        """Every value the flag is set to is a rank test — or a false constant, with the other values set inside
-        a rank-selecting `if` (`if get_rank() == 0: self.print_log = print_log` / `else: self.print_log = False`)."""
+        """Every value the flag is set to is a rank test, or an object made on some ranks only (`run = wandb.init()
+        if rank == 0 else None` ... `if run:`) — or a false constant, with the other values set inside a
+        rank-selecting `if` (`if get_rank() == 0: self.print_log = print_log` / `else: self.print_log = False`)."""
         values = self.flag_values(flag, at)
-        if not values or all(selects_ranks(value) for value in values):
+        if not values or all(selects_ranks(value) or _made_on_some_ranks(value) for value in values):
             return bool(values)
         kept = [
             node
@@ -986,7 +1011,29 @@ class Program:
             for m, call in sites
             if not branch_not_taken(module, function, node, call) and self.runs(m, call.lineno)
         ]
+        if not sites:  # never called by name: run where it is handed over (`Thread(target=_write, ...)`)
+            sites = reaching = [
+                (m, call) for m, call in self.handed_over(module, function) if self.runs(m, call.lineno)
+            ]
         return bool(sites) and all(self.guarded(m, call, depth - 1) for m, call in reaching)
+
+    def handed_over(self, module: Module, function: ast.FunctionDef) -> List[Tuple[Module, ast.Call]]:
+        """The calls that are given a module-level function itself, to run it (`threading.Thread(target=_write)`,
+        `executor.submit(_write, state)`, `mp.spawn(train, ...)`): in its module, or where it is imported by name."""
+        if module.function_of(function) is not None or any(
+            isinstance(p, ast.ClassDef) for p in module.ancestors(function)
+        ):
+            return []
+        found = []
+        for other in self.modules:
+            if other is not module and function.name not in other.imported.values():
+                continue
+            names = {function.name} | {a for a, original in other.imported.items() if original == function.name}
+            for call in other.calls:
+                given = [*call.args, *(k.value for k in call.keywords)]
+                if any(isinstance(value, ast.Name) and value.id in names for value in given):
+                    found.append((other, call))
+        return found
 
     def only_called_guarded(self, function_name: str, depth: int = 2) -> bool:
         sites = self.sites_of(function_name)

@@ -454,9 +454,16 @@ def _each_process_sees_its_own_gpus(program: Program) -> bool:
             value = assign.value if isinstance(assign, ast.Assign) else None
             if not (isinstance(value, ast.Constant) and isinstance(value.value, str) and "," in value.value):
                 return True
-        if mentions == 0:
+        if mentions == 0 and not _lists_several_devices_in_text(module.source):
             return True  # named otherwise (a shell line in a string, a comment): as before, trusted
     return False
+
+
+def _lists_several_devices_in_text(source: str) -> bool:
+    """Every mention outside the code's strings is a fixed list of several GPUs (`# CUDA_VISIBLE_DEVICES=0,1
+    torchrun --nproc_per_node=2 train.py`): each process sees them all."""
+    values = re.findall(r"CUDA_VISIBLE_DEVICES\s*=\s*['\"]?([^\s'\"]*)", source)
+    return bool(values) and all(re.fullmatch(r"\d+(,\d+)+", value) for value in values)
 
 
 def _sets_device(program: Program) -> bool:
