@@ -1008,6 +1008,23 @@ dist.init_process_group("gloo")
     assert ("DDP011" in _rules(source)) is found
 
 
+@pytest.mark.parametrize(
+    "use, found",
+    [("vis = visdom.Visdom(port=int(args.portNum))", False), ("os.environ['MASTER_PORT'] = args.portNum", True)],
+)
+def test_a_port_number_option_counts_by_the_name_argparse_gives_it(use, found):
+    """DistributedPyTorch's multinodeMP.py: `--portNum` (default '39990') read back as `args.portNum`."""
+    source = f"""
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--portNum", default="39990", type=str)
+args = parser.parse_args()
+{use}
+dist.init_process_group("gloo")
+"""
+    assert ("DDP011" in _rules(source)) is found
+
+
 @pytest.mark.parametrize("shuffles, found", [("[False, False]", False), ("[True, False]", True)])
 def test_a_sampler_helper_every_caller_asks_not_to_shuffle_needs_no_set_epoch(shuffles, found):
     """BLIP's create_sampler(datasets, shuffles, ...) zips its datasets with their shuffle flags."""

@@ -1131,7 +1131,8 @@ def _is_compute(call: ast.Call) -> bool:
 
 # ---- DDP011 ---------------------------------------------------------------------------------------
 TCP_ADDRESS = re.compile(r"^tcp://[^\s]*:\d{2,5}/?$")
-PORT_OPTIONS = re.compile(r"^--?(master|dist|ddp|rdzv|tcp|main)?[_-]?port$")
+# `--master-port`, `--port`, `--portNum` (the option's name says which port only with a prefix)
+PORT_OPTIONS = re.compile(r"^--?(master|dist|ddp|rdzv|tcp|main)?[_-]?port(?:[_-]?(?:num|number|no))?$", re.IGNORECASE)
 
 
 def hard_coded_port(program: Program) -> Iterator[Hit]:
@@ -1275,7 +1276,8 @@ def _rendezvous_port(program: Program, option: ast.Call) -> bool:
     """A plain `--port` option is the rendezvous port where its value reaches `MASTER_PORT`, an init_method or a
     `tcp://` address (not a visdom or TensorBoard port)."""
     dest = keyword(option, "dest")
-    name = str(dest.value) if isinstance(dest, ast.Constant) else "port"
+    flag = str(option.args[0].value).lstrip("-").replace("-", "_")  # type: ignore[attr-defined]
+    name = str(dest.value) if isinstance(dest, ast.Constant) else flag  # argparse's own `dest` for `--portNum`
     for module in program.modules:
         for node in module.of_type(ast.Attribute, ast.Name):  # args.port, or a parameter `port` it is passed as
             if (node.attr if isinstance(node, ast.Attribute) else node.id) != name:
