@@ -62,6 +62,8 @@ def test_the_page_renders_with_every_figure_and_thumbnail_and_no_console_error(t
     proc = run_cli(["report", trained_run])
     page = trained_run / "report" / "report.html"
     assert page.is_file() and "report.html" in proc.stderr + proc.stdout
+    # a caption too narrow for `class/file.jpg` wraps after the folder, not inside the file's name
+    assert re.search(r"<span class=path>[^<>/]+/<wbr>[^<>/]+\.\w+</span>", page.read_text())
     SCREENSHOTS.mkdir(exist_ok=True)
     dom, console = _open(page, SCREENSHOTS / "report-one-run.png")
     assert not console, console

@@ -113,13 +113,19 @@ def _worst(label: str, scored: Sequence[Scored], note: str) -> List[str]:
         verdict = "wrong" if item.predicted != item.true else ""
         cells.append(
             f'<div class=thumb><img src="{item.thumbnail}" alt="{html.escape(item.path)}" onerror="{ON_ERROR}">'
-            f"<br><span class=path>{html.escape(item.path)}</span><br>true <b>{html.escape(item.true)}</b> ({true})<br>"
+            f"<br><span class=path>{_breakable(item.path)}</span><br>true <b>{html.escape(item.true)}</b> ({true})<br>"
             f"<span class={verdict or 'right'}>predicted <b>{html.escape(item.predicted)}</b> "
             f"({item.predicted_prob:.2f})</span></div>"
         )
     if cells:
         parts.append("<div class=grid>" + "".join(cells) + "</div>")
     return parts
+
+
+def _breakable(path: str) -> str:
+    """A file's path that a narrow caption wraps after a folder's `/` (`triangle/` then `triangle_0478.jpg`), and
+    inside a name only where one name alone is wider than the caption."""
+    return "/<wbr>".join(html.escape(part) for part in path.split("/"))
 
 
 def _timing(run, several: bool) -> List[str]:
