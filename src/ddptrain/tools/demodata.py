@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from io import BytesIO
@@ -22,6 +23,7 @@ from tqdm import tqdm
 
 from ..errors import ConfigError
 from ..runtime.env import available_cpus
+from . import PER_CLASS
 
 MARKER = ".ddptrain-dataset.json"
 
@@ -139,13 +141,16 @@ def render_image(seed: int, class_index: int, image_index: int, shape: str) -> b
     return buffer.getvalue()
 
 
-def make_dataset(out: str | Path, classes: int = 5, per_class: int = 160, seed: int = 0, progress: bool = True) -> Path:
+def make_dataset(
+    out: str | Path, classes: int = 5, per_class: int = PER_CLASS, seed: int = 0, progress: bool = True
+) -> Path:
     """Write out/<class>/<class>_NNNN.jpg and a marker describing how it was made."""
     if not 2 <= classes <= len(CLASS_ORDER):
         raise ConfigError(f"--classes must be between 2 and {len(CLASS_ORDER)}")
     if per_class < 1:
         raise ConfigError("--per-class must be at least 1")
     out = Path(out)
+    _claim(out, classes * per_class, dataset_spec(classes, per_class, seed))
     names = CLASS_ORDER[:classes]
     for name in names:
         (out / name).mkdir(parents=True, exist_ok=True)
@@ -163,6 +168,43 @@ def make_dataset(out: str | Path, classes: int = 5, per_class: int = 160, seed: 
             pass
     (out / MARKER).write_text(json.dumps(dataset_spec(classes, per_class, seed)) + "\n")
     return out
+
+
+BYTES_PER_IMAGE = 40_000  # the JPEGs average about 24 kB; kept above that so a nearly full disk is refused, not filled
+
+
+def _claim(out: Path, images: int, spec: dict) -> None:
+    """Refuse an --out that is a file, that holds what make-dataset did not write (`$HOME`, a project folder), or whose
+    disk cannot take the images; otherwise mark it as make-dataset's before the first image, so that a run cut short
+    can be re-run into the same folder."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is not a folder: give a new or empty folder to write the images into")
+    if out.is_dir() and any(out.iterdir()) and not _written_here(out):
+        raise ConfigError(
+            f"--out {out} already holds files that make-dataset did not write: give a new or empty folder "
+            "(make-dataset writes one sub-folder of JPEGs per class there)"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(
+            f"--out {out}: cannot make the folder ({error.strerror or error}): give a folder you can write"
+        ) from error
+    need, free = images * BYTES_PER_IMAGE, shutil.disk_usage(out).free
+    if need > free:
+        raise ConfigError(
+            f"--out {out}: {images:,} images need about {need / 1e9:.1f} GB and {free / 1e9:.1f} GB are free there: "
+            "lower --per-class or --classes, or write elsewhere"
+        )
+    (out / MARKER).write_text(json.dumps({**spec, "complete": False}) + "\n")
+
+
+def _written_here(out: Path) -> bool:
+    """The folder's marker says make-dataset made it (complete or cut short)."""
+    try:
+        return json.loads((out / MARKER).read_text()).get("generator") == dataset_spec(2, 1, 0)["generator"]
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _write_one(job: Tuple[int, int, int, str, str]) -> None:
