@@ -163,6 +163,11 @@ def _add_tool_commands(sub) -> None:
 
 
 def _add_data_commands(sub) -> None:
+    _add_make_dataset(sub)
+    _add_shard(sub)
+
+
+def _add_make_dataset(sub) -> None:
     mk = sub.add_parser(
         "make-dataset",
         help="write the embedded demo dataset (deterministic photo-like JPEGs of coloured shapes on cluttered backgrounds)",
@@ -183,6 +188,8 @@ def _add_data_commands(sub) -> None:
     )
     mk.add_argument("--seed", type=int, default=0, help="the same seed writes the same images")
 
+
+def _add_shard(sub) -> None:
     sh = sub.add_parser(
         "shard",
         help="write any --data train reads (a folder, a manifest, a tar set) as WebDataset tar shards + an index, for --data "

@@ -993,31 +993,20 @@ model = DDP(nn.Linear(2, 2).to(gpu_id), device_ids=[gpu_id])
 
 
 @pytest.mark.parametrize(
-    "use, found",
-    [("vis = visdom.Visdom(port=args.port)", False), ("os.environ['MASTER_PORT'] = str(args.port)", True)],
+    "option, use, found",
+    [
+        ('"--port", type=int, default=8900', "vis = visdom.Visdom(port=args.port)", False),
+        ('"--port", type=int, default=8900', "os.environ['MASTER_PORT'] = str(args.port)", True),
+        # DistributedPyTorch's multinodeMP.py: `--portNum` read back by argparse's own name for it, `args.portNum`
+        ('"--portNum", default="39990", type=str', "vis = visdom.Visdom(port=int(args.portNum))", False),
+        ('"--portNum", default="39990", type=str', "os.environ['MASTER_PORT'] = args.portNum", True),
+    ],
 )
-def test_a_plain_port_option_counts_where_it_reaches_the_rendezvous(use, found):
+def test_a_plain_port_option_counts_where_it_reaches_the_rendezvous(option, use, found):
     source = f"""
 import argparse
 parser = argparse.ArgumentParser()
-parser.add_argument("--port", type=int, default=8900)
-args = parser.parse_args()
-{use}
-dist.init_process_group("gloo")
-"""
-    assert ("DDP011" in _rules(source)) is found
-
-
-@pytest.mark.parametrize(
-    "use, found",
-    [("vis = visdom.Visdom(port=int(args.portNum))", False), ("os.environ['MASTER_PORT'] = args.portNum", True)],
-)
-def test_a_port_number_option_counts_by_the_name_argparse_gives_it(use, found):
-    """DistributedPyTorch's multinodeMP.py: `--portNum` (default '39990') read back as `args.portNum`."""
-    source = f"""
-import argparse
-parser = argparse.ArgumentParser()
-parser.add_argument("--portNum", default="39990", type=str)
+parser.add_argument({option})
 args = parser.parse_args()
 {use}
 dist.init_process_group("gloo")
