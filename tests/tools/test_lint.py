@@ -786,6 +786,75 @@ def test_a_logarithm_is_no_log_line_and_short_metric_names_count_as_whole_parts(
     assert ("DDP017" in _rules(SHARDED_EVALUATION.format(line=line))) is found
 
 
+PER_BATCH_HELPER = """
+class Trainer:
+    def __init__(self, model, valid_loader):
+        self.model, self.valid_loader = model, valid_loader
+
+    def _valid_batch(self, x, y):
+        with torch.no_grad():
+            loss = criterion(self.model(x), y){step}
+        return loss
+
+    def validate(self):
+        total_loss = 0.0
+        batches = {batches}
+        for x, y in batches:
+            total_loss += self._valid_batch(x, y).item()
+        print(f"validation loss {{total_loss / len(self.valid_loader)}}")
+
+dist.init_process_group("gloo")
+Trainer(model, DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))).validate()
+"""
+
+
+@pytest.mark.parametrize(
+    "step, batches, found",
+    [
+        ("", "tqdm(self.valid_loader)", True),  # each rank prints the loss of its own shard, as if it were the model's
+        ("\n        loss.backward()", "self.valid_loader", False),  # a helper that back-propagates trains
+        ("", "read_pairs(self.val_files)", False),  # not the sharded loader: files read whole
+    ],
+)
+def test_an_evaluation_marked_only_in_its_per_batch_helper_is_an_evaluation(step, batches, found):
+    """The `no_grad` is in the helper each batch goes through, not in the loop that logs the figure (a
+    held-out program's `_run_validate`, which printed each rank's shard on every rank)."""
+    assert ("DDP017" in _rules(PER_BATCH_HELPER.format(step=step, batches=batches))) is found
+
+
+HOOKED_EVALUATION = """
+class Trainer:
+    def eval_loop(self, model, val_loader):
+        def on_start_eval(model):
+            model.eval()
+            torch.set_grad_enabled(False)
+
+        {start}
+        outs = []
+        for x, y in val_loader:
+            outs.append(model(x))
+
+        def on_validation_epoch_end():
+            gathered = [torch.zeros_like(outs[0]) for _ in range(dist.get_world_size())]
+            dist.all_gather(gathered, torch.cat(outs))
+            print("val loss", torch.cat(gathered).mean())
+
+        on_validation_epoch_end()
+
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+Trainer().eval_loop(model, DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False)))
+"""
+
+
+@pytest.mark.parametrize("start, found", [("on_start_eval(model)", True), ("pass", False)])
+def test_an_evaluation_switched_on_by_a_hook_and_gathered_in_another_is_padded_evaluation(start, found):
+    """A trainer in the style of Lightning Fabric's hand-written loops: `model.eval()` and
+    `set_grad_enabled(False)` in one nested hook, the all_gather of the padded shards in another. Without the
+    switch to evaluation the loop is not known for one, and nothing is said."""
+    assert ("DDP016" in _rules(HOOKED_EVALUATION.format(start=start))) is found
+
+
 METRIC_CLASS = """
 {imports}
 class LossMetric({base}):
@@ -1014,15 +1083,22 @@ dist.init_process_group("gloo")
     assert ("DDP011" in _rules(source)) is found
 
 
-@pytest.mark.parametrize("shuffles, found", [("[False, False]", False), ("[True, False]", True)])
-def test_a_sampler_helper_every_caller_asks_not_to_shuffle_needs_no_set_epoch(shuffles, found):
-    """BLIP's create_sampler(datasets, shuffles, ...) zips its datasets with their shuffle flags."""
-    source = f"""
+# BLIP's and ALBEF's helper: one sampler per dataset, each with its own shuffle flag
+CREATE_SAMPLER = """
 def create_sampler(datasets, shuffles, num_tasks, global_rank):
     samplers = []
     for dataset, shuffle in zip(datasets, shuffles):
         samplers.append(torch.utils.data.DistributedSampler(dataset, num_replicas=num_tasks, rank=global_rank, shuffle=shuffle))
     return samplers
+"""
+
+
+@pytest.mark.parametrize("shuffles, found", [("[False, False]", False), ("[True, False]", True)])
+def test_a_sampler_helper_every_caller_asks_not_to_shuffle_needs_no_set_epoch(shuffles, found):
+    """BLIP's create_sampler(datasets, shuffles, ...) zips its datasets with their shuffle flags."""
+    source = (
+        CREATE_SAMPLER
+        + f"""
 
 dist.init_process_group("gloo")
 samplers = create_sampler([first, second], {shuffles}, 2, dist.get_rank())
@@ -1031,6 +1107,7 @@ for epoch in range(10):
         loss = model(x).sum()
         loss.backward()
 """
+    )
     assert ("DDP002" in _rules(source)) is found
 
 
@@ -1656,3 +1733,79 @@ def test_an_object_made_on_one_rank_guards_what_runs_where_it_exists(tmp_path, c
     run_lint([str(tmp_path / "train.py")], as_json=True)
     rules = {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
     assert ("DDP015" in rules) is found
+
+
+@pytest.mark.parametrize(
+    "sampler, rules",
+    [
+        ("sampler=None, shuffle=True", {"DDP018"}),  # no sampler written out: every rank trains on the whole set
+        ("sampler=DistributedSampler(train_set), shuffle=True", {"DDP003"}),  # DataLoader raises
+        ("sampler=DistributedSampler(train_set)", set()),
+    ],
+)
+def test_a_sampler_of_none_written_out_is_no_sampler(sampler, rules):
+    source = f"""
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+for x, y in DataLoader(train_set, {sampler}):
+    model(x).sum().backward()
+"""
+    assert _rules(source) & {"DDP003", "DDP018"} == rules
+
+
+@pytest.mark.parametrize("epochs, found", [("range(1)", False), ("range(args.epochs)", True)])
+def test_a_batch_loop_with_a_loop_inside_it_is_no_epoch_loop(epochs, found):
+    """A hand-written all_reduce over the parameters inside the batch loop: one epoch still needs no set_epoch."""
+    source = f"""
+def train_model(model, train_loader):
+    for batch_idx, (x, y) in enumerate(train_loader):
+        model(x).sum().backward()
+        for name, param in model.named_parameters():
+            dist.all_reduce(param.grad)
+
+dist.init_process_group("gloo")
+loader = DataLoader(train_set, sampler=DistributedSampler(train_set))
+for epoch in {epochs}:
+    train_model(model, loader)
+"""
+    assert ("DDP002" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "address, found",
+    [
+        ("'tcp://' + master_ip + ':6585'", True),  # the port written into the joined address
+        ("'tcp://' + master_ip + ':' + os.environ['MASTER_PORT']", False),
+    ],
+)
+def test_an_address_joined_from_a_host_and_a_written_port_is_a_fixed_port(address, found):
+    source = f"""
+master_ip = os.environ["MASTER_ADDR"]
+dist.init_process_group(backend="gloo", init_method={address}, rank=rank, world_size=world_size)
+"""
+    assert ("DDP011" in _rules(source)) is found
+
+
+@pytest.mark.parametrize("shuffles, found", [("[True, False]", True), ("[True, True]", False)])
+def test_a_sampler_helper_a_caller_asks_not_to_shuffle_makes_the_evaluation_sampler(shuffles, found):
+    """ALBEF's create_sampler(datasets, [True, False, False], ...): its unshuffled samplers pad the evaluation
+    splits, whose accuracy is then summed over ranks."""
+    source = (
+        CREATE_SAMPLER
+        + f"""
+
+def evaluate(model, loader):
+    model.eval()
+    correct = torch.zeros(1)
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum()
+    dist.all_reduce(correct)
+    return correct
+
+dist.init_process_group("gloo")
+train_sampler, val_sampler = create_sampler([train_set, val_set], {shuffles}, 2, dist.get_rank())
+print(evaluate(model, DataLoader(val_set, sampler=val_sampler)))
+"""
+    )
+    assert ("DDP016" in _rules(source)) is found

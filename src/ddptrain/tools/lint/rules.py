@@ -192,10 +192,27 @@ def training_samplers(program: Program) -> Iterator[Tuple[Module, ast.Call]]:
 def _callers_never_shuffle(program: Program, module: Module, call: ast.Call) -> bool:
     """`def create_sampler(datasets, shuffles, ...): for dataset, shuffle in zip(datasets, shuffles):
     DistributedSampler(dataset, shuffle=shuffle)`, called by this program only with `[False, False]`."""
+    values = _shuffles_given(program, module, call)
+    return values is not None and all(_all_false(value) for value in values)
+
+
+def _some_caller_does_not_shuffle(program: Program, module: Module, call: ast.Call) -> bool:
+    """The same helper called with `[True, False, False]`: it also makes the evaluation splits' samplers."""
+    values = _shuffles_given(program, module, call)
+    return values is not None and any(
+        is_const(e, False)
+        for value in values
+        for e in (value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value])
+    )
+
+
+def _shuffles_given(program: Program, module: Module, call: ast.Call) -> Optional[List[Optional[ast.expr]]]:
+    """What the callers of the sampler's helper give for a shuffle flag the helper zips with its datasets (None
+    where the flag comes from elsewhere or the helper has no callers)."""
     shuffle = keyword(call, "shuffle")
     function = module.function_of(call)
     if not isinstance(shuffle, ast.Name) or function is None:
-        return False
+        return None
     parameters = [a.arg for a in function.args.args]
     source = shuffle.id
     for loop in (n for n in walk(function) if isinstance(n, ast.For)):
@@ -206,11 +223,10 @@ def _callers_never_shuffle(program: Program, module: Module, call: ast.Call) -> 
                 flags = zipped.args[targets.index(shuffle.id)]
                 source = flags.id if isinstance(flags, ast.Name) else ""
     if source not in parameters:
-        return False
+        return None
     position = parameters.index(source)
     sites = program.sites_of(function.name)
-    values = [argument(site, position, source) for _, site in sites]
-    return bool(sites) and all(_all_false(value) for value in values)
+    return [argument(site, position, source) for _, site in sites] or None
 
 
 def _all_false(value: Optional[ast.expr]) -> bool:
@@ -224,7 +240,7 @@ def _repeats_epochs(program: Program) -> bool:
     range(1)` and a single pass over the loader never reshuffle, so they need no set_epoch)."""
     for module in program.modules:
         for loop in module.of_type(ast.For, ast.While):
-            if _once(loop):
+            if _once(loop) or _over_a_loader(loop):
                 continue
             inner = [n for n in walk(loop) if n is not loop]
             if any(isinstance(n, (ast.For, ast.While)) for n in inner) or any(
@@ -233,6 +249,28 @@ def _repeats_epochs(program: Program) -> bool:
             ):
                 return True
     return False
+
+
+def _over_a_loader(loop: ast.AST) -> bool:
+    """`for batch_idx, (x, y) in enumerate(train_loader):` — a pass over batches, whatever loops run inside it (a
+    hand-written all_reduce over the parameters), not a loop of epochs."""
+    return isinstance(loop, ast.For) and any("loader" in name.lower() for name in names_in(loop.iter))
+
+
+def _iterates_a_loader(module: Module, loop: ast.For) -> bool:
+    """`for x, y in loader:`, also through a name the same function set from one (`bar = tqdm(self.val_loader)`)."""
+    if _over_a_loader(loop):
+        return True
+    names = {n.id for n in walk(loop.iter) if isinstance(n, ast.Name)}
+    scope = module.scope_of(loop)
+    return any(
+        isinstance(node, ast.Assign)
+        and node.lineno < loop.lineno
+        and module.scope_of(node) is scope
+        and {call_name(t) for t in node.targets} & names
+        and any("loader" in name.lower() for name in names_in(node.value))
+        for node in module.of_type(ast.Assign)
+    )
 
 
 def _trains(program: Program) -> bool:
@@ -280,9 +318,14 @@ def _a_datasets(call: ast.Call) -> bool:
 # ---- DDP003 ---------------------------------------------------------------------------------------
 def shuffle_with_sampler(program: Program) -> Iterator[Hit]:
     for module, call in program.calls_named("DataLoader"):
-        sampler, shuffle = keyword(call, "sampler"), keyword(call, "shuffle")
-        if sampler is not None and is_const(shuffle, True):
+        if _sampler_given(call, "sampler") and is_const(keyword(call, "shuffle"), True):
             yield module, call.lineno
+
+
+def _sampler_given(call: ast.Call, name: str) -> bool:
+    """The loader is given a sampler by that keyword: `sampler=None` (the default, written out) gives none."""
+    value = keyword(call, name)
+    return value is not None and not is_const(value, None)
 
 
 # ---- DDP018 ---------------------------------------------------------------------------------------
@@ -304,7 +347,7 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
     for module, call in program.calls_named("DataLoader"):
         if not is_const(keyword(call, "shuffle"), True):
             continue
-        if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
+        if _sampler_given(call, "sampler") or _sampler_given(call, "batch_sampler"):
             continue
         if is_const(keyword(call, "use_ddp"), True):
             continue  # DGL's DataLoader, which splits its seeds over the ranks itself
@@ -688,9 +731,27 @@ def _assigned_wraps(module: Module, program: Program) -> List[Tuple[str, int, as
             else:
                 named = [(WHOLE, target)] if WHOLE in positions else []
             for _, name in named:
-                if isinstance(name, (ast.Name, ast.Attribute)):
+                if isinstance(name, (ast.Name, ast.Attribute)) and _unwrapped_after(module, node, name) is None:
                     found.append((call_name(name), node.lineno, module.scope_of(node)))
     return found
+
+
+def _unwrapped_after(module: Module, wrap: ast.Assign, name: ast.expr) -> Optional[ast.Assign]:
+    """`model = DDP(model, ...)` then `model = model.module` in the same scope: the name holds the inner model
+    again (the wrapper is thrown away), so what it saves has no `module.` prefix (see DDP020)."""
+    scope, held = module.scope_of(wrap), call_name(name)
+    for node in module.of_type(ast.Assign):
+        if node.lineno <= wrap.lineno or module.scope_of(node) is not scope:
+            continue
+        value = node.value
+        if (
+            any(call_name(t) == held for t in node.targets)
+            and isinstance(value, ast.Attribute)
+            and value.attr == "module"
+            and call_name(value.value) == held
+        ):
+            return node
+    return None
 
 
 WHOLE = -1  # a function returns the wrapper itself (not an element of a tuple)
@@ -729,6 +790,26 @@ def _wrapper_position(module: Module, node: ast.Return) -> Optional[int]:
         if any(isinstance(c, ast.Call) and last_name(c) in ("DistributedDataParallel", "DDP") for c in candidates):
             return position if isinstance(node.value, ast.Tuple) else WHOLE
     return None
+
+
+# ---- DDP020 ---------------------------------------------------------------------------------------
+def wrapper_thrown_away(program: Program) -> Iterator[Hit]:
+    """`model = DDP(model, ...)` then `model = model.module`: the only reference to the wrapper is gone, so its
+    forward never runs, its gradient hooks never fire and every rank trains its own copy of the model."""
+    if not _trains(program):
+        return
+    for module in program.modules:
+        if "module" not in module.source:
+            continue
+        for node in module.of_type(ast.Assign):
+            value = node.value
+            if not (isinstance(value, ast.Call) and last_name(value) in ("DistributedDataParallel", "DDP")):
+                continue
+            if len(node.targets) != 1 or not isinstance(node.targets[0], (ast.Name, ast.Attribute)):
+                continue  # `ddp_model = model = DDP(model)`: another name still holds the wrapper
+            unwrap = _unwrapped_after(module, node, node.targets[0])
+            if unwrap is not None:
+                yield module, unwrap.lineno
 
 
 def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> bool:
@@ -1145,6 +1226,7 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
             elif last_name(node) == "init_process_group":
                 method = _port_value(program, module, node, keyword(node, "init_method") or ast.Constant(None))
                 literal = isinstance(method, ast.Constant) and str(method.value).startswith("tcp://")
+                literal = literal or _joined_with_a_fixed_port(method)
                 if literal or _configured(program, module, node, method, address=True):
                     yield module, node.lineno
             elif last_name(node) == "TCPStore":
@@ -1349,8 +1431,11 @@ def _tcp_literals(program: Program, module: Module) -> Iterator[Hit]:
     """`"tcp://127.0.0.1:23456"` or `f"tcp://{host}:23456"` anywhere but in help text, docstrings, an
     init_process_group's own argument (reported at the call) and the default of an option the program never reads
     (`--dist-url` beside `init_method="env://"`)."""
-    for node in module.of_type(ast.Constant, ast.JoinedStr):
-        if isinstance(node, ast.Constant):
+    for node in module.of_type(ast.Constant, ast.JoinedStr, ast.BinOp):
+        if isinstance(node, ast.BinOp):
+            if isinstance(module.parents.get(node), ast.BinOp) or not _joined_with_a_fixed_port(node):
+                continue
+        elif isinstance(node, ast.Constant):
             if not (isinstance(node.value, str) and TCP_ADDRESS.match(node.value)):
                 continue
             if isinstance(module.parents.get(node), ast.JoinedStr):
@@ -1369,6 +1454,22 @@ def _tcp_literals(program: Program, module: Module) -> Iterator[Hit]:
         if isinstance(parent, ast.keyword) and parent.arg == "default" and _option_never_read(program, module, parent):
             continue
         yield module, node.lineno
+
+
+def _joined_with_a_fixed_port(node: ast.expr) -> bool:
+    """`'tcp://' + master_ip + ':6585'`: an address joined from parts, the host computed, the port written in."""
+    parts: List[ast.expr] = []
+    while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        parts.insert(0, node.right)
+        node = node.left
+    parts.insert(0, node)
+    last = parts[-1]
+    return (
+        len(parts) > 1
+        and is_const_str(parts[0], "tcp://")
+        and isinstance(last, ast.Constant)
+        and bool(re.fullmatch(r".*:\d{2,5}/?", str(last.value)))
+    )
 
 
 def _option_never_read(program: Program, module: Module, default: ast.keyword) -> bool:
@@ -1873,8 +1974,26 @@ def _combines_name(name: str) -> bool:
 
 
 def _evaluates(calls: Iterable[ast.Call]) -> bool:
-    """Calls that mark evaluation: no_grad, inference_mode, model.eval()."""
-    return any(last_name(c) in ("no_grad", "inference_mode", "eval") for c in calls)
+    """Calls that mark evaluation: no_grad, inference_mode, model.eval(), set_grad_enabled(False)."""
+    return any(
+        last_name(c) in ("no_grad", "inference_mode", "eval")
+        or (last_name(c) == "set_grad_enabled" and is_const(argument(c, 0, "mode"), False))
+        for c in calls
+    )
+
+
+def _evaluates_through_a_hook(program: Program, module: Module, calls: List[ast.Call]) -> bool:
+    """A call of the program's that only switches to evaluation: `on_start_eval(model)`, a function (often defined
+    inside the loop's own) that runs `model.eval()` and `torch.set_grad_enabled(False)`, no loop, no backward."""
+    if any(last_name(c) == "backward" for c in calls):
+        return False  # the loop trains
+    for call in calls:
+        for other, callee in program.resolve(call, module):
+            inner = other.calls_in(callee)
+            switches = [c for c in inner if last_name(c) in ("eval", "set_grad_enabled")]  # (a `with no_grad()`
+            if _evaluates(switches) and not _over_batches(callee):  # in the helper covers the helper only)
+                return True
+    return False
 
 
 def _evaluation_reduces(program: Program) -> bool:
@@ -1883,7 +2002,8 @@ def _evaluation_reduces(program: Program) -> bool:
     for module in program.modules:
         for scope in [module.tree, *module.functions]:
             calls = module.calls_in(scope)
-            if _evaluates(calls) and (
+            marked = _evaluates(calls) or (_over_batches(scope) and _evaluates_through_a_hook(program, module, calls))
+            if marked and (
                 _over_batches(scope)
                 or any(last_name(c) == "eval" for c in calls)
                 or _is_eval_name(getattr(scope, "name", ""))
@@ -2129,6 +2249,8 @@ def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
     names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
     if is_const(shuffle, False) or _is_eval_name(names) or _under_eval_split(module, call):
         return True
+    if _some_caller_does_not_shuffle(program, module, call):
+        return True  # BLIP's and ALBEF's create_sampler(datasets, [True, False, False], ...)
     if any(_under_eval_split(module, loader) for loader in _loaders_given(module, call)):
         return True  # `sampler = DistributedSampler(ds)`, then `if split == 'val': DataLoader(ds, sampler=sampler)`
     function = module.function_of(call)
@@ -2264,7 +2386,7 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for function in module.functions:
             calls = module.calls_in(function)
-            if not _evaluates(calls):
+            if not (_evaluates(calls) or _evaluates_per_batch(program, module, function, calls)):
                 continue
             if _trains_beside(module, calls):  # (a training step that puts a teacher in eval() and no_grad is no
                 yield from _validations_within(program, module, function)  # evaluation; a loop under no_grad is)
@@ -2282,6 +2404,23 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
                 # caller keeps its result as an evaluation's (`val_loss = self.run_epoch(val_dl, training=False)`)
                 yield from _logged_by_callers(program, function.name, not _is_eval_name(function.name))
         yield from _top_level_evaluations_logged(program, module)
+
+
+def _evaluates_per_batch(program: Program, module: Module, function: ast.AST, calls: List[ast.Call]) -> bool:
+    """A loop over a loader whose batches go through a program function that evaluates (`loss, acc =
+    self._valid_batch(x, y)` with `torch.no_grad()` inside it) and nothing the loop runs back-propagates: an
+    evaluation whose marker is in its per-batch helper."""
+    evaluating = False
+    for call in calls:
+        loop = next((p for p in module.ancestors(call) if isinstance(p, (ast.For, ast.While, ast.FunctionDef))), None)
+        if not (isinstance(loop, ast.For) and _iterates_a_loader(module, loop)):
+            continue  # (not a loop over a list of file names that rank 0 reads whole)
+        for other, callee in program.resolve(call, module):
+            inner = other.calls_in(callee)
+            if any(last_name(c) in ("backward", "step") for c in inner):
+                return False
+            evaluating = evaluating or any(last_name(c) in ("no_grad", "inference_mode") for c in inner)
+    return evaluating
 
 
 def _trains_beside(module: Module, calls: List[ast.Call]) -> bool:
@@ -2788,6 +2927,15 @@ RULES: List[Rule] = [
         "the same path (on a shared file system, one file written by several nodes at once)",
         "save where the global rank is 0 (dist.get_rank() == 0); keep the local rank for choosing the GPU",
         save_per_node,
+    ),
+    Rule(
+        "DDP020",
+        ERROR,
+        "the DDP wrapper is replaced by its own .module right after it is made: forward and backward run on the "
+        "inner model, no gradient is averaged over ranks and every rank trains its own copy",
+        "keep the wrapper under the name the training loop uses (model = DDP(model, ...)); take the inner model "
+        "under another name where you need it (raw_model = model.module)",
+        wrapper_thrown_away,
     ),
 ]
 
