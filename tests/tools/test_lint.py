@@ -1809,3 +1809,130 @@ print(evaluate(model, DataLoader(val_set, sampler=val_sampler)))
 """
     )
     assert ("DDP016" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "other_ranks, found",
+    [
+        ("Trainer(config)", False),  # only rank 0's trainer has a logger: the save under `if ... logger` is rank 0's
+        ("Trainer(config, logger=Logger())", True),  # every rank's has one: every rank saves
+    ],
+)
+def test_an_object_given_to_rank_0_only_guards_what_runs_where_it_is_present(other_ranks, found):
+    """XMem's trainer: `logger=None` by default, given only where `local_rank == 0`; the saves run under `if
+    self.logger is not None:` in a method and under `if model.logger is not None:` in the script."""
+    source = f"""
+class Trainer:
+    def __init__(self, config, logger=None):
+        self.logger = logger
+
+    def step(self, it):
+        if self.logger is not None:
+            torch.save(self.net.state_dict(), "latest.pth")
+
+dist.init_process_group("nccl")
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+if local_rank == 0:
+    model = Trainer(config, logger=Logger())
+else:
+    model = {other_ranks}
+model.step(1)
+if model.logger is not None:
+    torch.save(model.net.state_dict(), "final.pth")
+"""
+    assert ("DDP015" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "test, found",
+    [
+        ("dist.is_available() and args.local_rank != -1", False),  # the `else` is the run without a launcher
+        ("args.local_rank != -1", False),
+        ("args.fp16", True),  # the `else` runs on every rank of a distributed run: every rank saves
+    ],
+)
+def test_a_flag_set_on_rank_0_and_in_the_single_process_arm_is_a_rank_test(test, found):
+    """DeVLBert: `default_gpu` is True on rank 0 of a distributed run, and in the `else` of `if
+    dist.is_available() and args.local_rank != -1:` (one process, no launcher)."""
+    source = f"""
+dist.init_process_group("nccl")
+torch.cuda.set_device(args.local_rank)
+default_gpu = False
+if {test}:
+    if dist.get_rank() == 0:
+        default_gpu = True
+else:
+    default_gpu = True
+if default_gpu:
+    torch.save(model.module.state_dict(), "model.bin")
+"""
+    assert ("DDP015" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "line, found",
+    [
+        ("os.environ['CUDA_VISIBLE_DEVICES'] = '0'", True),  # every process sees GPU 0 alone
+        ("os.environ['CUDA_VISIBLE_DEVICES'] = str(local_rank)", False),  # each its own
+        ("if local_rank == -1:\n    os.environ['CUDA_VISIBLE_DEVICES'] = '0'", False),  # the run without a launcher
+    ],
+)
+def test_one_gpu_made_visible_to_every_process_is_gpu_0_hard_coded(line, found):
+    source = f"""
+local_rank = int(os.environ.get("LOCAL_RANK", -1))
+{line}
+dist.init_process_group("nccl")
+torch.cuda.set_device(max(local_rank, 0))
+model = DDP(nn.Linear(2, 2).cuda(), device_ids=[max(local_rank, 0)])
+"""
+    assert ("DDP006" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "wrap, save, rules",
+    [  # a wrapper moved after the wrap is still the wrapper: rank 0's evaluation runs its forward (a broadcast)
+        ("DDP(Net()).to(device)", "model.module.state_dict() if world_size > 1 else model.state_dict()", {"DDP010"}),
+        ("DDP(Net()).to(device)", "model.state_dict()", {"DDP010", "DDP007"}),
+        ("DDP(Net(), broadcast_buffers=False).to(device)", "model.module.state_dict()", set()),
+    ],
+)
+def test_a_wrapper_moved_after_the_wrap_and_a_save_whose_other_arm_unwraps(wrap, save, rules):
+    source = f"""
+def evaluate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum(model(x).sum() for x in loader)
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(local_rank)
+model = {wrap}
+for x in train_loader:
+    model(x).sum().backward()
+if dist.get_rank() == 0:
+    print(evaluate(model, val_loader))
+    torch.save({{"model": {save}}}, "ckpt.pt")
+"""
+    assert _rules(source) & {"DDP007", "DDP010"} == rules
+
+
+@pytest.mark.parametrize("norm, found", [("nn.Dropout(0.25)", False), ("nn.BatchNorm2d(32)", True)])
+def test_a_program_model_without_buffers_broadcasts_nothing_in_its_forward(norm, found):
+    """Rank 0's evaluation through the wrapper's forward: a collective only where the model has buffers
+    (BatchNorm's running statistics) for DDP to broadcast."""
+    source = f"""
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 32, 3)
+        self.norm = {norm}
+        self.fc = nn.Linear(32, 10)
+
+dist.init_process_group("gloo")
+model = Net().to(device)
+model = DDP(model)
+if dist.get_rank() == 0:
+    with torch.no_grad():
+        print(model(batch).argmax(1))
+"""
+    assert ("DDP010" in _rules(source)) is found

@@ -279,7 +279,15 @@ def _single_process_only(test: ast.expr) -> bool:
     dist.is_initialized()`, `world_size == 1`, `world_size < 2`."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):  # (not `multiprocessing_distributed`: the
         # ImageNet example runs distributed without it, one process per node)
-        return bool({name.lower() for name in names_in(test.operand)} & SINGLE_PROCESS_FLAGS)
+        inner = test.operand
+        if isinstance(inner, ast.BoolOp) and isinstance(inner.op, ast.And):  # `not (dist.is_available() and
+            return all(_single_process_only(ast.UnaryOp(op=ast.Not(), operand=v)) for v in inner.values)  # rank != -1)`
+        if _unset_rank(inner, ast.NotEq):
+            return True  # `not args.local_rank != -1`
+        names = {name.lower() for name in names_in(inner)}
+        return bool(names & SINGLE_PROCESS_FLAGS) or {"dist", "is_available"} <= names  # `not dist.is_available()`
+    if _unset_rank(test, ast.Eq):
+        return True  # `args.local_rank == -1`: the launchers' "not distributed"
     if (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
@@ -296,6 +304,15 @@ def _single_process_only(test: ast.expr) -> bool:
     return False
 
 
+def _unset_rank(test: ast.expr, op: type) -> bool:
+    """`local_rank == -1` (with `op` Eq) or `local_rank != -1` (NotEq)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], op)):
+        return False
+    right = test.comparators[0]
+    minus_one = isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) and is_const(right.operand, 1)
+    return minus_one and bool({n.rpartition(".")[2] for n in names_in(test.left)} & {"local_rank", "rank"})
+
+
 def _tested_for_none(test: ast.expr) -> ast.expr:
     """`run is not None` (or `run is None`) asks what `if run:` (`if not run:`) asks of an object that is either
     made or None: the object."""
@@ -307,6 +324,13 @@ def _tested_for_none(test: ast.expr) -> ast.expr:
     ):
         return test.left
     return test
+
+
+def _tests_for_presence(test: ast.expr) -> bool:
+    """`x is not None` or a plain `x` (not `x is None`, `not x`: those arms run where it is absent)."""
+    if isinstance(test, ast.Compare):
+        return len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) and is_const(test.comparators[0], None)
+    return isinstance(test, (ast.Name, ast.Attribute))
 
 
 def _made_on_some_ranks(value: ast.expr) -> bool:
@@ -996,6 +1020,8 @@ class Program:
         at the top of its function, or in a function whose every call site in the program is itself guarded."""
         if module.rank_branch(node) is not None:
             return True
+        if depth > 0 and self.under_an_object_given_on_some_ranks(module, node, depth - 1):
+            return True
         function = module.function_of(node)
         if function is None:
             return False
@@ -1084,6 +1110,56 @@ class Program:
             ):
                 return True
         return False
+
+    def under_an_object_given_on_some_ranks(self, module: Module, node: ast.AST, depth: int) -> bool:
+        """Inside `if self.logger is not None:` (or `if model.logger:` with `model = XMemTrainer(...)`) where the
+        class's `__init__` keeps a parameter that defaults to None and only constructions that run on some ranks give
+        it (`XMemTrainer(config, logger=logger)` under `if local_rank == 0:`, `XMemTrainer(config)` in the `else`)."""
+        child: ast.AST = node
+        for parent in module.ancestors(node):
+            if isinstance(parent, ast.If) and any(child is s for s in parent.body):
+                test = parent.test
+                flags = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+                for flag in flags:
+                    held = _tested_for_none(flag)
+                    if not (_tests_for_presence(flag) and isinstance(held, ast.Attribute)):
+                        continue
+                    for owner, init in self._inits_of(module, parent, call_name(held.value)):
+                        if self._given_on_some_ranks(owner, init, held.attr, depth):
+                            return True
+            child = parent
+        return False
+
+    def _inits_of(self, module: Module, at: ast.AST, name: str) -> List[Tuple[Module, ast.FunctionDef]]:
+        """The `__init__` of the object a name holds: `self` in a method, or a name assigned an instance of one of
+        the program's classes in this module (`model = XMemTrainer(...).train()`)."""
+        if name == "self":
+            init = _init_of(module, at)
+            return [(module, init)] if init is not None else []
+        found: List[Tuple[Module, ast.FunctionDef]] = []
+        for assign in module.assignments(name):
+            made = assign.value
+            while (
+                isinstance(made, ast.Call)
+                and isinstance(made.func, ast.Attribute)
+                and isinstance(made.func.value, ast.Call)
+            ):
+                made = made.func.value  # `.train()`, `.to(device)`: the instance made
+            if isinstance(made, ast.Call):
+                found += self.methods(last_name(made), "__init__")
+        return found
+
+    def _given_on_some_ranks(self, module: Module, init: ast.FunctionDef, attribute: str, depth: int) -> bool:
+        kept = ast.Attribute(value=ast.Name(id="self", ctx=ast.Load()), attr=attribute, ctx=ast.Load())
+        values = module.flag_values(kept, init)
+        if len(values) != 1 or not isinstance(values[0], ast.Name):
+            return False
+        parameter = values[0].id
+        sites = [(m, c) for m, c in self.sites_of_function(module, init) if self.runs(m, c.lineno)]
+        given = [(m, c) for m, c in sites if not is_const(given_value(init, c, parameter), None)]
+        if not sites or len(given) == len(sites) or any(given_value(init, c, parameter) is None for _, c in given):
+            return False  # (every construction gives it, or one may through **kwargs)
+        return all(self.guarded(m, c, depth) for m, c in given)
 
     def _given_rank_test(self, module: Module, init: ast.FunctionDef, parameter: str, depth: int = 2) -> bool:
         """Every construction the program runs gives `init`'s `parameter` False or a rank test (directly, through

@@ -549,7 +549,10 @@ def _maybe_nccl(program: Program, backend: ast.expr) -> bool:
 
 # ---- DDP006 ---------------------------------------------------------------------------------------
 def hard_coded_device(program: Program) -> Iterator[Hit]:
-    if not program.distributed or _one_visible_device_per_process(program):
+    if not program.distributed:
+        return
+    yield from _one_gpu_shown_to_every_process(program)
+    if _one_visible_device_per_process(program):
         return
     for module, call in program.calls_named("DistributedDataParallel", "DDP", "to", "device", "cuda", "set_device"):
         if last_name(call) in ("DistributedDataParallel", "DDP"):
@@ -574,6 +577,27 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
 
 
 LOCAL_DEVICE_NAMES = {"local_rank", "LOCAL_RANK", "gpu", "device_id"}
+
+
+def _one_gpu_shown_to_every_process(program: Program) -> Iterator[Hit]:
+    """`os.environ['CUDA_VISIBLE_DEVICES'] = '0'` where every process runs it (a script's first lines, before
+    torchrun's processes pick their GPUs): each sees GPU 0 alone, so all train on it, or `set_device(local_rank)`
+    fails on every rank but 0."""
+    for module in program.modules:
+        if "CUDA_VISIBLE_DEVICES" not in module.source:
+            continue
+        for node in module.of_type(ast.Assign):
+            value = node.value
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.strip().isdigit()):
+                continue
+            if not any(
+                isinstance(t, ast.Subscript) and is_const(t.slice, "CUDA_VISIBLE_DEVICES") for t in node.targets
+            ):
+                continue
+            if program.guarded(module, node) or module._set_on_a_single_process_arm(node):
+                continue
+            if program.runs(module, node.lineno):
+                yield module, node.lineno
 
 
 def _gpu_0_by_index(call: ast.Call) -> bool:
@@ -722,6 +746,7 @@ def _assigned_wraps(module: Module, program: Program) -> List[Tuple[str, int, as
     for node in assigns:
         value = node.value
         assert isinstance(value, ast.Call)
+        value = _unmoved(value)  # `DDP(model, ...).to(device)`: the wrapper, moved
         positions: Set[Optional[int]] = {WHOLE}
         if last_name(value) not in ("DistributedDataParallel", "DDP"):
             positions = {_wrapper_returned(other, callee) for other, callee in program.resolve(value, module)}
@@ -904,12 +929,28 @@ def _saves_state_of(module: Module, calls: List[ast.Call], wraps) -> Iterator[Hi
         owner = call_name(call.args[0] if whole else call.func.value)  # type: ignore[attr-defined]
         if isinstance(wraps, set) and _unwrapped_before(module, call, owner):
             continue  # `if args.distributed: model = model.module` in the helper, then `model.state_dict()`
+        if _the_other_arm_unwraps(module, call):
+            continue  # `model.module.state_dict() if num_gpus > 1 else model.state_dict()`
         if _is_wrapper(module, call, owner, wraps) and (
             whole
             or any(isinstance(p, ast.Call) and "save" in last_name(p).lower() for p in module.ancestors(call))
             or _saved_later(module, call)
         ):
             yield module, call.lineno
+
+
+def _the_other_arm_unwraps(module: Module, call: ast.Call) -> bool:
+    """The call is one arm of `A if test else B` whose other arm reads `.module`: the arms are the distributed and
+    the single-process saves."""
+    child: ast.AST = call
+    for parent in module.ancestors(call):
+        if isinstance(parent, ast.IfExp) and child is not parent.test:
+            other = parent.orelse if child is parent.body else parent.body
+            return any(isinstance(n, ast.Attribute) and n.attr == "module" for n in walk(other))
+        if isinstance(parent, ast.stmt):
+            return False
+        child = parent
+    return False
 
 
 def _unwrapped_before(module: Module, call: ast.Call, name: str) -> bool:
@@ -1171,9 +1212,79 @@ def _broadcasting_wrappers(module: Module, program: Program) -> list:
     quiet = {
         node.lineno
         for node in module.of_type(ast.Assign)
-        if isinstance(node.value, ast.Call) and is_const(keyword(node.value, "broadcast_buffers"), False)
+        if isinstance(node.value, ast.Call)
+        and (
+            is_const(keyword(_unmoved(node.value), "broadcast_buffers"), False)
+            or _wraps_a_model_without_buffers(program, module, node, node.value)
+        )
     }
     return [wrap for wrap in _wraps(module, program) if wrap[1] not in quiet]
+
+
+# torch.nn layers that hold no buffers (BatchNorm's running statistics are what DDP's forward broadcasts)
+BUFFERLESS_LAYERS = {
+    "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Linear", "Bilinear",
+    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "ELU", "Tanh", "Sigmoid",
+    "Softmax", "LogSoftmax", "Dropout", "Dropout2d", "Flatten", "Identity", "Embedding", "LayerNorm", "GroupNorm",
+    "LSTM", "GRU", "RNN", "MultiheadAttention", "Sequential", "ModuleList", "ModuleDict", "Parameter", "Upsample",
+}  # fmt: skip
+
+
+def _unmoved(call: ast.Call) -> ast.Call:
+    """`DDP(model, ...).to(device)` -> `DDP(model, ...)`: the object made, before `.to()`/`.cuda()` moved it."""
+    while (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr in ("to", "cuda")
+        and isinstance(call.func.value, ast.Call)
+    ):
+        call = call.func.value
+    return call
+
+
+def _wraps_a_model_without_buffers(program: Program, module: Module, node: ast.Assign, wrap: ast.Call) -> bool:
+    """`model = DDP(model, ...)` where `model = MnistCNN().to(device)` and the program's `MnistCNN` builds only
+    layers without buffers (convolutions, linear layers, pooling, dropout; no BatchNorm, no `register_buffer`): its
+    forward has nothing to broadcast, so no collective runs in it."""
+    wrap = _unmoved(wrap)
+    if last_name(wrap) not in ("DistributedDataParallel", "DDP") or not wrap.args:
+        return False
+    inner = wrap.args[0]
+    made = [inner]
+    if isinstance(inner, ast.Name):
+        scope = module.scope_of(node)
+        made = [
+            a.value
+            for a in module.assignments(inner.id)
+            if a.lineno < node.lineno and module.scope_of(a) is scope and a is not node
+        ]
+    classes = []
+    for value in made:
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Call)
+        ):
+            value = value.func.value  # `.to(device)`, `.cuda()`
+        if not isinstance(value, ast.Call) or not program.classes.get(last_name(value)):
+            return False  # made by a library or a function: its buffers are unknown
+        classes.append(last_name(value))
+    return bool(classes) and all(_builds_no_buffers(program, name, 3) for name in classes)
+
+
+def _builds_no_buffers(program: Program, class_name: str, depth: int) -> bool:
+    for other, owner in program.classes.get(class_name, []):
+        init = next((f for f in owner.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        if init is None or depth == 0:
+            return False
+        for call in other.calls_in(init):
+            name = last_name(call)
+            if name in BUFFERLESS_LAYERS or name in ("__init__", "super", "zeros", "ones", "randn", "rand", "empty"):
+                continue
+            if program.classes.get(name) and _builds_no_buffers(program, name, depth - 1):
+                continue
+            return False  # BatchNorm, `register_buffer`, or something unknown
+    return bool(program.classes.get(class_name))
 
 
 def _wrapper_forward(program: Program, module: Module, call: ast.Call, wraps: list) -> bool:
@@ -2822,8 +2933,10 @@ RULES: List[Rule] = [
     Rule(
         "DDP006",
         ERROR,
-        "device hard-coded to GPU 0 in a multi-process script ('cuda:0' or device_ids=[0]): every rank on one GPU",
-        "use torch.device('cuda', local_rank) and device_ids=[local_rank]",
+        "device hard-coded to GPU 0 in a multi-process script ('cuda:0', device_ids=[0], or CUDA_VISIBLE_DEVICES='0' "
+        "set where every process runs it): every rank on one GPU",
+        "use torch.device('cuda', local_rank) and device_ids=[local_rank]; choose visible GPUs in the launch "
+        "command (CUDA_VISIBLE_DEVICES=0,1 torchrun ...), not in the script",
         hard_coded_device,
     ),
     Rule(
