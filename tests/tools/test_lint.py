@@ -1936,3 +1936,25 @@ if dist.get_rank() == 0:
         print(model(batch).argmax(1))
 """
     assert ("DDP010" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "before, after, found",
+    [
+        ("", "train(model, loader)\n", True),  # unwrapped right after the wrap: the inner model trains alone
+        ("train(model, loader)\n", "", False),  # trained through the wrapper, then unwrapped to save
+    ],
+)
+def test_the_wrapper_thrown_away_before_training_not_after_it(before, after, found):
+    source = f"""
+def train(model, loader):
+    for x, y in loader:
+        model(x).sum().backward()
+
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+{before}model = model.module
+{after}if dist.get_rank() == 0:
+    torch.save(model.state_dict(), "model.pt")
+"""
+    assert ("DDP020" in _rules(source)) is found

@@ -833,8 +833,24 @@ def wrapper_thrown_away(program: Program) -> Iterator[Hit]:
             if len(node.targets) != 1 or not isinstance(node.targets[0], (ast.Name, ast.Attribute)):
                 continue  # `ddp_model = model = DDP(model)`: another name still holds the wrapper
             unwrap = _unwrapped_after(module, node, node.targets[0])
-            if unwrap is not None:
+            if unwrap is not None and not _trains_between(module, node, unwrap):
                 yield module, unwrap.lineno
+
+
+def _trains_between(module: Module, first: ast.stmt, last: ast.stmt) -> bool:
+    """A loop or a training call between the wrap and the unwrap: the wrapper trained, then the inner model is
+    taken out (to save it, say) — not DDP020's mistake."""
+    scope = module.scope_of(first)
+    for node in walk(scope):
+        if not (first.lineno < getattr(node, "lineno", 0) < last.lineno):
+            continue
+        if isinstance(node, (ast.For, ast.While)):
+            return True
+        if isinstance(node, ast.Call) and any(
+            w in last_name(node).lower() for w in ("train", "fit", "epoch", "backward")
+        ):
+            return True
+    return False
 
 
 def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> bool:
