@@ -1958,3 +1958,42 @@ model = DDP(nn.Linear(2, 2))
     torch.save(model.state_dict(), "model.pt")
 """
     assert ("DDP020" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "override, found",
+    [
+        ("    def run(self):\n        self.fit(DataLoader(train_set, shuffle=True))\n", False),  # replaces the DDP path
+        ("    def run(self):\n        super().run()\n", True),  # runs it
+        ("", True),  # inherits it
+    ],
+)
+def test_a_base_method_every_used_subclass_overrides_never_runs(tmp_path, capsys, override, found):
+    """PersonReID-YouReID's single-process trainer subclasses the DDP one and overrides the method that makes the
+    process group: the program it is the entry point of is single-process."""
+    files = {
+        "base.py": """
+class BaseTrainer:
+    def run(self):
+        dist.init_process_group("nccl")
+        model = DDP(self.model)
+        self.fit(DataLoader(train_set, shuffle=True))
+
+    def fit(self, loader):
+        for x in loader:
+            self.model(x).sum().backward()
+""",
+        "single.py": f"""
+from base import BaseTrainer
+
+class SingleTrainer(BaseTrainer):
+{override or "    pass"}
+
+if __name__ == "__main__":
+    SingleTrainer().run()
+""",
+    }
+    _write(tmp_path, files)
+    run_lint([str(tmp_path / "single.py")], as_json=True)
+    rules = {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert ("DDP018" in rules) is found

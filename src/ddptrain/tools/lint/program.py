@@ -799,10 +799,41 @@ class Program:
             if function.name in CONTEXT_METHODS:
                 entered = self._with_items
                 return used and (entered is None or self._class_used(owner.name, entered, 4))
-            return used and (_called_implicitly(function.name) or function.name in names)
+            return (
+                used
+                and (_called_implicitly(function.name) or function.name in names)
+                and not self._overridden_wherever_used(owner.name, function.name, names, 4)
+            )
         if function.name in names and owner is module.tree and function.name in self._namesakes:
             return self._namesake_used(module, function.name)
         return function.name in names
+
+    def _overridden_wherever_used(self, name: str, method: str, names: Set[str], depth: int) -> bool:
+        """Only subclasses of the class are used, and each defines the method again without `super().method(...)`:
+        the class's own method never runs (`NafsTrainer(BaseTrainer)` made, its own `train_or_val` run; the base's
+        `train_or_val`, which makes the process group, not)."""
+        if name in names or depth == 0 or method.startswith("__"):
+            return False
+        used = [sub for sub in self._subclasses.get(name, ()) if self._class_used(sub, names, depth - 1)]
+        return bool(used) and all(
+            self._defines_without_super(sub, method) or self._overridden_wherever_used(sub, method, names, depth - 1)
+            for sub in used
+        )
+
+    def _defines_without_super(self, name: str, method: str) -> bool:
+        found = self.classes.get(name, [])
+        for _, node in found:
+            own = [f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == method]
+            if not own or any(
+                isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute)
+                and c.func.attr == method
+                and (last_name(c.func.value) == "super" or isinstance(c.func.value, ast.Name))
+                for f in own
+                for c in walk(f)
+            ):
+                return False
+        return bool(found)
 
     @functools.cached_property
     def _with_items(self) -> Optional[Set[str]]:
