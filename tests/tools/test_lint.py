@@ -1997,3 +1997,113 @@ if __name__ == "__main__":
     run_lint([str(tmp_path / "single.py")], as_json=True)
     rules = {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
     assert ("DDP018" in rules) is found
+
+
+@pytest.mark.parametrize(
+    "wrap, found",
+    [
+        ("    model = DDP(Model)\n    train(Model)\n", True),  # the wrapper in a name nothing reads: Model trains
+        ("    DDP(Model)\n    train(Model)\n", True),  # kept nowhere
+        ("    model = DDP(Model)\n    train(model)\n", False),
+        ("    model = DDP(Model)\n    return model\n", False),  # handed back to the caller
+    ],
+)
+def test_a_wrapper_no_name_keeps_is_thrown_away(wrap, found):
+    source = f"""
+def train(model):
+    for x in loader:
+        model(x).sum().backward()
+
+def main():
+    dist.init_process_group("gloo")
+    Model = nn.Linear(2, 2)
+{wrap}
+main()
+"""
+    assert ("DDP020" in _rules(source)) is found
+
+
+@pytest.mark.parametrize("given, found", [("True", True), ("False", False)])
+def test_a_loader_class_shuffles_as_its_constructions_ask(given, found):
+    """Parsecaps: `Cifar10(path, 64, shuffle=True)()` keeps `self.shuffle` and builds `DataLoader(...,
+    shuffle=self.shuffle)` with no sampler: every rank trains on the whole set."""
+    source = f"""
+class Cifar10:
+    def __init__(self, data_path, batch_size, shuffle):
+        self.data_path, self.batch_size, self.shuffle = data_path, batch_size, shuffle
+        self.shuffle = shuffle
+
+    def __call__(self):
+        return DataLoader(CIFAR(self.data_path), batch_size=self.batch_size, shuffle=self.shuffle)
+
+dist.init_process_group("nccl")
+model = DDP(net)
+for x, y in Cifar10("data", 64, shuffle={given})():
+    model(x).sum().backward()
+"""
+    assert ("DDP018" in _rules(source)) is found
+
+
+@pytest.mark.parametrize("method, found", [("__getitem__", False), ("__init__", True)])
+def test_a_cache_a_dataset_writes_per_sample_is_not_one_path_for_every_rank(method, found):
+    """Bert-VITS2 writes each clip's spectrogram next to it while loading (`__getitem__`): each rank loads, and
+    writes, its own samples. A cache of the whole set written when the dataset is made is one path on every rank."""
+    source = f"""
+class Clips(torch.utils.data.Dataset):
+    def __init__(self, files):
+        self.files = files
+        {"self.load_all()" if method == "__init__" else "pass"}
+
+    def load_all(self):
+        torch.save([spectrogram(f) for f in self.files], "all.spec.pt")
+
+    def __getitem__(self, index):
+        return self.get_audio(self.files[index])
+
+    def get_audio(self, filename):
+        spec = spectrogram(filename)
+        {"torch.save(spec, filename + '.spec.pt')" if method == "__getitem__" else "pass"}
+        return spec
+
+dist.init_process_group("nccl")
+model = DDP(net)
+loader = DataLoader(Clips(files), sampler=DistributedSampler(Clips(files)))
+"""
+    assert ("DDP015" in _rules(source)) is found
+
+
+@pytest.mark.parametrize("names, found", [("val_sampler, val_set", True), ("sampler_train, dataset_train", False)])
+def test_an_unshuffled_sampler_named_for_training_is_no_evaluation(names, found):
+    """MAR's `main_cache.py` caches every training image's latents through `DistributedSampler(dataset_train,
+    shuffle=False)`: no evaluation, no padded metric."""
+    sampler, dataset = names.split(", ")
+    source = f"""
+def evaluate(model, loader):
+    model.eval()
+    total = torch.zeros(1)
+    with torch.no_grad():
+        for x, y in loader:
+            total += model(x).sum()
+    dist.all_reduce(total)
+    return total
+
+dist.init_process_group("nccl")
+{sampler} = DistributedSampler({dataset}, shuffle=False)
+print(evaluate(model, DataLoader({dataset}, sampler={sampler})))
+"""
+    assert ("DDP016" in _rules(source)) is found
+
+
+def test_the_programs_own_function_named_ddp_is_no_wrapper():
+    """CuiJiali-CV's `def DDP(address, port, local_rank, nprocs):` sets up the process group; calling it as a
+    statement throws no wrapper away."""
+    source = """
+def DDP(address, port):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = address, port
+    dist.init_process_group("gloo")
+
+DDP("localhost", os.environ.get("PORT", "0"))
+model = torch.nn.parallel.DistributedDataParallel(nn.Linear(2, 2))
+model(x).sum().backward()
+"""
+    assert "DDP020" not in _rules(source)

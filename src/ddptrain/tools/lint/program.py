@@ -1155,13 +1155,13 @@ class Program:
                     held = _tested_for_none(flag)
                     if not (_tests_for_presence(flag) and isinstance(held, ast.Attribute)):
                         continue
-                    for owner, init in self._inits_of(module, parent, call_name(held.value)):
+                    for owner, init in self.inits_of(module, parent, call_name(held.value)):
                         if self._given_on_some_ranks(owner, init, held.attr, depth):
                             return True
             child = parent
         return False
 
-    def _inits_of(self, module: Module, at: ast.AST, name: str) -> List[Tuple[Module, ast.FunctionDef]]:
+    def inits_of(self, module: Module, at: ast.AST, name: str) -> List[Tuple[Module, ast.FunctionDef]]:
         """The `__init__` of the object a name holds: `self` in a method, or a name assigned an instance of one of
         the program's classes in this module (`model = XMemTrainer(...).train()`)."""
         if name == "self":
@@ -1178,6 +1178,21 @@ class Program:
                 made = made.func.value  # `.train()`, `.to(device)`: the instance made
             if isinstance(made, ast.Call):
                 found += self.methods(last_name(made), "__init__")
+        return found
+
+    def constructions_give(self, module: Module, at: ast.AST, attribute: ast.Attribute) -> List[Optional[ast.expr]]:
+        """What the program's constructions of the class give the `__init__` parameter `self.x` keeps (`self.shuffle
+        = shuffle`, `Loader(path, 64, shuffle=True)`): one value per construction (None where unknown); empty where
+        the attribute is not kept from a parameter or nothing constructs the class."""
+        if call_name(attribute.value) != "self":
+            return []
+        found: List[Optional[ast.expr]] = []
+        for owner, init in self.inits_of(module, at, "self"):
+            values = owner.flag_values(attribute, init)
+            if len(values) != 1 or not isinstance(values[0], ast.Name):
+                return []
+            sites = [(m, c) for m, c in self.sites_of_function(owner, init) if self.runs(m, c.lineno)]
+            found += [given_value(init, c, values[0].id) for _, c in sites]
         return found
 
     def _given_on_some_ranks(self, module: Module, init: ast.FunctionDef, attribute: str, depth: int) -> bool:

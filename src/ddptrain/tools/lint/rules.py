@@ -345,7 +345,7 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
     if not program.distributed or _library_gives_sampler(program) or program.any_call(*RANK_PARTITIONERS):
         return  # a library gives the loader its sampler, or the program splits its data by rank itself
     for module, call in program.calls_named("DataLoader"):
-        if not is_const(keyword(call, "shuffle"), True):
+        if not _shuffles(program, module, call):
             continue
         if _sampler_given(call, "sampler") or _sampler_given(call, "batch_sampler"):
             continue
@@ -363,6 +363,18 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
         if program.branches_away(module, call):
             continue  # every call of the helper returns before it (`if return_datasets: return ...`, passed True)
         yield module, call.lineno
+
+
+def _shuffles(program: Program, module: Module, call: ast.Call) -> bool:
+    """`shuffle=True`, or `shuffle=self.shuffle` kept from a parameter every construction gives True (a loader class
+    made with `CIFAR10Loader(path, 64, shuffle=True)`)."""
+    shuffle = keyword(call, "shuffle")
+    if is_const(shuffle, True):
+        return True
+    if not isinstance(shuffle, ast.Attribute):
+        return False
+    given = [value for value in program.constructions_give(module, call, shuffle) if value is not None]
+    return bool(given) and all(is_const(value, True) for value in given)  # (unknown values left out)
 
 
 def _without_gradients(module: Module, node: ast.AST) -> bool:
@@ -821,20 +833,42 @@ def _wrapper_position(module: Module, node: ast.Return) -> Optional[int]:
 def wrapper_thrown_away(program: Program) -> Iterator[Hit]:
     """`model = DDP(model, ...)` then `model = model.module`: the only reference to the wrapper is gone, so its
     forward never runs, its gradient hooks never fire and every rank trains its own copy of the model."""
-    if not _trains(program):
-        return
+    if not program.any_call("backward"):
+        return  # nothing back-propagates here: a wrapper made and dropped trains nothing either way
     for module in program.modules:
-        if "module" not in module.source:
+        if "DDP" not in module.source and "DistributedDataParallel" not in module.source:
             continue
-        for node in module.of_type(ast.Assign):
-            value = node.value
+        for node in module.of_type(ast.Assign, ast.Expr):
+            value = _unmoved(node.value) if isinstance(node.value, ast.Call) else node.value
             if not (isinstance(value, ast.Call) and last_name(value) in ("DistributedDataParallel", "DDP")):
+                continue
+            if program.resolve(value, module):
+                continue  # the program's own `def DDP(address, port, ...)`, a set-up helper
+            if isinstance(node, ast.Expr):
+                yield module, node.lineno  # `DDP(model, ...)` kept nowhere
                 continue
             if len(node.targets) != 1 or not isinstance(node.targets[0], (ast.Name, ast.Attribute)):
                 continue  # `ddp_model = model = DDP(model)`: another name still holds the wrapper
+            if isinstance(node.targets[0], ast.Name) and _never_read_after(module, node, node.targets[0].id):
+                yield module, node.lineno  # `model = DDP(Model)`, then `Model` trained
+                continue
             unwrap = _unwrapped_after(module, node, node.targets[0])
             if unwrap is not None and not _trains_between(module, node, unwrap):
                 yield module, unwrap.lineno
+
+
+def _never_read_after(module: Module, node: ast.Assign, name: str) -> bool:
+    """Nothing in the assignment's scope (its nested functions included) reads `name` after it, and no `global`
+    statement hands it to other functions: the object assigned is dropped."""
+    scope = module.scope_of(node)
+    for sub in walk(scope):
+        if isinstance(sub, (ast.Global, ast.Nonlocal)) and name in sub.names:
+            return False
+        if not (isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Load)):
+            continue
+        if sub.lineno > node.lineno or module.function_of(sub) is not module.function_of(node):
+            return False
+    return scope is not module.tree  # (a module-level name may be read by any module that imports this one)
 
 
 def _trains_between(module: Module, first: ast.stmt, last: ast.stmt) -> bool:
@@ -1930,8 +1964,34 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue  # the else of `if args.distributed:`: one process, one writer
         if program.guarded(module, call) or _per_node_branch(program, module, call) is not None:
             continue
+        if _in_a_dataset(module, call):
+            continue  # a per-sample cache written while loading: each rank loads (and writes) its own samples
         if not _first_on_main(program, module, call):
             yield module, call.lineno
+
+
+def _in_a_dataset(module: Module, node: ast.AST) -> bool:
+    """In what a `Dataset`'s `__getitem__` runs, directly or through the class's own methods (`torch.save(spec,
+    spec_filename)` in its `get_audio`): one sample's cache. (A cache of the whole set written in `__init__` is
+    one path on every rank.)"""
+    owner = next((p for p in module.ancestors(node) if isinstance(p, ast.ClassDef)), None)
+    function = module.function_of(node)
+    if owner is None or function is None:
+        return False
+    if not any(last_name(b) in ("Dataset", "IterableDataset") for b in owner.bases):
+        return False
+    methods = {f.name: f for f in owner.body if isinstance(f, ast.FunctionDef)}
+    reached, frontier = set(), ["__getitem__"]
+    for _ in range(4):
+        frontier = [n for n in frontier if n in methods and n not in reached]
+        reached.update(frontier)
+        frontier = [
+            c.func.attr
+            for name in frontier
+            for c in module.calls_in(methods[name])
+            if isinstance(c.func, ast.Attribute) and call_name(c.func.value) == "self"
+        ]
+    return function.name in reached
 
 
 def _may_be_called(program: Program, function: ast.FunctionDef) -> bool:
@@ -2374,8 +2434,10 @@ def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
     shuffle = _shuffle_of(call)
     dataset = call.args[0] if call.args else keyword(call, "dataset")
     names = _sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")
-    if is_const(shuffle, False) or _is_eval_name(names) or _under_eval_split(module, call):
+    if _is_eval_name(names) or _under_eval_split(module, call):
         return True
+    if is_const(shuffle, False):  # unshuffled: evaluation, unless named for the training split (a pass that
+        return "train" not in names.lower()  # caches each training image's features, `sampler_train`)
     if _some_caller_does_not_shuffle(program, module, call):
         return True  # BLIP's and ALBEF's create_sampler(datasets, [True, False, False], ...)
     if any(_under_eval_split(module, loader) for loader in _loaders_given(module, call)):
@@ -3060,8 +3122,9 @@ RULES: List[Rule] = [
     Rule(
         "DDP020",
         ERROR,
-        "the DDP wrapper is replaced by its own .module right after it is made: forward and backward run on the "
-        "inner model, no gradient is averaged over ranks and every rank trains its own copy",
+        "the DDP wrapper is thrown away (kept in no name that is read again, or replaced by its own .module before "
+        "training): forward and backward run on the inner model, no gradient is averaged over ranks and every rank "
+        "trains its own copy",
         "keep the wrapper under the name the training loop uses (model = DDP(model, ...)); take the inner model "
         "under another name where you need it (raw_model = model.module)",
         wrapper_thrown_away,
