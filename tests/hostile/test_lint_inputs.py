@@ -333,3 +333,29 @@ def test_a_fifo_module_in_the_folder_sys_path_0_leads_to_does_not_block(tmp_path
     report = json.loads(capsys.readouterr().out)
     assert [Path(p).name for p in report["programs"][0]] == ["train.py", "saving.py"]
     assert [(Path(f["file"]).name, f["rule"]) for f in report["findings"]] == [("saving.py", "DDP015")]
+
+
+def test_objects_guarded_by_each_other_and_models_built_of_each_other_end(tmp_path, capsys):
+    """Two trainers each made under the other's `if self.logger is not None:`, a model class that builds itself,
+    and a class hierarchy that loops (`class A(B)`, `class B(A)`) overriding a method: the rank-test, buffer and
+    override lookups end (each is depth-bounded), and the one sure mistake, a save on every rank, is still found."""
+    source = (
+        DDP
+        + "import torch\nfrom torch import nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "class A(B):\n    def run(self):\n        pass\nclass B(A):\n    def run(self):\n        pass\n"
+        + "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.inner = Net()\n"
+        + "class First:\n    def __init__(self, logger=None):\n        self.logger = logger\n"
+        + "    def step(self):\n        if self.logger is not None:\n            Second(logger=self.logger).step()\n"
+        + "class Second:\n    def __init__(self, logger=None):\n        self.logger = logger\n"
+        + "    def step(self):\n        if self.logger is not None:\n            First(logger=self.logger).step()\n"
+        + "model = DDP(Net())\n"
+        + "A().run()\nFirst(logger=print).step()\nSecond().step()\n"
+        + "model(torch.ones(1)).sum().backward()\n"
+        + "torch.save(model.module.state_dict(), 'model.pt')\n"
+    )
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    run_lint([str(script)], as_json=True)
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    line = source.splitlines().index("torch.save(model.module.state_dict(), 'model.pt')") + 1
+    assert ("DDP015", line) in [(f["rule"], f["line"]) for f in findings]
