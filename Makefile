@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The torch build this project is tested with here; pyproject.toml itself accepts a range.
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test test-fast check venv clean
+.PHONY: demo test test-fast test-hour check venv clean
 
 venv: $(VENV)/.installed
 
@@ -30,6 +30,11 @@ test: venv
 # The unit tests only (no multi-process runs): well under a minute.
 test-fast: venv
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow"
+
+# The default recipe at the default size (224 px) on make-dataset's data: about an hour on 2 CPU cores, so not part
+# of `make test` (which checks the same recipe at 64 px).
+test-hour: venv
+	DDPTRAIN_HOUR_TESTS=1 $(PY) -m pytest -q tests/e2e/test_default_recipe_e2e.py -k default_size
 
 # Lint, formatting and types: what keeps the code base readable.
 check: venv

@@ -154,7 +154,11 @@ class DataConfig:
         "else 0.875)",
         elsewhere=("crop_pct",),
     )
-    min_crop_scale: float = opt(0.08, "smallest RandomResizedCrop area fraction")
+    min_crop_scale: float = opt(
+        0.35,
+        "smallest RandomResizedCrop area fraction (ImageNet recipes use 0.08, which learns a small dataset from "
+        "random weights far more slowly: docs/howto.md, 'The default recipe')",
+    )
     auto_augment: Optional[str] = opt(
         None,
         "per-image augmentation policy after the crop and flip (torchvision's RandAugment, TrivialAugmentWide, "
