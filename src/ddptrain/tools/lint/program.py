@@ -1188,20 +1188,30 @@ class Program:
             return []
         found: List[Optional[ast.expr]] = []
         for owner, init in self.inits_of(module, at, "self"):
-            values = owner.flag_values(attribute, init)
-            if len(values) != 1 or not isinstance(values[0], ast.Name):
+            kept = self._constructions_of_kept(owner, init, attribute.attr)
+            if kept is None:
                 return []
-            sites = [(m, c) for m, c in self.sites_of_function(owner, init) if self.runs(m, c.lineno)]
-            found += [given_value(init, c, values[0].id) for _, c in sites]
+            parameter, sites = kept
+            found += [given_value(init, c, parameter) for _, c in sites]
         return found
 
-    def _given_on_some_ranks(self, module: Module, init: ast.FunctionDef, attribute: str, depth: int) -> bool:
+    def _constructions_of_kept(
+        self, module: Module, init: ast.FunctionDef, attribute: str
+    ) -> Optional[Tuple[str, List[Tuple[Module, ast.Call]]]]:
+        """(the `__init__` parameter `self.<attribute> = parameter` keeps, the constructions the program runs), or
+        None where the attribute is set otherwise or more than once."""
         kept = ast.Attribute(value=ast.Name(id="self", ctx=ast.Load()), attr=attribute, ctx=ast.Load())
         values = module.flag_values(kept, init)
         if len(values) != 1 or not isinstance(values[0], ast.Name):
-            return False
-        parameter = values[0].id
+            return None
         sites = [(m, c) for m, c in self.sites_of_function(module, init) if self.runs(m, c.lineno)]
+        return values[0].id, sites
+
+    def _given_on_some_ranks(self, module: Module, init: ast.FunctionDef, attribute: str, depth: int) -> bool:
+        kept = self._constructions_of_kept(module, init, attribute)
+        if kept is None:
+            return False
+        parameter, sites = kept
         given = [(m, c) for m, c in sites if not is_const(given_value(init, c, parameter), None)]
         if not sites or len(given) == len(sites) or any(given_value(init, c, parameter) is None for _, c in given):
             return False  # (every construction gives it, or one may through **kwargs)
