@@ -199,11 +199,3 @@ def test_paths_in_a_config_file_starting_with_a_tilde_are_in_the_home_folder(tmp
         str(home / p) for p in ("datasets/flowers", "runs/a", "w.pth")
     )
     assert loaded["label_key"] == "~cls" and loaded["epochs"] == 2  # other options as written
-
-
-@pytest.mark.parametrize("scale", [0, -0.1, 1.5, "nan", "inf"])
-def test_a_crop_scale_outside_zero_to_one_is_refused_by_name(scale):
-    """The default keeps at least 35 % of the picture; an area fraction outside (0, 1] (or NaN) is no crop."""
-    assert build_config({"data": "d"}).data.min_crop_scale == 0.35
-    with pytest.raises(ConfigError, match=r"--min-crop-scale must be in \(0, 1\]"):
-        build_config({"data": "d", "min_crop_scale": scale})

@@ -20,11 +20,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ddptrain.config import load_yaml
+from ddptrain.config import build_config, load_yaml
 from ddptrain.data import splitfile
 from ddptrain.data.shards import ARRAYS, INDEX, open_shard_set, write_shards
 from ddptrain.data.sources import load_split
-from ddptrain.errors import DdptrainError
+from ddptrain.errors import ConfigError, DdptrainError
 from ddptrain.train.rundir import MARKER, read_marker
 
 from ..conftest import write_synthetic
@@ -165,3 +165,11 @@ def test_a_bad_progress_interval_is_refused_before_anything_runs(tmp_path, comma
     assert proc.returncode == 2
     assert f"argument --progress-every: '{text}' is not a number of seconds (0 or more)" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("scale", [0, -0.1, 1.5, "nan", "inf"])
+def test_a_crop_scale_outside_zero_to_one_is_refused_by_name(scale):
+    """The default keeps at least 35 % of the picture; an area fraction outside (0, 1] (or NaN) is no crop."""
+    assert build_config({"data": "d"}).data.min_crop_scale == 0.35
+    with pytest.raises(ConfigError, match=r"--min-crop-scale must be in \(0, 1\]"):
+        build_config({"data": "d", "min_crop_scale": scale})
