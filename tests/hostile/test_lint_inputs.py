@@ -353,9 +353,39 @@ def test_objects_guarded_by_each_other_and_models_built_of_each_other_end(tmp_pa
         + "model(torch.ones(1)).sum().backward()\n"
         + "torch.save(model.module.state_dict(), 'model.pt')\n"
     )
+    assert ("DDP015", _line(source, "torch.save(model.module.state_dict(), 'model.pt')")) in _found(
+        tmp_path, source, capsys
+    )
+
+
+def test_logged_names_built_from_each_other_and_helpers_asked_for_splits_by_themselves_end(tmp_path, capsys):
+    """A logged figure traced back through assignments that loop (`info = results`, `results = info`), a loader
+    helper that asks itself for the "val" split, and a trainer whose `self.ddp` flag its own method constructs:
+    each lookup is bounded, the run ends, and the shard's logged metric is still found (DDP017)."""
+    source = (
+        DDP
+        + "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "from torch.utils.data import DataLoader, DistributedSampler\n"
+        + "def build(split, depth=0):\n    eval_sampler = DistributedSampler(ds)\n"
+        + "    if depth < 3:\n        build('val', depth + 1)\n    return DataLoader(ds, sampler=eval_sampler)\n"
+        + "class Trainer:\n    def __init__(self, ddp=False):\n        self.ddp = ddp\n"
+        + "    def again(self):\n        if self.ddp:\n            Trainer(ddp=self.ddp).again()\n"
+        + "def evaluate(model, loader):\n    model.eval()\n    eval_loss = 0.0\n    results = {}\n"
+        + "    with torch.no_grad():\n        for x in loader:\n            eval_loss += model(x).item()\n"
+        + "    info = results\n    results = info\n    results['loss'] = eval_loss\n    print(info)\n"
+        + "model = DDP(net)\nTrainer().again()\nevaluate(model, build('val'))\n"
+        + "model(torch.ones(1)).sum().backward()\n"
+    )
+    assert ("DDP017", _line(source, "    print(info)")) in _found(tmp_path, source, capsys)
+
+
+def _found(tmp_path: Path, source: str, capsys) -> list:
+    """(rule, line) of what `ddptrain lint` reports on `source` saved as one script."""
     script = tmp_path / "train.py"
     script.write_text(source)
     run_lint([str(script)], as_json=True)
-    findings = json.loads(capsys.readouterr().out)["findings"]
-    line = source.splitlines().index("torch.save(model.module.state_dict(), 'model.pt')") + 1
-    assert ("DDP015", line) in [(f["rule"], f["line"]) for f in findings]
+    return [(f["rule"], f["line"]) for f in json.loads(capsys.readouterr().out)["findings"]]
+
+
+def _line(source: str, text: str) -> int:
+    return source.splitlines().index(text) + 1

@@ -2107,3 +2107,262 @@ model = torch.nn.parallel.DistributedDataParallel(nn.Linear(2, 2))
 model(x).sum().backward()
 """
     assert "DDP020" not in _rules(source)
+
+
+def test_a_method_call_on_an_object_runs_no_module_level_namesake(tmp_path, capsys):
+    """VisionModelKit's `launch.py` rebinds `trainer = trainer.BaseTrainer(config)` and calls `trainer.train()`:
+    that runs the class's method, not the script's own module-level `train()` (dead code there), so the script's
+    `save_checkpoint` is never reached on every rank; the trainer's rank-0 save stays quiet too. The same call on
+    a module (`utils.train()`) still runs the module's function, whose unguarded save is found."""
+    files = {
+        "trainer.py": """
+            class BaseTrainer:
+                def __init__(self, config):
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                    self.rank = dist.get_rank()
+                    self.model = DDP(nn.Linear(2, 2))
+
+                def train(self):
+                    for epoch in range(3):
+                        self.model(x).sum().backward()
+                        if self.rank == 0:
+                            self.save_checkpoint({"model": self.model.module.state_dict()}, "last.pt")
+
+                def save_checkpoint(self, state, path):
+                    torch.save(state, path)
+            """,
+        "launch.py": """
+            import trainer
+
+            def train(model):
+                save_checkpoint({"model": model.state_dict()}, "old.pt")
+
+            def save_checkpoint(state, path):
+                torch.save(state, path)
+
+            if __name__ == "__main__":
+                trainer = trainer.BaseTrainer(config=None)
+                trainer.train()
+            """,
+    }
+    _write(tmp_path / "objects", files)
+    assert run_lint([str(tmp_path / "objects")], as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    _write(
+        tmp_path / "modules",
+        {
+            "utils.py": """
+                def train(model):
+                    save_checkpoint({"model": model.module.state_dict()}, "last.pt")
+
+                def save_checkpoint(state, path):
+                    torch.save(state, path)
+                """,
+            "launch.py": """
+                import utils
+
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    model = DDP(nn.Linear(2, 2))
+                    utils.train(model)
+                """,
+        },
+    )
+    run_lint([str(tmp_path / "modules" / "launch.py")], as_json=True)
+    found = {(Path(f["file"]).name, f["rule"]) for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert ("utils.py", "DDP015") in found
+
+
+def test_a_trainer_whose_ddp_flag_no_construction_sets_is_single_process(tmp_path, capsys):
+    """torch-atom keeps `self.ddp = ddp` (default False) and wraps under `if self.ddp:` in another method:
+    `main.py` builds `Trainer(model)` and trains one process with a shuffling loader (no finding), while
+    `main_ddp.py`'s `Trainer(model, ddp=True)` is a DDP program whose loader without a sampler is found."""
+    _write(
+        tmp_path,
+        {
+            "trainer.py": """
+                class Trainer:
+                    def __init__(self, model, ddp=False):
+                        self.ddp = ddp
+                        self.model = self._wrap(model)
+
+                    def _wrap(self, model):
+                        if self.ddp:
+                            model = DDP(model, device_ids=[int(os.environ["LOCAL_RANK"])])
+                        return model
+
+                    def train(self, loader):
+                        for epoch in range(3):
+                            for x in loader:
+                                self.model(x).sum().backward()
+                """,
+            "main.py": """
+                from trainer import Trainer
+
+                if __name__ == "__main__":
+                    Trainer(nn.Linear(2, 2)).train(DataLoader(ds, shuffle=True))
+                """,
+            "main_ddp.py": """
+                from trainer import Trainer
+
+                if __name__ == "__main__":
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                    Trainer(nn.Linear(2, 2), ddp=True).train(DataLoader(ds, shuffle=True))
+                """,
+        },
+    )
+    run_lint([str(tmp_path)], as_json=True)
+    found = {(Path(f["file"]).name, f["rule"]) for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert ("main_ddp.py", "DDP018") in found
+    assert ("main.py", "DDP018") not in found
+
+
+HF_EXAMPLE = """
+def evaluate(args, model):
+    eval_sampler = SequentialSampler(eval_ds) if args.local_rank == -1 else DistributedSampler(eval_ds)
+    eval_loader = DataLoader(eval_ds, sampler=eval_sampler)
+    eval_loss = 0.0
+    model.eval()
+    for batch in eval_loader:
+        with torch.no_grad():
+            eval_loss += model(batch).item()
+    results = {"f1": score()}
+    results["loss"] = eval_loss / len(eval_loader)
+    info = "-".join(f"{key}: {value:.4f}" for key, value in results.items())
+    logger.info(info)
+    return results
+
+def train(args, model):
+    sampler = DistributedSampler(train_ds)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        for batch in DataLoader(train_ds, sampler=sampler):
+            model(batch).sum().backward()
+            if args.local_rank in [-1, 0] and step % 50 == 0:
+                if args.local_rank == -1:  # only evaluate when single GPU
+                    evaluate(args, model)
+
+if __name__ == "__main__":
+    torch.cuda.set_device(args.local_rank)
+    dist.init_process_group("nccl")
+    model = DDP(net, device_ids=[args.local_rank])
+    train(args, model)
+    if args.do_train and (args.local_rank == -1 or torch.distributed.get_rank() == 0):
+        torch.save(args, os.path.join(args.output_dir, "training_args.bin"))
+    if args.local_rank in [-1, 0]:
+        evaluate(args, plain_model)
+"""
+
+
+def test_the_hugging_face_example_loop_is_read_as_its_guards_say():
+    """BERT-NER's run_ner_*.py (the old transformers examples): the evaluation under `if args.local_rank == -1:`
+    runs where there is one process only (no DDP010); `do_train and (local_rank == -1 or get_rank() == 0)` is
+    rank 0's save (no DDP015); the final evaluation on rank 0 through a DistributedSampler logs a figure joined
+    from `results`, which holds the shard's loss: DDP017."""
+    found = _rules(HF_EXAMPLE)
+    assert "DDP010" not in found and "DDP015" not in found
+    assert "DDP017" in found
+    assert "DDP017" not in _rules(
+        HF_EXAMPLE.replace("else DistributedSampler(eval_ds)", "else SequentialSampler(eval_ds)")
+    )
+
+
+def test_a_key_cut_in_a_module_of_the_program_is_the_prefix_handled():
+    """U2PL saves the wrapper's state_dict and strips the prefix with `name = k[7:]` in its utils module, which the
+    training script imports: no DDP007. Without that helper the save is found."""
+    helper = """
+from collections import OrderedDict
+def convert_state_dict(state_dict):
+    new_state_dict = OrderedDict()
+    for k, v in state_dict.items():
+        name = k[7:]
+        new_state_dict[name] = v
+    return new_state_dict
+"""
+    source = """
+dist.init_process_group("gloo")
+model = DDP(net)
+for epoch in range(3):
+    model(x).sum().backward()
+    if dist.get_rank() == 0:
+        torch.save({"model_state": model.state_dict()}, "ckpt.pth")
+"""
+    assert "DDP007" in _rules(source)
+    assert "DDP007" not in _rules(helper + source)
+
+
+LOADERS = """
+def build_loader(split, cfg):
+    dset = Dataset(cfg, split)
+    sample = DistributedSampler(dset)
+    return DataLoader(dset, sampler=sample)
+
+def build_semi_loader(split, cfg):
+    dset = Dataset(cfg, split)
+    if split == "val":
+        return DataLoader(dset, sampler=DistributedSampler(dset))
+    else:
+        sample_sup = DistributedSampler(dset)
+        sample_unsup = DistributedSampler(unlabeled)
+        return DataLoader(dset, sampler=sample_sup), DataLoader(unlabeled, sampler=sample_unsup)
+
+def validate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        for images, labels in loader:
+            inter, union = intersection_and_union(model(images), labels)
+            dist.all_reduce(inter)
+            dist.all_reduce(union)
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    model = DDP(net)
+    sup, unsup = build_semi_loader("train", cfg)
+    val_loader = build_loader("val", cfg)
+    for epoch in range(3):
+        sup.sampler.set_epoch(epoch)
+        for batch in sup:
+            model(batch).sum().backward()
+        validate(model, val_loader)
+"""
+
+
+def test_padded_evaluation_through_a_helper_asked_for_the_validation_split():
+    """U2PL: `build_loader("val", cfg)` makes the validation sampler, which pads, and the evaluation all-reduces
+    its counts: DDP016 at that sampler. The semi-supervised helper's `if split == "val":` arm is never taken (its
+    only call asks for "train") and its `else` arm holds the training samplers: no finding there."""
+    findings = [(f.rule, f.line) for f in lint_source("train.py", HEADER + LOADERS)]
+    line = (HEADER + LOADERS).splitlines().index("    sample = DistributedSampler(dset)") + 1
+    assert findings == [("DDP016", line)]
+    only_train = LOADERS.replace('build_loader("val", cfg)', 'build_loader("train", cfg)')
+    assert "DDP016" not in _rules(only_train)
+
+
+def test_a_port_option_with_its_short_flag_first_is_read_by_its_long_name():
+    """Palette's `parser.add_argument('-P', '--port', default='21012')` joined into `'tcp://127.0.0.1:' + args.port`."""
+    source = """
+parser.add_argument('-P', '--port', default='21012', type=str)
+args = parser.parse_args()
+dist.init_process_group("nccl", init_method='tcp://127.0.0.1:' + args.port, rank=r, world_size=w)
+"""
+    assert "DDP011" in _rules(source)
+    assert "DDP011" not in _rules(source.replace("default='21012', ", ""))
+
+
+def test_a_collective_on_the_single_process_arm_inside_a_rank_test_is_reached_by_the_one_process():
+    """`if args.local_rank in [-1, 0]:` then `if args.local_rank == -1: evaluate(...)` (BERT-NER): the inner test
+    holds only where there is no process group, so no other rank waits — no DDP010; without it, rank 0 alone
+    reaches evaluate's all_reduce."""
+    source = """
+def evaluate(t):
+    dist.all_reduce(t)
+
+dist.init_process_group("gloo")
+if args.local_rank in [-1, 0]:
+    if args.local_rank == -1:
+        evaluate(t)
+"""
+    assert "DDP010" not in _rules(source)
+    assert "DDP010" in _rules(source.replace("    if args.local_rank == -1:\n        evaluate", "    evaluate"))

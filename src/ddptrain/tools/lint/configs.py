@@ -121,8 +121,10 @@ def launched_on_one_node(root: Path, entry: Path) -> bool:
     return bool(mine) and all(ONE_NODE.search(c) for c in mine)
 
 
+CUT_KEY_PATTERN = r"\b(?:k|key|name|n)\[\s*7\s*:\s*\]"  # a key cut after its first seven characters: `k[7:]`
+CUT_KEY = re.compile(CUT_KEY_PATTERN)
 PREFIX_STRING = re.compile(  # 'module.', "^module\\." in a string, or a key cut after its first seven characters
-    r"""['"]\^?module(?:\.|\\\\?\.)|\b(?:k|key|name|n)\[\s*7\s*:\s*\]"""
+    r"""['"]\^?module(?:\.|\\\\?\.)|""" + CUT_KEY_PATTERN
 )
 MAX_BESIDE = 200  # scripts of one folder read for the prefix (a folder of thousands is no repository's own)
 

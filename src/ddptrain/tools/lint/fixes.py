@@ -273,6 +273,8 @@ def fix_local_device(module: Module, line: int, lines: Sequence[bytes]) -> Optio
             candidates = list(keyword(call, "device_ids").elts)  # type: ignore[union-attr]
         elif name == "device" and len(call.args) == 2 and is_const(call.args[0], "cuda"):
             candidates = [call.args[1]]
+        elif name in ("to", "cuda") and len(call.args) == 1 and not call.keywords:  # the model moved before the wrap
+            candidates = [call.args[0]]
         else:
             continue
         edits = [

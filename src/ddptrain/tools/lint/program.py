@@ -244,6 +244,10 @@ def selects_ranks(test: ast.expr) -> bool:
     opposed to one that tells distributed from single-process runs (`local_rank != -1`, `world_size > 1`)."""
     if not names_in(test) & RANK_NAMES and not _rank_like(test):
         return False
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        # `args.do_train and (args.local_rank == -1 or dist.get_rank() == 0)`: where one part picks ranks, the
+        # whole does
+        return any(selects_ranks(value) for value in test.values)
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         # `rank == 0 or args.save_all`: maybe every rank; `device == 0 or not args.distributed`: one rank wherever
         # there are several (the other arm holds only in a single-process run)
@@ -434,16 +438,25 @@ class Module:
         key = (id(function), libraries)
         if key not in self._mentions:
             names, attributes = self.memo(("mentioned", id(function)), lambda: _mentioned(function))
-            found = names | {attr for attr, root in attributes if root not in libraries}
+            found = names | {
+                _attribute_mention(attr, root, self.module_roots) for attr, root in attributes if root not in libraries
+            }
             self._mentions[key] = found | self._originals(found)
         return self._mentions[key]
 
     def at_import(self, libraries: FrozenSet[str], main: bool) -> Set[str]:
         key = ("import", libraries, main)
         if key not in self._mentions:
-            found = _mentioned_at_import(self.tree, libraries, main)
+            found = _mentioned_at_import(self.tree, libraries, main, self.module_roots)
             self._mentions[key] = found | self._originals(found)
         return self._mentions[key]
+
+    @functools.cached_property
+    def module_roots(self) -> FrozenSet[str]:
+        """Names that may stand for a module where an attribute chain starts with them (`utils.train()`): what
+        the module imports and never assigns (`trainer = trainer.BaseTrainer(...)` makes `trainer` an object)."""
+        assigned = {node.id for node in self.of_type(ast.Name) if isinstance(node.ctx, ast.Store)}
+        return frozenset(name for name in self.imported if name not in assigned)
 
     def _originals(self, names: Set[str]) -> Set[str]:
         """What the aliases among `names` name: `from train import main as app_main`; `app_main()` runs `main`."""
@@ -522,11 +535,11 @@ class Module:
         kept = [
             node
             for node in self.flag_assignments(flag, at)
-            if not _false_constant(node.value) and not self._set_on_a_single_process_arm(node)
+            if not _false_constant(node.value) and not self.on_a_single_process_arm(node)
         ]
         return bool(kept) and all(selects_ranks(n.value) or self._under_rank_test(n) for n in kept)
 
-    def _set_on_a_single_process_arm(self, node: ast.AST) -> bool:
+    def on_a_single_process_arm(self, node: ast.AST) -> bool:
         """In the body of `if num_gpus == 1:` (`not args.distributed`, ...), or the `else` of `if self.distributed:`:
         set in a single-process run only."""
         lineage = {id(node), *map(id, self.ancestors(node))}
@@ -644,10 +657,34 @@ class Program:
         if function is None:
             return False
         sites = [(m, call) for m, call in self.sites_of_function(module, function) if self.runs(m, call.lineno)]
-        return bool(sites) and all(
+        if sites and all(
             branch_not_taken(module, function, node, call, functools.partial(self._constant_for, m, call))
             for m, call in sites
-        )
+        ):
+            return True
+        return self._kept_flag_away(module, function, node)
+
+    def _kept_flag_away(self, module: Module, function: ast.FunctionDef, node: ast.AST) -> bool:
+        """`node` sits in a branch on `self.ddp` that no construction takes: `self.ddp = ddp` kept from an
+        `__init__` parameter that every construction the program runs leaves at `False` (`Trainer(config, model)`,
+        torch-atom's single-process `main.py` beside `main_ddp.py`'s `Trainer(..., ddp=True)`)."""
+        lineage = {id(node), *map(id, module.ancestors(node))}
+        for branch in module.ancestors(node):
+            if branch is function:
+                break
+            if not isinstance(branch, (ast.If, ast.IfExp)) or id(branch.test) in lineage:
+                continue
+            flag = _tested(branch.test)
+            if not isinstance(flag, ast.Attribute) or call_name(flag.value) != "self":
+                continue
+            given = self.constructions_give(module, node, flag)
+            decided = {_takes(branch.test, value) for value in given}
+            if not given or len(decided) != 1 or None in decided:
+                continue
+            body = branch.body if isinstance(branch, ast.If) else [branch.body]
+            if any(id(statement) in lineage for statement in body) != decided.pop():
+                return True
+        return False
 
     def sites_of_function(self, module: Module, function: ast.FunctionDef) -> List[Tuple[Module, ast.Call]]:
         """The calls of a function, also by the name it is imported as (`from loaders import build as
@@ -707,7 +744,7 @@ class Program:
         waiting: Dict[int, Tuple[Module, ast.FunctionDef]] = {}  # not reachable yet: asked again when names are new
         pending = set(found)
         while pending:  # a function may become reachable only when a name it waits for is new
-            candidates = {id(f): (m, f) for name in pending for m, f in self._waiting_for.get(name, ())}
+            candidates = {id(f): (m, f) for name in pending for m, f in self._waiting_for.get(name.lstrip("."), ())}
             candidates.update(waiting)
             pending = set()
             for key, (module, function) in candidates.items():
@@ -801,7 +838,7 @@ class Program:
                 return used and (entered is None or self._class_used(owner.name, entered, 4))
             return (
                 used
-                and (_called_implicitly(function.name) or function.name in names)
+                and (_called_implicitly(function.name) or _named(function.name, names))
                 and not self._overridden_wherever_used(owner.name, function.name, names, 4)
             )
         if function.name in names and owner is module.tree and function.name in self._namesakes:
@@ -812,7 +849,7 @@ class Program:
         """Only subclasses of the class are used, and each defines the method again without `super().method(...)`:
         the class's own method never runs (`NafsTrainer(BaseTrainer)` made, its own `train_or_val` run; the base's
         `train_or_val`, which makes the process group, not)."""
-        if name in names or depth == 0 or method.startswith("__"):
+        if _named(name, names) or depth == 0 or method.startswith("__"):
             return False
         used = [sub for sub in self._subclasses.get(name, ()) if self._class_used(sub, names, depth - 1)]
         return bool(used) and all(
@@ -853,7 +890,7 @@ class Program:
 
     def _class_used(self, name: str, names: Set[str], depth: int) -> bool:
         """A class is used where its name is mentioned (not as another class's base), or a subclass of it is."""
-        if name in names:
+        if _named(name, names):
             return True
         return depth > 0 and any(self._class_used(sub, names, depth - 1) for sub in self._subclasses.get(name, ()))
 
@@ -1353,6 +1390,18 @@ def _mentioned(node: ast.AST) -> Tuple[FrozenSet[str], FrozenSet[Tuple[str, str]
     return frozenset(names), frozenset(attributes)
 
 
+def _attribute_mention(attr: str, root: str, module_roots: FrozenSet[str]) -> str:
+    """How `root.….attr` mentions `attr`: by its name where the chain may start at a module of the program
+    (`utils.train`, `get_module().train`); as `.attr`, a method's name only, where it starts at an object
+    (`self.train`, `trainer.train` with `trainer` an instance): no module-level function runs through it."""
+    return attr if not root or root in module_roots else "." + attr
+
+
+def _named(name: str, names: Set[str]) -> bool:
+    """A method or class is used where its name is mentioned, alone or as an attribute."""
+    return name in names or "." + name in names
+
+
 def _root(node: ast.Attribute) -> str:
     value: ast.AST = node
     while isinstance(value, ast.Attribute):
@@ -1360,7 +1409,12 @@ def _root(node: ast.Attribute) -> str:
     return value.id if isinstance(value, ast.Name) else ""
 
 
-def _mentioned_at_import(tree: ast.Module, libraries: FrozenSet[str] = frozenset(), main: bool = False) -> Set[str]:
+def _mentioned_at_import(
+    tree: ast.Module,
+    libraries: FrozenSet[str] = frozenset(),
+    main: bool = False,
+    module_roots: FrozenSet[str] = frozenset(),
+) -> Set[str]:
     """What a module's top level mentions when it is imported (or run, with `main`: its `__main__` block too); not
     function bodies (a class body runs; its methods only when called)."""
     found: Set[str] = set()
@@ -1376,7 +1430,7 @@ def _mentioned_at_import(tree: ast.Module, libraries: FrozenSet[str] = frozenset
         if isinstance(node, ast.Name):
             found.add(node.id)
         elif isinstance(node, ast.Attribute) and _root(node) not in libraries:
-            found.add(node.attr)
+            found.add(_attribute_mention(node.attr, _root(node), module_roots))
         pending.extend(_child_nodes(node))
     return found
 
@@ -1527,22 +1581,34 @@ def _call_takes(
 ) -> Optional[bool]:
     """Whether `call` takes a branch of `function` whose test is one of its parameters (or a comparison of one with
     constants) that the call gives a constant, or leaves at one; None where the test depends on anything else."""
-    parameters = _parameters_given(function, call)
-    negated = False
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test, negated = test.operand, True
-    compared = isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
-    name = test.id if isinstance(test, ast.Name) else test.left.id if compared else None  # type: ignore[attr-defined]
-    if name not in parameters:
+    tested = _tested(test)
+    if not isinstance(tested, ast.Name) or tested.id not in _parameters_given(function, call):
         return None
-    given = given_value(function, call, name)
+    given = given_value(function, call, tested.id)
     if isinstance(given, ast.Name) and resolve is not None:
         given = resolve(given)
+    return _takes(test, given)
+
+
+def _tested(test: ast.expr) -> ast.expr:
+    """What a branch tests: `flag` in `if flag:`, `if not flag:` and `if flag == 'x':` (one comparison)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        return test.left
+    return test
+
+
+def _takes(test: ast.expr, given: Optional[ast.expr]) -> Optional[bool]:
+    """Whether the test is true where what it tests holds the constant `given`; None where that is not known."""
     if not isinstance(given, ast.Constant):
         return None
-    if not compared:
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if negated:
+        test = test.operand  # type: ignore[attr-defined]
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return bool(given.value) != negated
-    outcome = _compared(given.value, test.ops[0], test.comparators[0])  # type: ignore[attr-defined]
+    outcome = _compared(given.value, test.ops[0], test.comparators[0])
     return None if outcome is None else outcome != negated
 
 

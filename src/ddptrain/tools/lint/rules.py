@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
-from .configs import fixed_settings, launched_on_one_node, scripts_spell_the_prefix
+from .configs import CUT_KEY, fixed_settings, launched_on_one_node, scripts_spell_the_prefix
 from .discover import repository_root
 from .program import (
     COLLECTIVES,
@@ -21,6 +21,7 @@ from .program import (
     Program,
     argument,
     both_arms_call,
+    branch_not_taken,
     call_name,
     call_position,
     given_value,
@@ -606,7 +607,7 @@ def _one_gpu_shown_to_every_process(program: Program) -> Iterator[Hit]:
                 isinstance(t, ast.Subscript) and is_const(t.slice, "CUDA_VISIBLE_DEVICES") for t in node.targets
             ):
                 continue
-            if program.guarded(module, node) or module._set_on_a_single_process_arm(node):
+            if program.guarded(module, node) or module.on_a_single_process_arm(node):
                 continue
             if program.runs(module, node.lineno):
                 yield module, node.lineno
@@ -896,8 +897,11 @@ def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> 
 
 
 def saves_wrapped_state(program: Program) -> Iterator[Hit]:
-    if any("module." in m.source and any(_names_the_prefix(word) for word in m.words) for m in program.modules):
-        return  # the program strips (or adds) the 'module.' prefix where it loads its files
+    if any(
+        ("module." in m.source and any(_names_the_prefix(word) for word in m.words)) or CUT_KEY.search(m.source)
+        for m in program.modules
+    ):
+        return  # the program strips (or adds) the 'module.' prefix where it loads its files (`name = k[7:]`)
     hits = list(_wrapped_state_saves(program))
     if hits and not _prefix_handled_beside(program):
         yield from hits
@@ -1218,8 +1222,8 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
         if not (collective or callees or _is_compute(call) or forward):
             continue  # a library's call: no collective, whatever branch holds it
         branch = module.rank_branch(call)
-        if branch is None:
-            continue
+        if branch is None or module.on_a_single_process_arm(call):
+            continue  # (`if args.local_rank == -1: evaluate(...)`: no other rank exists there)
         if not collective and callees and both_arms_call(branch, last_name(call)):
             continue  # `if rank == 0: train(...)` / `else: train(...)`: every rank runs the function
         if forward:
@@ -1396,7 +1400,7 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                     yield module, node.lineno
             elif last_name(node) == "add_argument" and node.args and isinstance(node.args[0], ast.Constant):
                 default = keyword(node, "default")
-                option = PORT_OPTIONS.match(str(node.args[0].value))
+                option = PORT_OPTIONS.match(_option_flag(node))  # `'-P', '--port'`: the long one
                 fixed = option and isinstance(default, ast.Constant) and str(default.value).isdigit()
                 if fixed and (option.group(1) or _rendezvous_port(program, node)):  # type: ignore[union-attr]
                     yield module, node.lineno  # `--master-port` defaulting to a fixed number
@@ -1519,7 +1523,7 @@ def _rendezvous_port(program: Program, option: ast.Call) -> bool:
     """A plain `--port` option is the rendezvous port where its value reaches `MASTER_PORT`, an init_method or a
     `tcp://` address (not a visdom or TensorBoard port)."""
     dest = keyword(option, "dest")
-    flag = str(option.args[0].value).lstrip("-").replace("-", "_")  # type: ignore[attr-defined]
+    flag = _option_flag(option).lstrip("-").replace("-", "_")
     name = str(dest.value) if isinstance(dest, ast.Constant) else flag  # argparse's own `dest` for `--portNum`
     for module in program.modules:
         for node in module.of_type(ast.Attribute, ast.Name):  # args.port, or a parameter `port` it is passed as
@@ -1642,10 +1646,17 @@ def _option_never_read(program: Program, module: Module, default: ast.keyword) -
     if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
         names = {dest.value}
     else:
-        flags = [a.value for a in option.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        longs = [f for f in flags if f.startswith("--")] or flags
-        names = {f.lstrip("-").replace("-", "_") for f in longs[:1]}
+        flag = _option_flag(option)
+        names = {flag.lstrip("-").replace("-", "_")} if flag else set()
     return bool(names) and not any(names & m.words for m in program.modules)
+
+
+def _option_flag(option: ast.Call) -> str:
+    """The flag an `add_argument` call takes its `dest` from: the first long one (`'-P', '--port'`: `--port`), or
+    the first where there is none."""
+    flags = [a.value for a in option.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    longs = [f for f in flags if f.startswith("--")] or flags
+    return longs[0] if longs else ""
 
 
 PORT_ARITHMETIC = {"os", "getuid", "sys", "platform", "hash", "int", "abs"}
@@ -1800,23 +1811,53 @@ def global_rank_device(program: Program) -> Iterator[Hit]:
         return
     for module, call in program.calls_named("set_device", "DistributedDataParallel", "DDP", "device"):
         name = last_name(call)
-        candidates: List[ast.expr] = []
+        candidates: List[Tuple[ast.expr, ast.Call]] = []
         if name == "set_device" and call.args:
-            candidates = [call.args[0]]
+            candidates = [(call.args[0], call)]
         elif name in ("DistributedDataParallel", "DDP"):
             ids = keyword(call, "device_ids")
             if isinstance(ids, (ast.List, ast.Tuple)):
-                candidates = list(ids.elts)
+                candidates = [(elt, call) for elt in ids.elts]
+            candidates += [(move.args[0], move) for move in _moves_of_the_wrapped(module, call)]
         elif name == "device" and len(call.args) == 2 and is_const(call.args[0], "cuda"):
-            candidates = [call.args[1]]
-        for candidate in candidates:
-            value = _last_assignment(module, call, candidate)
-            if not (_global_rank(module, call, candidate) or _parameter_given_the_global_rank(program, module, value)):
+            candidates = [(call.args[1], call)]
+        for candidate, at in candidates:
+            value = _last_assignment(module, at, candidate)
+            if not (_global_rank(module, at, candidate) or _parameter_given_the_global_rank(program, module, value)):
                 continue
             if isinstance(value, ast.Attribute) and _attribute_from_process_index(program, value.attr):
                 continue
-            yield module, call.lineno
+            yield module, at.lineno
             break
+
+
+def _moves_of_the_wrapped(module: Module, wrap: ast.Call) -> List[ast.Call]:
+    """The model's moves to a device before the DDP wrap that takes it (`self.model.to(self.rank)` then
+    `DDP(self.model, device_ids=[local_rank])`; `DDP(model.cuda(rank))`): where the model lives is its device."""
+    if not wrap.args:
+        return []
+    given = wrap.args[0]
+    if _is_move(given):
+        return [given]  # type: ignore[list-item]
+    wrapped = call_name(given)
+    scope = module.function_of(wrap)
+    if not wrapped or scope is None:
+        return []
+    return [
+        call
+        for call in module.calls_in(scope)
+        if _is_move(call) and call.lineno <= wrap.lineno and call_name(call.func.value) == wrapped  # type: ignore[attr-defined]
+    ]
+
+
+def _is_move(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("to", "cuda")
+        and len(node.args) == 1
+        and not node.keywords
+    )
 
 
 # ---- DDP014 ---------------------------------------------------------------------------------------
@@ -2257,8 +2298,8 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
             or name.startswith("Ordered")
         ):
             continue
-        if _never_used(module, call):
-            continue  # made and never given to a loader
+        if _never_used(module, call) or program.branches_away(module, call):
+            continue  # made and never given to a loader, or in a branch no call of its helper takes
         yield module, call.lineno
 
 
@@ -2440,6 +2481,8 @@ def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
         return "train" not in names.lower()  # caches each training image's features, `sampler_train`)
     if _some_caller_does_not_shuffle(program, module, call):
         return True  # BLIP's and ALBEF's create_sampler(datasets, [True, False, False], ...)
+    if _some_caller_asks_for_evaluation(program, module, call):
+        return True
     if any(_under_eval_split(module, loader) for loader in _loaders_given(module, call)):
         return True  # `sampler = DistributedSampler(ds)`, then `if split == 'val': DataLoader(ds, sampler=sampler)`
     function = module.function_of(call)
@@ -2472,11 +2515,40 @@ def _loaders_given(module: Module, sampler: ast.Call) -> List[ast.Call]:
 
 
 def _under_eval_split(module: Module, call: ast.Call) -> bool:
-    """Inside `if split == 'val':` (or `elif mode in ('test', 'val')`)."""
+    """Inside `if split == 'val':` (or `elif mode in ('test', 'val')`, or the `else` of `if split != 'val':`) —
+    not the `else` of `if split == 'val':`, where the training split's samplers are made."""
+    lineage = {id(call), *map(id, module.ancestors(call))}
     for parent in module.ancestors(call):
-        if isinstance(parent, ast.If) and isinstance(parent.test, ast.Compare):
+        if isinstance(parent, ast.If) and isinstance(parent.test, ast.Compare) and id(parent.test) not in lineage:
             words = [n.value for n in walk(parent.test) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-            if any(_is_eval_name(w) and len(w) <= 10 for w in words):
+            if not any(_is_eval_name(w) and len(w) <= 10 for w in words):
+                continue
+            asks = not any(isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot)) for op in parent.test.ops)
+            if any(id(statement) in lineage for statement in parent.body) == asks:
+                return True
+    return False
+
+
+def _some_caller_asks_for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
+    """A helper that makes the sampler for whatever split it is asked for, and one of the program's calls asks
+    for a validation one (`build_vocloader("val", cfg)` beside `build_vocloader("train", cfg)`) — where that
+    call's split reaches the sampler (not an `if split == 'val':` it leaves for the other arm)."""
+    function = module.function_of(call)
+    if function is None:
+        return False
+    parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    for other, site in program.sites_of_function(module, function):
+        if branch_not_taken(module, function, call, site) or not program.runs(other, site.lineno):
+            continue
+        for parameter in parameters:
+            given = given_value(function, site, parameter)
+            if (
+                isinstance(given, ast.Constant)
+                and isinstance(given.value, str)
+                and len(given.value) <= 10
+                and _is_eval_name(given.value)
+                and "train" not in given.value.lower()  # (`split='trainval'`: both)
+            ):
                 return True
     return False
 
@@ -2485,7 +2557,9 @@ def _evaluation_sharded(program: Program) -> bool:
     """An evaluation shard maker is built (see `_for_evaluation`): each rank evaluates a part. Without one every
     rank evaluates the whole set, and rank 0's figure is the model's."""
     return any(
-        _for_evaluation(program, module, call) and not _never_used(module, call)
+        _for_evaluation(program, module, call)
+        and not _never_used(module, call)
+        and not program.branches_away(module, call)
         for module in program.modules
         for call in _shard_calls(module)
     )
@@ -2583,7 +2657,11 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
             if _reduces(program, module, function):
                 yield from _logged_beside_a_reduction(program, module, function, calls)
                 continue
-            logged = [c for c in calls if _is_log_call(program, module, c) and _is_metric(_logged_names(c))]
+            logged = [
+                c
+                for c in calls
+                if _is_log_call(program, module, c) and _is_metric(_traced(module, function, _logged_names(c)))
+            ]
             if logged:  # logged on rank 0, or on every rank (each its own shard): the figure after the loop first
                 after = [c for c in logged if not _in_loop(module, c, function)]
                 yield module, (after or logged)[0].lineno
@@ -2593,6 +2671,26 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
                 # caller keeps its result as an evaluation's (`val_loss = self.run_epoch(val_dl, training=False)`)
                 yield from _logged_by_callers(program, function.name, not _is_eval_name(function.name))
         yield from _top_level_evaluations_logged(program, module)
+
+
+def _traced(module: Module, function: ast.AST, names: Set[str], depth: int = 3) -> Set[str]:
+    """The logged names with what the function built them from, a few assignments back: `info` joined from
+    `results`, which holds `eval_loss` (`results['loss'] = eval_loss`), is a metric's figure."""
+    found, frontier = set(names), set(names)
+    assigns = module.memo(
+        ("assignments in", id(function)),
+        lambda: [n for n in walk(function) if isinstance(n, (ast.Assign, ast.AugAssign))],
+    )
+    for _ in range(depth):
+        sources: Set[str] = set()
+        for node in assigns:
+            if any(_root_name(t) in frontier for t in _targets(node)):
+                sources |= {n.id for n in walk(node.value) if isinstance(n, ast.Name)}
+        frontier = sources - found
+        if not frontier:
+            break
+        found |= frontier
+    return found
 
 
 def _evaluates_per_batch(program: Program, module: Module, function: ast.AST, calls: List[ast.Call]) -> bool:
