@@ -2335,6 +2335,24 @@ def _never_used(module: Module, call: ast.Call) -> bool:
     return not any(n.id in names and isinstance(n.ctx, ast.Load) for n in module.of_type(ast.Name))
 
 
+# ---- DDP021 ---------------------------------------------------------------------------------------
+def shard_read_by_some_ranks(program: Program) -> Iterator[Hit]:
+    """`if args.local_rank in [-1, 0]: evaluate(...)` whose `evaluate` builds `DistributedSampler(eval_dataset)`
+    (the old transformers examples' `evaluate` and `predict`): rank 0 reads its shard alone."""
+    if not program.distributed:
+        return
+    for module in program.modules:
+        for call in _shard_calls(module):
+            if not last_name(call).endswith("DistributedSampler") or len(call.args) > 1 or call.keywords:
+                continue  # (`num_replicas=1`, `rank=0` given: the sampler is told it is alone)
+            if _never_used(module, call) or not program.runs(module, call.lineno):
+                continue
+            if module.on_a_single_process_arm(call) or program.branches_away(module, call):
+                continue
+            if program.guarded(module, call):
+                yield module, call.lineno
+
+
 # ---- DDP017 ---------------------------------------------------------------------------------------
 LOG_CALLS = {
     "print",
@@ -3226,6 +3244,16 @@ RULES: List[Rule] = [
         "keep the wrapper under the name the training loop uses (model = DDP(model, ...)); take the inner model "
         "under another name where you need it (raw_model = model.module)",
         wrapper_thrown_away,
+    ),
+    Rule(
+        "DDP021",
+        WARNING,
+        "a DistributedSampler read on some ranks only (made in code that only rank 0 runs): that rank gets its "
+        "shard, 1/world_size of the data, and the other shards are never read — an evaluation or prediction of a "
+        "part reported as the whole",
+        "on one rank, read the whole set (SequentialSampler, or no sampler); or run it on every rank and combine "
+        "the results over ranks",
+        shard_read_by_some_ranks,
     ),
 ]
 
