@@ -2366,3 +2366,55 @@ if args.local_rank in [-1, 0]:
 """
     assert "DDP010" not in _rules(source)
     assert "DDP010" in _rules(source.replace("    if args.local_rank == -1:\n        evaluate", "    evaluate"))
+
+
+def test_figures_reduced_through_an_async_handle_are_combined():
+    """hysts' validate(): `loss_all_reduce = dist.all_reduce(loss, async_op=True)`, then `.wait()` — `loss` is
+    reduced in place, the meter it feeds is combined, and its logged average is the model's (no DDP017)."""
+    source = """
+def validate(model, val_loader):
+    model.eval()
+    loss_meter = AverageMeter()
+    with torch.no_grad():
+        for data, targets in val_loader:
+            loss = loss_func(model(data), targets)
+            handle = dist.all_reduce(loss, op=dist.ReduceOp.SUM, async_op=True)
+            handle.wait()
+            loss_meter.update(loss.item(), data.size(0))
+    logger.info(f"val loss {loss_meter.avg:.4f}")
+
+dist.init_process_group("gloo")
+model = DDP(net)
+val_loader = DataLoader(val_ds, sampler=DistributedSampler(val_ds, shuffle=False))
+validate(model, val_loader)
+"""
+    assert "DDP017" not in _rules(source)
+    assert "DDP017" in _rules(
+        source.replace("handle = dist.all_reduce(loss, op=dist.ReduceOp.SUM, async_op=True)", "handle = work()")
+    )
+
+
+def test_a_dist_env_master_flag_is_a_rank_test():
+    """rq-vae's `if distenv.master:` (a DistEnv made with `master=(dist.get_rank() == 0)`): rank 0's save."""
+    source = """
+dist.init_process_group("gloo")
+if distenv.master:
+    torch.save(seeds, "seeds.pth")
+"""
+    assert "DDP015" not in _rules(source)
+    assert "DDP015" in _rules(source.replace("if distenv.master:", "if distenv.ready:"))
+
+
+def test_a_process_group_of_one_is_one_process_on_gpu_0():
+    """Tensor_PPO_2048's benchmark wraps its model in DDP inside `init_process_group(..., world_size=1, rank=0)`:
+    `device_ids=[0]` is the one process's GPU (no DDP006), and its step through `.module` has nothing to all-reduce
+    (no DDP020)."""
+    source = """
+dist.init_process_group(backend="gloo", init_method="env://", world_size=1, rank=0)
+model = DDP(net.cuda(), device_ids=[0])
+worker = model.module
+for step in range(10):
+    worker.value(x).sum().backward()
+"""
+    assert _rules(source) & {"DDP006", "DDP020"} == set()
+    assert {"DDP006", "DDP020"} <= _rules(source.replace("world_size=1, rank=0", "world_size=2, rank=r"))

@@ -1327,7 +1327,9 @@ def _rank_like(test: ast.expr) -> bool:
     """Names the rank lists do not hold that still pick some ranks: `is_main_dev`, `primary()`, `args.gpu == 0`."""
     names = names_in(test)
     if any(
-        n.startswith(RANK_PREFIXES) or n == "primary" or (n.startswith("is_") and ("rank" in n or "master" in n))
+        n.startswith(RANK_PREFIXES)
+        or n in ("primary", "master")  # `if distenv.master:` (a DistEnv made with `master=(dist.get_rank() == 0)`)
+        or (n.startswith("is_") and ("rank" in n or "master" in n))
         for n in names
     ):
         return True  # (`is_base_rank`, `is_rank_zero`, `is_local_rank0`, `is_local_master`)

@@ -562,7 +562,7 @@ def _maybe_nccl(program: Program, backend: ast.expr) -> bool:
 
 # ---- DDP006 ---------------------------------------------------------------------------------------
 def hard_coded_device(program: Program) -> Iterator[Hit]:
-    if not program.distributed:
+    if not program.distributed or _groups_of_one(program):
         return
     yield from _one_gpu_shown_to_every_process(program)
     if _one_visible_device_per_process(program):
@@ -856,6 +856,83 @@ def wrapper_thrown_away(program: Program) -> Iterator[Hit]:
             unwrap = _unwrapped_after(module, node, node.targets[0])
             if unwrap is not None and not _trains_between(module, node, unwrap):
                 yield module, unwrap.lineno
+    if not _groups_of_one(program):  # (one process: nothing to all-reduce)
+        for module in program.modules:
+            yield from _forward_through_the_inner_model(module)
+
+
+# what a training step may ask of the inner model without running a forward past the wrapper
+NOT_A_FORWARD = {
+    "parameters",
+    "named_parameters",
+    "buffers",
+    "named_buffers",
+    "modules",
+    "named_modules",
+    "children",
+    "state_dict",
+    "load_state_dict",
+    "train",
+    "eval",
+    "to",
+    "cuda",
+    "cpu",
+    "zero_grad",
+    "apply",
+    "requires_grad_",
+    "half",
+    "float",
+}
+
+
+def _forward_through_the_inner_model(module: Module) -> Iterator[Hit]:
+    """A training step that computes what it back-propagates through the wrapper's inner model and never calls
+    the wrapper: `core = agent.module if hasattr(agent, 'module') else agent`, `core.get_action_and_value(x)`,
+    then `loss.backward()` (Tensor_PPO_2048) — DDP's forward, which readies the gradient all-reduce, never runs."""
+    if ".module" not in module.source:
+        return
+    for function in [module.tree, *module.functions]:
+        calls = module.calls_in(function)
+        backward = [c for c in calls if last_name(c) == "backward"]
+        if not backward:
+            continue
+        inner = _inner_model_names(function)
+        for call in calls:
+            func = call.func
+            if not isinstance(func, ast.Attribute) or func.attr in NOT_A_FORWARD or call.lineno > backward[0].lineno:
+                continue
+            if any(
+                isinstance(p, ast.With)
+                and _evaluates([i.context_expr for i in p.items if isinstance(i.context_expr, ast.Call)])
+                for p in module.ancestors(call)
+            ):
+                continue  # under no_grad: a forward nothing back-propagates through
+            receiver = func.value
+            wrapper = _unwrapped_name(receiver) or inner.get(call_name(receiver), "")
+            if wrapper and not any(call_name(c.func) == wrapper for c in calls):
+                yield module, call.lineno
+                break
+
+
+def _unwrapped_name(node: ast.expr) -> str:
+    """`model` for `model.module` (`self.model` for `self.model.module`)."""
+    if isinstance(node, ast.Attribute) and node.attr == "module":
+        return call_name(node.value)
+    return ""
+
+
+def _inner_model_names(function: ast.AST) -> Dict[str, str]:
+    """Names the function assigns the inner model to: `core = agent.module if hasattr(agent, 'module') else agent`
+    (or plainly `core = agent.module`) -> {'core': 'agent'}."""
+    found: Dict[str, str] = {}
+    for node in walk(function):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        value = node.value.body if isinstance(node.value, ast.IfExp) else node.value
+        wrapper = _unwrapped_name(value)
+        if wrapper:
+            found[node.targets[0].id] = wrapper
+    return found
 
 
 def _never_read_after(module: Module, node: ast.Assign, name: str) -> bool:
@@ -2335,6 +2412,13 @@ def _never_used(module: Module, call: ast.Call) -> bool:
     return not any(n.id in names and isinstance(n.ctx, ast.Load) for n in module.of_type(ast.Name))
 
 
+def _groups_of_one(program: Program) -> bool:
+    """Every process group the program makes has `world_size=1` (a benchmark of the DDP wrapper in one
+    process): GPU 0 is the one process's GPU."""
+    groups = [(m, call) for m, call in program.calls_named("init_process_group") if program.runs(m, call.lineno)]
+    return bool(groups) and all(is_const(keyword(call, "world_size"), 1) for _, call in groups)
+
+
 # ---- DDP021 ---------------------------------------------------------------------------------------
 def shard_read_by_some_ranks(program: Program) -> Iterator[Hit]:
     """`if args.local_rank in [-1, 0]: evaluate(...)` whose `evaluate` builds `DistributedSampler(eval_dataset)`
@@ -2857,7 +2941,10 @@ def _reduced_values(program: Program, module: Module, function: ast.AST, calls: 
                 continue
             if not isinstance(statement, ast.Expr):
                 reduced |= _assigned_names(statement)
-            elif not _out_of_place(module, node):  # its result thrown away: what it changed in place
+            if isinstance(statement, ast.Expr) or _async_handle(node):  # its result thrown away (or a handle to
+                # wait on, `work = dist.all_reduce(loss, async_op=True)`): what it changed in place
+                if _out_of_place(module, node):
+                    continue
                 changed = _in_place_targets(program, module, node)
                 reduced |= {name for name in changed if name.split(".")[0] not in libraries}
         elif (
@@ -2893,6 +2980,12 @@ def _combining_call(program: Program, module: Module, call: ast.Call) -> bool:
 def _result_thrown_away(module: Module, call: ast.Call) -> bool:
     """`hvd.allreduce(rt)` as a statement: Horovod returns the combined tensor and leaves `rt` as it was."""
     return _out_of_place(module, call) and isinstance(module.parents.get(call), ast.Expr)
+
+
+def _async_handle(call: ast.Call) -> bool:
+    """`dist.all_reduce(x, async_op=True)` returns a handle to wait on; `x` is what is reduced, in place."""
+    flag = keyword(call, "async_op")
+    return flag is not None and not is_const(flag, False)
 
 
 def _out_of_place(module: Module, call: ast.Call) -> bool:
@@ -3238,8 +3331,9 @@ RULES: List[Rule] = [
     Rule(
         "DDP020",
         ERROR,
-        "the DDP wrapper is thrown away (kept in no name that is read again, or replaced by its own .module before "
-        "training): forward and backward run on the inner model, no gradient is averaged over ranks and every rank "
+        "the DDP wrapper is thrown away (kept in no name that is read again, replaced by its own .module before "
+        "training, or passed by: the training step computes its loss through model.module and never calls the "
+        "wrapper): forward and backward run on the inner model, no gradient is averaged over ranks and every rank "
         "trains its own copy",
         "keep the wrapper under the name the training loop uses (model = DDP(model, ...)); take the inner model "
         "under another name where you need it (raw_model = model.module)",
