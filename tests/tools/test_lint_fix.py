@@ -117,6 +117,15 @@ def test_a_fix_that_cannot_be_made_safely_is_not_made(tmp_path, capsys):
     assert "DDP018" in capsys.readouterr().out
 
 
+def test_the_global_rank_fix_moves_the_output_device_with_the_device_ids(tmp_path):
+    """RT-DETR's `DDP(model, device_ids=[rank], output_device=rank)`: both name the one GPU, both become the
+    local index, so the wrapper is not left pointing its output at a GPU a second node does not have."""
+    shutil.copy(CASES / "ddp013_global_rank_as_device_mistake.py", tmp_path / "train.py")
+    run_lint([str(tmp_path / "train.py")], fix=True)
+    fixed = (tmp_path / "train.py").read_text()
+    assert "device_ids=[rank % torch.cuda.device_count()], output_device=rank % torch.cuda.device_count()" in fixed
+
+
 def test_fix_runs_from_the_command_line(tmp_path):
     import subprocess
     import sys

@@ -8,4 +8,4 @@ from torch.utils.data import DataLoader, DistributedSampler
 dist.init_process_group("nccl")
 local_rank = int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(local_rank)
-model = DDP(net.cuda(), device_ids=[local_rank])
+model = DDP(net.cuda(), device_ids=[local_rank], output_device=local_rank)

@@ -8,4 +8,4 @@ from torch.utils.data import DataLoader, DistributedSampler
 dist.init_process_group("nccl")
 rank = dist.get_rank()
 torch.cuda.set_device(rank % torch.cuda.device_count())
-model = DDP(net.cuda(), device_ids=[rank])  # expect: DDP013
+model = DDP(net.cuda(), device_ids=[rank], output_device=rank)  # expect: DDP013

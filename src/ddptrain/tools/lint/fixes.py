@@ -271,6 +271,8 @@ def fix_local_device(module: Module, line: int, lines: Sequence[bytes]) -> Optio
             candidates = [call.args[0]]
         elif name in ("DistributedDataParallel", "DDP") and isinstance(keyword(call, "device_ids"), ast.List):
             candidates = list(keyword(call, "device_ids").elts)  # type: ignore[union-attr]
+            output = keyword(call, "output_device")  # `output_device=rank` beside it: the same device
+            candidates += [output] if output is not None else []
         elif name == "device" and len(call.args) == 2 and is_const(call.args[0], "cuda"):
             candidates = [call.args[1]]
         elif name in ("to", "cuda") and len(call.args) == 1 and not call.keywords:  # the model moved before the wrap
