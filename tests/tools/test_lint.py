@@ -2418,3 +2418,44 @@ for step in range(10):
 """
     assert _rules(source) & {"DDP006", "DDP020"} == set()
     assert {"DDP006", "DDP020"} <= _rules(source.replace("world_size=1, rank=0", "world_size=2, rank=r"))
+
+
+def test_a_model_method_on_the_wrapper_is_found_unless_asked_for_or_unwrapped_first():
+    """`model.generate_samples()` on the DDP wrapper raises AttributeError (DDP022); not under `if hasattr(model,
+    'generate_samples'):` (ALBEF's `no_weight_decay`), not after `model = model.module if ... else model`, and not
+    for nn.Module's own methods (`model.train()`)."""
+    source = """
+class Net(nn.Module):
+    def forward(self, x):
+        return x
+
+    def generate_samples(self, n):
+        return n
+
+    def train(self, mode=True):
+        return self
+
+dist.init_process_group("gloo")
+model = DDP(Net())
+model.train()
+model(x).sum().backward()
+model.generate_samples(4)
+"""
+    assert "DDP022" in _rules(source)
+    guarded = source.replace(
+        "model.generate_samples(4)", "if hasattr(model, 'generate_samples'):\n    model.generate_samples(4)"
+    )
+    unwrapped = source.replace("model.generate_samples(4)", "model = model.module\nmodel.generate_samples(4)")
+    only_module_api = source.replace("model.generate_samples(4)", "model.eval()")
+    assert "DDP022" not in _rules(guarded) | _rules(only_module_api) | _rules(unwrapped)
+    in_a_helper = (
+        "def sample(model):\n    model = model.module if hasattr(model, 'module') else model\n"
+        "    return model.generate_samples(4)\nsample(model)\n"
+    )
+    assert "DDP022" not in _rules(source.replace("model.generate_samples(4)\n", in_a_helper))
+    assert "DDP022" in _rules(
+        source.replace(
+            "model.generate_samples(4)\n",
+            in_a_helper.replace("    model = model.module if hasattr(model, 'module') else model\n", ""),
+        )
+    )

@@ -438,7 +438,7 @@ class Module:
         key = (id(function), libraries)
         if key not in self._mentions:
             names, attributes = self.memo(("mentioned", id(function)), lambda: _mentioned(function))
-            found = names | {
+            found = (names - libraries) | {  # (`init_process_group` imported from torch is torch's, not a namesake's)
                 _attribute_mention(attr, root, self.module_roots) for attr, root in attributes if root not in libraries
             }
             self._mentions[key] = found | self._originals(found)
@@ -1429,7 +1429,7 @@ def _mentioned_at_import(
         if isinstance(node, ast.ClassDef):  # a base named here is not used yet: the subclass may never be
             pending.extend([*node.decorator_list, *node.keywords, *node.body])
             continue
-        if isinstance(node, ast.Name):
+        if isinstance(node, ast.Name) and node.id not in libraries:
             found.add(node.id)
         elif isinstance(node, ast.Attribute) and _root(node) not in libraries:
             found.add(_attribute_mention(node.attr, _root(node), module_roots))

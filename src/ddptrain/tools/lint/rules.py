@@ -16,6 +16,7 @@ from .configs import CUT_KEY, fixed_settings, launched_on_one_node, scripts_spel
 from .discover import repository_root
 from .program import (
     COLLECTIVES,
+    PROCESS_COUNT_NAMES,
     RANK_NAMES,
     Module,
     Program,
@@ -363,7 +364,28 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue  # made where no gradient is taken (`@torch.no_grad()`: predictions, pseudo-labels): no training
         if program.branches_away(module, call):
             continue  # every call of the helper returns before it (`if return_datasets: return ...`, passed True)
+        if _one_batch_looked_at(module, call):
+            continue
         yield module, call.lineno
+
+
+def _one_batch_looked_at(module: Module, call: ast.Call) -> bool:
+    """`tr_dataloader = DataLoader(ds, shuffle=True)`, then `for ... in tr_dataloader:` ending in a bare `break` as
+    its only use (MedSAM's sanity check of its dataset before the real loader): one batch drawn, nothing trained."""
+    parent = module.parents.get(call)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    uses = [
+        n
+        for n in walk(module.scope_of(call))
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    ]
+    for use in uses:
+        loop = next((p for p in module.ancestors(use) if isinstance(p, ast.For)), None)
+        if loop is None or not any(n is use for n in walk(loop.iter)) or not isinstance(loop.body[-1], ast.Break):
+            return False
+    return bool(uses)
 
 
 def _shuffles(program: Program, module: Module, call: ast.Call) -> bool:
@@ -985,12 +1007,19 @@ def saves_wrapped_state(program: Program) -> Iterator[Hit]:
 
 
 def _prefix_handled_beside(program: Program) -> bool:
-    """A script beside the entry point spells the 'module.' prefix (`rename.py`: `if key.startswith('module.'):`):
+    """A script beside the entry point, at the repository's root or in its `utils/`, `tools/` or `scripts/` folder
+    spells the 'module.' prefix (`rename.py`: `if key.startswith('module.'):`; MedSAM's `utils/ckpt_convert.py`):
     the repository converts the files it saves."""
     entry = program.modules[0].file if program.modules else Path()
     if entry == Path() or not entry.is_absolute():
         return False
-    return scripts_spell_the_prefix(entry.parent)
+    root = repository_root(entry.parent)
+    folders = dict.fromkeys([entry.parent, root, *(root / name for name in CONVERTER_FOLDERS)])
+    return any(folder.is_dir() and scripts_spell_the_prefix(folder) for folder in folders)
+
+
+# where a repository keeps its checkpoint converters (MedSAM's `utils/ckpt_convert.py`)
+CONVERTER_FOLDERS = ("utils", "util", "tools", "scripts")
 
 
 def _wrapped_state_saves(program: Program) -> Iterator[Hit]:
@@ -1475,12 +1504,8 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                 port = _port_value(program, module, node, argument(node, 1, "port") or ast.Constant(None))
                 if isinstance(port, ast.Constant) and isinstance(port.value, (int, str)) and port.value:
                     yield module, node.lineno
-            elif last_name(node) == "add_argument" and node.args and isinstance(node.args[0], ast.Constant):
-                default = keyword(node, "default")
-                option = PORT_OPTIONS.match(_option_flag(node))  # `'-P', '--port'`: the long one
-                fixed = option and isinstance(default, ast.Constant) and str(default.value).isdigit()
-                if fixed and (option.group(1) or _rendezvous_port(program, node)):  # type: ignore[union-attr]
-                    yield module, node.lineno  # `--master-port` defaulting to a fixed number
+            elif _defines_an_option(node) and _option_with_a_fixed_port(program, node):
+                yield module, node.lineno  # `--master-port` defaulting to a fixed number
         if "tcp://" in module.source:
             yield from _tcp_literals(program, module)
 
@@ -1728,9 +1753,57 @@ def _option_never_read(program: Program, module: Module, default: ast.keyword) -
     return bool(names) and not any(names & m.words for m in program.modules)
 
 
+ABSL_DEFINES = ("DEFINE_string", "DEFINE_integer")
+HOST_AND_PORT = re.compile(r"[\w.\-]+:\d{2,5}")  # `127.0.0.1:1234`, a `--dist_address` default
+
+
+def _defines_an_option(call: ast.Call) -> bool:
+    """`parser.add_argument('--port', ...)` or absl's `flags.DEFINE_string("master_port", "12355", ...)`."""
+    return (
+        last_name(call) in ("add_argument", *ABSL_DEFINES)
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+    )
+
+
+def _option_with_a_fixed_port(program: Program, option: ast.Call) -> bool:
+    """A port option defaulting to a number (`--master-port`, or a plain `--port` whose value reaches the
+    rendezvous), or an address option defaulting to `host:port` whose value becomes a `tcp://` address — where the
+    program reads the value other than to print it."""
+    absl = last_name(option) in ABSL_DEFINES
+    default = argument(option, 1, "default") if absl else keyword(option, "default")
+    flag = _option_flag(option)
+    text = str(default.value) if isinstance(default, ast.Constant) else ""
+    named = PORT_OPTIONS.match(flag)  # `'-P', '--port'`: the long one
+    if not (named and text.isdigit()) and not HOST_AND_PORT.fullmatch(text):
+        return False
+    if _only_logged(program, option):
+        return False  # (a `--master_port` only printed: the launcher's port is what is used)
+    return bool(named and named.group(1)) or _rendezvous_port(program, option)
+
+
+def _only_logged(program: Program, option: ast.Call) -> bool:
+    """The option's value is read, and only inside log calls (`print(f"... {args.master_port}")`). (An option read
+    nowhere stays a finding: a launcher or a config may pass its value on by name.)"""
+    dest = keyword(option, "dest")
+    name = str(dest.value) if isinstance(dest, ast.Constant) else _option_flag(option).lstrip("-").replace("-", "_")
+    reads = [
+        (module, node)
+        for module in program.modules
+        if name in module.words
+        for node in module.of_type(ast.Attribute)
+        if node.attr == name
+    ]
+    return bool(reads) and all(
+        any(isinstance(p, ast.Call) and _logs(p) for p in module.ancestors(node)) for module, node in reads
+    )
+
+
 def _option_flag(option: ast.Call) -> str:
     """The flag an `add_argument` call takes its `dest` from: the first long one (`'-P', '--port'`: `--port`), or
     the first where there is none."""
+    if last_name(option) in ABSL_DEFINES:
+        return "--" + str(option.args[0].value) if option.args and isinstance(option.args[0], ast.Constant) else ""
     flags = [a.value for a in option.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
     longs = [f for f in flags if f.startswith("--")] or flags
     return longs[0] if longs else ""
@@ -1983,13 +2056,46 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
             continue
         calls = [c for c in walk(loop) if isinstance(c, ast.Call)]
         backward = [c for c in calls if last_name(c) == "backward"]
-        trained = {call_name(c.func.value) for c in backward if isinstance(c.func, ast.Attribute)}  # `loss`
-        if not trained & {call_name(n) for n in walk(branch.test) if isinstance(n, (ast.Name, ast.Attribute))}:
+        trained = {  # `loss`, also in `scaler.scale(loss).backward()`
+            name
+            for c in backward
+            if isinstance(c.func, ast.Attribute)
+            for name in [call_name(c.func.value), *_scaled(c.func.value)]
+        }
+        tested = {call_name(n) for n in walk(branch.test) if isinstance(n, (ast.Name, ast.Attribute))}
+        if not trained & tested:
             continue  # a test of something else (a validation loss every rank computes alike)
         if isinstance(node, ast.Continue):
             backward = [c for c in backward if c.lineno > branch.lineno]
-        if backward and not any(is_collective(c, module) for c in calls if c.lineno < branch.lineno):
+        before = [c for c in calls if c.lineno < branch.lineno and is_collective(c, module)]
+        if backward and not any(_shares(module, c, tested, loop, branch) for c in before):
             yield module, node.lineno
+
+
+def _scaled(value: ast.expr) -> List[str]:
+    """`loss` in `scaler.scale(loss)` (what a GradScaler's backward back-propagates)."""
+    if isinstance(value, ast.Call) and last_name(value) == "scale" and value.args:
+        return [call_name(value.args[0])]
+    return []
+
+
+def _shares(module: Module, collective: ast.Call, tested: Set[str], loop: ast.AST, branch: ast.If) -> bool:
+    """The collective combines what the test reads: it is given it (`dist.all_reduce(loss)`), its result is
+    (`loss = reduce_mean(loss)`), or the test reads what was then computed from those (`all_reduce(finite)`, `loss
+    = loss if finite.item() else nan`) — not a reduction of something else for logging (FreeYOLO's
+    `reduce_dict(loss_dict)` beside `if torch.isnan(losses): continue`), nor a barrier."""
+    shared = {call_name(n) for a in [*collective.args, *(k.value for k in collective.keywords)] for n in walk(a)}
+    statement = next((p for p in module.ancestors(collective) if isinstance(p, ast.stmt)), None)
+    shared |= _assigned_names(statement) if statement is not None else set()
+    between = [
+        n
+        for n in walk(loop)
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and collective.lineno < n.lineno < branch.lineno
+    ]
+    for assignment in sorted(between, key=lambda n: n.lineno):
+        if assignment.value is not None and _dotted_in(assignment.value) & shared:
+            shared |= _assigned_names(assignment)
+    return bool(shared & tested)
 
 
 def _flag_set_on_some_ranks(program: Program, module: Module, exit_node: ast.stmt, loop: ast.AST) -> Iterator[Hit]:
@@ -2377,7 +2483,25 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
             continue
         if _never_used(module, call) or program.branches_away(module, call):
             continue  # made and never given to a loader, or in a branch no call of its helper takes
+        if _divides_evenly_asserted(module, call):
+            continue
         yield module, call.lineno
+
+
+def _divides_evenly_asserted(module: Module, call: ast.Call) -> bool:
+    """`assert opts.val_size % opts.world_size == 0` before the sampler, in its function: nothing is padded."""
+    scope = module.scope_of(call)
+    for node in walk(scope):
+        if not isinstance(node, ast.Assert) or node.lineno > call.lineno:
+            continue
+        for test in walk(node.test):
+            if (
+                isinstance(test, ast.BinOp)
+                and isinstance(test.op, ast.Mod)
+                and names_in(test.right) & (PROCESS_COUNT_NAMES | {"get_world_size", "nprocs", "world"})
+            ):
+                return True
+    return False
 
 
 def _deduplicates_by_id(program: Program) -> bool:
@@ -2417,6 +2541,116 @@ def _groups_of_one(program: Program) -> bool:
     process): GPU 0 is the one process's GPU."""
     groups = [(m, call) for m, call in program.calls_named("init_process_group") if program.runs(m, call.lineno)]
     return bool(groups) and all(is_const(keyword(call, "world_size"), 1) for _, call in groups)
+
+
+# ---- DDP022 ---------------------------------------------------------------------------------------
+# what a DistributedDataParallel answers itself (nn.Module's methods and its own): the rest is the inner model's
+MODULE_API = {
+    "forward",
+    "parameters",
+    "named_parameters",
+    "buffers",
+    "named_buffers",
+    "children",
+    "named_children",
+    "modules",
+    "named_modules",
+    "train",
+    "eval",
+    "to",
+    "cuda",
+    "cpu",
+    "half",
+    "float",
+    "double",
+    "bfloat16",
+    "type",
+    "zero_grad",
+    "state_dict",
+    "load_state_dict",
+    "apply",
+    "requires_grad_",
+    "register_buffer",
+    "register_parameter",
+    "register_module",
+    "add_module",
+    "get_submodule",
+    "get_parameter",
+    "get_buffer",
+    "register_forward_hook",
+    "register_forward_pre_hook",
+    "register_full_backward_hook",
+    "register_backward_hook",
+    "share_memory",
+    "extra_repr",
+    "no_sync",
+    "join",
+    "register_comm_hook",
+    "set_extra_state",
+    "get_extra_state",
+    "compile",
+}
+
+
+def model_method_on_the_wrapper(program: Program) -> Iterator[Hit]:
+    """`model = DDP(model, ...)`, then `model.predict(...)` — directly, or in a function given the wrapper
+    (SASRec's `evaluate(model, ...)` calling `model.predict`): DistributedDataParallel has only nn.Module's
+    methods and its own, so a method of the program's model class raises AttributeError there."""
+    if not program.distributed or _subclasses_ddp(program):
+        return  # (a program class derived from DistributedDataParallel may answer them, or forward __getattr__)
+    own = {name for name in program.method_names if not name.startswith("_")} - MODULE_API
+    if not own:
+        return
+    seen: Set[Tuple[int, int]] = set()
+    for module in program.modules:
+        wraps = _wraps(module, program)
+        if not wraps:
+            continue
+        for call in module.calls:
+            hits = []
+            owner = call_name(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+            if (
+                owner
+                and call.func.attr in own  # type: ignore[attr-defined]
+                and _is_wrapper(module, call, owner, wraps)
+                and not _unwrapped_before(module, call, owner)
+                and not _under_a_wrapper_test(module, call)
+            ):
+                hits.append((module, call))
+            for other, callee, parameter in _wrapper_passed(program, module, call, wraps):
+                hits += [
+                    (other, inner)
+                    for inner in other.calls_in(callee)
+                    if isinstance(inner.func, ast.Attribute)
+                    and inner.func.attr in own
+                    and call_name(inner.func.value) == parameter
+                    and not _unwrapped_before(other, inner, parameter)
+                    and not _under_a_wrapper_test(other, inner)
+                ]
+            for hit_module, hit in hits:
+                if (id(hit_module), hit.lineno) not in seen:
+                    seen.add((id(hit_module), hit.lineno))
+                    yield hit_module, hit.lineno
+
+
+def _subclasses_ddp(program: Program) -> bool:
+    return any(
+        last_name(base) in ("DistributedDataParallel", "DDP")
+        for found in program.classes.values()
+        for _, node in found
+        for base in node.bases
+    )
+
+
+def _under_a_wrapper_test(module: Module, call: ast.Call) -> bool:
+    """Inside `if hasattr(model, "module"):`, `if isinstance(model, DDP):`, their `else`, or `if hasattr(model,
+    'no_weight_decay'):` (asked first: on the wrapper the branch is not taken)."""
+    for parent in module.ancestors(call):
+        if isinstance(parent, (ast.If, ast.IfExp)):
+            words = {n.value for n in walk(parent.test) if isinstance(n, ast.Constant)} | names_in(parent.test)
+            if words & {"module", "DistributedDataParallel", "DDP", "distributed", "is_distributed", "hasattr"}:
+                return True
+    return False
 
 
 # ---- DDP021 ---------------------------------------------------------------------------------------
@@ -2650,9 +2884,12 @@ def _some_caller_asks_for_evaluation(program: Program, module: Module, call: ast
                 and len(given.value) <= 10
                 and _is_eval_name(given.value)
                 and "train" not in given.value.lower()  # (`split='trainval'`: both)
-            ):
-                return True
+            ) or (isinstance(given, ast.Attribute) and given.attr.lower() in EVAL_SPLITS):
+                return True  # (`dataset_builder(args, config.dataset.val)`: the validation split's settings)
     return False
+
+
+EVAL_SPLITS = {"val", "valid", "validation", "test", "eval", "dev"}
 
 
 def _evaluation_sharded(program: Program) -> bool:
@@ -3338,6 +3575,14 @@ RULES: List[Rule] = [
         "keep the wrapper under the name the training loop uses (model = DDP(model, ...)); take the inner model "
         "under another name where you need it (raw_model = model.module)",
         wrapper_thrown_away,
+    ),
+    Rule(
+        "DDP022",
+        ERROR,
+        "a method of your model called on the DDP wrapper: DistributedDataParallel has only nn.Module's methods and "
+        "its own, so it raises AttributeError (\"'DistributedDataParallel' object has no attribute ...\")",
+        "call it on the inner model (model.module.predict(...)), or keep the plain model under another name",
+        model_method_on_the_wrapper,
     ),
     Rule(
         "DDP021",
