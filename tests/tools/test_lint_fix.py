@@ -141,3 +141,23 @@ def test_fix_runs_from_the_command_line(tmp_path):
     assert "model.module.state_dict()" in script.read_text()
     assert f"fixed: {script}:9 DDP007" in done.stderr
     assert "DDP015" in done.stdout  # what no fix covers is still reported
+
+
+def test_a_port_that_also_reaches_a_store_is_not_half_fixed(tmp_path, capsys):
+    """sc23-dl-tutorial's MPI wire-up: `port = 29500` goes to `MASTER_PORT` and to `dist.TCPStore(port=port)`.
+    `setdefault` would leave the store on the fixed port, so no fix is made and both findings stay."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os\nimport torch.distributed as dist\n"
+        "def wireup(rank, world_size):\n"
+        "    port = 29500\n"
+        "    os.environ['MASTER_PORT'] = str(port)\n"
+        "    store = dist.TCPStore(host_name='node0', port=port, world_size=world_size, is_master=rank == 0)\n"
+        "    dist.init_process_group('nccl', store=store, rank=rank, world_size=world_size)\n"
+        "wireup(int(os.environ['RANK']), int(os.environ['WORLD_SIZE']))\n"
+    )
+    before = script.read_bytes()
+    run_lint([str(script)], fix=True)
+    assert script.read_bytes() == before
+    out = capsys.readouterr().out
+    assert out.count("DDP011") == 2

@@ -253,9 +253,25 @@ def fix_port(module: Module, line: int, lines: Sequence[bytes]) -> Optional[List
         if isinstance(node, ast.Assign) and node.lineno == line and len(node.targets) == 1:
             target = node.targets[0]
             if isinstance(target, ast.Subscript) and is_const(target.slice, "MASTER_PORT"):
+                if _port_used_elsewhere(module, node):
+                    return None  # the same fixed port also goes to a TCPStore or an address: no fix covers both
                 environ = _source(module, target.value)
                 return [replace(node, f'{environ}.setdefault("MASTER_PORT", {_source(module, node.value)})')]
     return None
+
+
+def _port_used_elsewhere(module: Module, assign: ast.Assign) -> bool:
+    """`os.environ["MASTER_PORT"] = str(port)` where the function also gives `port` to `dist.TCPStore(...)` or
+    `init_process_group(...)` (sc23-dl-tutorial's MPI wire-up): the environment's port would not reach those."""
+    names = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)} - {"str", "int", "os", "args"}
+    if not names:
+        return False
+    scope = module.scope_of(assign)
+    return any(
+        last_name(call) in ("TCPStore", "init_process_group")
+        and names & {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
+        for call in module.calls_in(scope)
+    )
 
 
 def fix_local_device(module: Module, line: int, lines: Sequence[bytes]) -> Optional[List[Edit]]:
