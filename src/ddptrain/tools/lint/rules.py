@@ -996,14 +996,25 @@ def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> 
 
 
 def saves_wrapped_state(program: Program) -> Iterator[Hit]:
-    if any(
-        ("module." in m.source and any(_names_the_prefix(word) for word in m.words)) or CUT_KEY.search(m.source)
-        for m in program.modules
-    ):
+    if any(_handles_the_prefix(m) for m in program.modules):
         return  # the program strips (or adds) the 'module.' prefix where it loads its files (`name = k[7:]`)
     hits = list(_wrapped_state_saves(program))
     if hits and not _prefix_handled_beside(program):
         yield from hits
+
+
+def _handles_the_prefix(module: Module) -> bool:
+    """The module spells the 'module.' prefix in a string or cuts a key's first seven characters (`k[7:]`); kept
+    per module, which many programs read."""
+    return bool(
+        module.memo(
+            ("handles the prefix",),
+            lambda: (
+                ("module." in module.source and any(_names_the_prefix(word) for word in module.words))
+                or ("7" in module.source and CUT_KEY.search(module.source) is not None)
+            ),
+        )
+    )
 
 
 def _prefix_handled_beside(program: Program) -> bool:
@@ -2606,7 +2617,12 @@ def model_method_on_the_wrapper(program: Program) -> Iterator[Hit]:
         wraps = _wraps(module, program)
         if not wraps:
             continue
+        wrapper_names = {name for name, _, _ in wraps}
         for call in module.calls:
+            given = [call.func.value] if isinstance(call.func, ast.Attribute) else []
+            given += [*call.args, *(k.value for k in call.keywords)]
+            if not any(call_name(value) in wrapper_names for value in given):
+                continue  # (most calls: nothing of the wrapper's is given or called)
             hits = []
             owner = call_name(call.func.value) if isinstance(call.func, ast.Attribute) else ""
             if (
