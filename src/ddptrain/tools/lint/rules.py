@@ -3593,14 +3593,6 @@ RULES: List[Rule] = [
         wrapper_thrown_away,
     ),
     Rule(
-        "DDP022",
-        ERROR,
-        "a method of your model called on the DDP wrapper: DistributedDataParallel has only nn.Module's methods and "
-        "its own, so it raises AttributeError (\"'DistributedDataParallel' object has no attribute ...\")",
-        "call it on the inner model (model.module.predict(...)), or keep the plain model under another name",
-        model_method_on_the_wrapper,
-    ),
-    Rule(
         "DDP021",
         WARNING,
         "a DistributedSampler read on some ranks only (made in code that only rank 0 runs): that rank gets its "
@@ -3609,6 +3601,14 @@ RULES: List[Rule] = [
         "on one rank, read the whole set (SequentialSampler, or no sampler); or run it on every rank and combine "
         "the results over ranks",
         shard_read_by_some_ranks,
+    ),
+    Rule(
+        "DDP022",
+        ERROR,
+        "a method of your model called on the DDP wrapper: DistributedDataParallel has only nn.Module's methods and "
+        "its own, so it raises AttributeError (\"'DistributedDataParallel' object has no attribute ...\")",
+        "call it on the inner model (model.module.predict(...)), or keep the plain model under another name",
+        model_method_on_the_wrapper,
     ),
 ]
 
