@@ -923,11 +923,7 @@ def _forward_through_the_inner_model(module: Module) -> Iterator[Hit]:
             func = call.func
             if not isinstance(func, ast.Attribute) or func.attr in NOT_A_FORWARD or call.lineno > backward[0].lineno:
                 continue
-            if any(
-                isinstance(p, ast.With)
-                and _evaluates([i.context_expr for i in p.items if isinstance(i.context_expr, ast.Call)])
-                for p in module.ancestors(call)
-            ):
+            if _without_gradients(module, call):
                 continue  # under no_grad: a forward nothing back-propagates through
             receiver = func.value
             wrapper = _unwrapped_name(receiver) or inner.get(call_name(receiver), "")
@@ -2550,8 +2546,12 @@ def _never_used(module: Module, call: ast.Call) -> bool:
 def _groups_of_one(program: Program) -> bool:
     """Every process group the program makes has `world_size=1` (a benchmark of the DDP wrapper in one
     process): GPU 0 is the one process's GPU."""
-    groups = [(m, call) for m, call in program.calls_named("init_process_group") if program.runs(m, call.lineno)]
-    return bool(groups) and all(is_const(keyword(call, "world_size"), 1) for _, call in groups)
+
+    def compute() -> bool:
+        groups = [(m, call) for m, call in program.calls_named("init_process_group") if program.runs(m, call.lineno)]
+        return bool(groups) and all(is_const(keyword(call, "world_size"), 1) for _, call in groups)
+
+    return bool(program.memo(("groups of one",), compute))  # (asked by DDP006 and DDP020)
 
 
 # ---- DDP022 ---------------------------------------------------------------------------------------
