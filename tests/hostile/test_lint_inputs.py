@@ -389,3 +389,28 @@ def _found(tmp_path: Path, source: str, capsys) -> list:
 
 def _line(source: str, text: str) -> int:
     return source.splitlines().index(text) + 1
+
+
+def test_writers_without_a_path_and_addresses_that_are_no_host_are_read_without_a_guess(tmp_path, capsys):
+    """Odd shapes of what DDP015 and DDP013 now read: `plt.savefig()` and `save_image(x)` with no path, a path
+    given through `**kwargs`, `MASTER_ADDR` set to a number or to an option, a sampler name rebound in a tuple.
+    Nothing is reported for a write whose path is unknown, an address that is not this host keeps the program
+    multi-node (DDP013 still found), and the one real concurrent write is still found."""
+    source = (
+        DDP
+        + "import os\nimport torch\nimport matplotlib.pyplot as plt\nfrom torchvision.utils import save_image\n"
+        + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "from torch.utils.data import DataLoader, DistributedSampler\n"
+        + "os.environ['MASTER_ADDR'] = 5\nos.environ['MASTER_ADDR'] = args.addr\n"
+        + "torch.cuda.set_device(dist.get_rank())\n"
+        + "model = DDP(net)\n"
+        + "sampler = DistributedSampler(ds, shuffle=train)\nsampler, other = sampler, None\n"
+        + "loader = DataLoader(ds, sampler=sampler if train else None)\n"
+        + "plt.savefig()\nsave_image(x)\nsave_image(x, **paths)\nplt.savefig(fname=None)\n"
+        + "save_image(x, 'grid.png')\n"
+        + "model(torch.ones(1)).sum().backward()\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    assert ("DDP015", _line(source, "save_image(x, 'grid.png')")) in found
+    assert [rule for rule, _ in found].count("DDP015") == 1
+    assert ("DDP013", _line(source, "torch.cuda.set_device(dist.get_rank())")) in found

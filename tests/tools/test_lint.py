@@ -2459,3 +2459,187 @@ model.generate_samples(4)
             in_a_helper.replace("    model = model.module if hasattr(model, 'module') else model\n", ""),
         )
     )
+
+
+def test_a_sampler_given_to_the_loader_only_when_it_shuffles_pads_no_evaluation():
+    """FourCastNet's loader helper builds `DistributedSampler(ds, shuffle=train)` for both splits but gives the
+    loader `sampler=sampler if train else None`: its validation loader has no sampler, so nothing is padded
+    (DDP016) and every rank evaluates the whole set (DDP017). Given to the loader whatever the split, it pads."""
+    source = """
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+
+def get_loader(dataset, distributed, train):
+    sampler = DistributedSampler(dataset, shuffle=train) if distributed else None
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler if train else None)
+    if train:
+        return loader, sampler
+    return loader
+
+train_loader, train_sampler = get_loader(train_set, True, train=True)
+valid_loader = get_loader(valid_set, True, train=False)
+for epoch in range(3):
+    train_sampler.set_epoch(epoch)
+    for x in train_loader:
+        model(x).sum().backward()
+    correct = torch.zeros(1)
+    with torch.no_grad():
+        for x, y in valid_loader:
+            correct += (model(x).argmax(1) == y).sum()
+    dist.all_reduce(correct)
+    print("accuracy", correct / len(valid_set))
+"""
+    assert "DDP016" not in _rules(source)
+    assert "DDP016" in _rules(source.replace("sampler=sampler if train else None", "sampler=sampler"))
+
+
+@pytest.mark.parametrize(
+    "address, found",
+    [
+        ('os.environ["MASTER_ADDR"] = "localhost"', set()),
+        ('os.environ["MASTER_ADDR"] = "127.0.0.1"', set()),
+        ('if "MASTER_ADDR" not in os.environ:\n        os.environ["MASTER_ADDR"] = "localhost"', {"DDP013"}),
+        ('os.environ["MASTER_ADDR"] = args.master_addr', {"DDP013"}),
+    ],
+)
+def test_a_rendezvous_on_this_host_is_one_node(address, found):
+    """nnU-Net sets `MASTER_ADDR` to `localhost` and spawns its workers: every process meets on this host, so the
+    rank is the local rank and `set_device(dist.get_rank())` is the right GPU. Left to the environment, or taken
+    from an option, the program may span nodes."""
+    source = f"""
+import torch.multiprocessing as mp
+
+def worker(rank, world_size):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    torch.cuda.set_device(dist.get_rank())
+    model = DDP(nn.Linear(2, 2).cuda())
+    model(x).sum().backward()
+
+if __name__ == "__main__":
+    {address}
+    os.environ["MASTER_PORT"] = str(free_port())
+    mp.spawn(worker, args=(4,), nprocs=4)
+"""
+    assert _rules(source) & {"DDP013"} == found
+
+
+@pytest.mark.parametrize(
+    "subclass, found",
+    [
+        ("    pass\n", {"DDP015"}),
+        ("    def __init__(self, path):\n        self.examples = read(path)\n", set()),
+        ("    def __init__(self, path):\n        super().__init__(path)\n", {"DDP015"}),
+    ],
+)
+def test_a_class_init_runs_where_its_class_or_a_subclass_is_made_unless_every_subclass_replaces_it(subclass, found):
+    """A dataset's `__init__` that caches the whole set with `torch.save` on every rank writes one path from all
+    of them (DDP015) when a subclass that inherits it, or calls `super().__init__()`, is made. CodeBERT's
+    `TextDataset.__init__` is replaced by every subclass's own `__init__`, none calling it: it never runs."""
+    source = f"""
+class TextDataset(torch.utils.data.Dataset):
+    def __init__(self, path):
+        self.examples = read(path)
+        torch.save(self.examples, path + ".cache")
+
+class GenDataset(TextDataset):
+{subclass}
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    model = DDP(nn.Linear(2, 2).cuda())
+    data = GenDataset("train.jsonl")
+"""
+    assert _rules(source) & {"DDP015"} == found
+
+
+@pytest.mark.parametrize(
+    "backward", ['out["loss"].backward()', 'scaler.scale(out["loss"] / out["ntokens"]).backward()']
+)
+def test_skipping_the_step_on_this_ranks_own_output_hangs_the_others(backward):
+    """VoiceCraft's `if out == None: continue` after the forward: a rank whose micro-batch slice was empty skips the
+    backward (and the all-reduces after it) while the others wait. The loss is read out of `out`."""
+    source = f"""
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+for batch in loader:
+    out = model(batch)
+    if out == None:
+        continue
+    {backward}
+"""
+    assert "DDP014" in _rules(source)
+    assert "DDP014" not in _rules(source.replace("if out == None:", "if batch_is_empty_everywhere:"))
+
+
+def test_a_name_set_to_gpu_0_in_the_function_is_gpu_0():
+    """CodeBERT's evaluation helper sets `local_rank = 0` and moves every batch with `.to(local_rank)`: whatever
+    the process, GPU 0. Read from the environment (or given as a parameter), it is the process's own GPU."""
+    source = """
+def evaluate(model, loader):
+    local_rank = 0
+    for x in loader:
+        model(x.to(local_rank))
+
+dist.init_process_group("nccl")
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+model = DDP(nn.Linear(2, 2).cuda(), device_ids=[local_rank])
+evaluate(model, loader)
+"""
+    assert "DDP006" in _rules(source)
+    assert "DDP006" not in _rules(source.replace("local_rank = 0\n", "local_rank = int(os.environ['LOCAL_RANK'])\n"))
+    as_parameter = source.replace(
+        "def evaluate(model, loader):\n    local_rank = 0\n", "def evaluate(model, loader, local_rank):\n"
+    )
+    assert "DDP006" not in _rules(
+        as_parameter.replace("evaluate(model, loader)", "evaluate(model, loader, local_rank)")
+    )
+
+
+@pytest.mark.parametrize("write", ['save_image(samples, f"samples/{epoch}.png")', 'plt.savefig("loss.png")'])
+def test_an_image_or_a_figure_written_by_every_rank_to_one_path(write):
+    """FourCastNet's validation `save_image`s to one path on every rank, MedSAM's loss plot `plt.savefig`s to one
+    path on every rank: concurrent writers of one file (DDP015, as for torch.save). Not on rank 0 alone, not with
+    the rank in the name."""
+    source = f"""
+import matplotlib.pyplot as plt
+from torchvision.utils import save_image
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+for epoch in range(3):
+    samples = model(x)
+    {write}
+"""
+    assert "DDP015" in _rules(source)
+    assert "DDP015" not in _rules(source.replace(f"    {write}", f"    if dist.get_rank() == 0:\n        {write}"))
+    ranked = write.replace("samples/{epoch}", "samples/{epoch}_{dist.get_rank()}").replace(
+        '"loss.png"', 'f"loss_{dist.get_rank()}.png"'
+    )
+    assert "DDP015" not in _rules(source.replace(write, ranked))
+
+
+def test_a_figure_drawn_by_a_module_that_knows_nothing_of_ranks_is_not_every_ranks(tmp_path, capsys):
+    """GPT2's CLI has a plotting subcommand beside its DDP training: the module that draws the figure imports
+    nothing distributed, so its `plt.savefig` is no rank's concurrent write."""
+    main = """
+        import plot
+
+        def train(args):
+            dist.init_process_group("nccl")
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            model = DDP(nn.Linear(2, 2).cuda())
+            model(x).sum().backward()
+
+        if __name__ == "__main__":
+            args = parse()
+            (train if args.command == "train" else plot.plot)(args)
+        """
+    _write(tmp_path / "cli", {"main.py": main})
+    plot = "import matplotlib.pyplot as plt\n\ndef plot(args):\n    plt.plot(read(args.log))\n    plt.savefig(args.figure)\n"
+    (tmp_path / "cli" / "plot.py").write_text(plot)
+    assert run_lint([str(tmp_path / "cli")], as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []

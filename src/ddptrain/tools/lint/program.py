@@ -849,8 +849,8 @@ class Program:
         """Only subclasses of the class are used, and each defines the method again without `super().method(...)`:
         the class's own method never runs (`NafsTrainer(BaseTrainer)` made, its own `train_or_val` run; the base's
         `train_or_val`, which makes the process group, not)."""
-        if _named(name, names) or depth == 0 or method.startswith("__"):
-            return False
+        if _named(name, names) or depth == 0 or (method.startswith("__") and method != "__init__"):
+            return False  # (an `__init__` overridden without `super().__init__()`: CodeBERT's TextDataset's)
         used = [sub for sub in self._subclasses.get(name, ()) if self._class_used(sub, names, depth - 1)]
         return bool(used) and all(
             self._defines_without_super(sub, method) or self._overridden_wherever_used(sub, method, names, depth - 1)

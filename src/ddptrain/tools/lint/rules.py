@@ -31,6 +31,7 @@ from .program import (
     keyword,
     last_name,
     names_in,
+    node_cache,
     selects_ranks,
     under_type_test,
     walk,
@@ -94,9 +95,10 @@ class Rule:
 
 # ---- DDP001 ---------------------------------------------------------------------------------------
 def data_parallel(program: Program) -> Iterator[Hit]:
-    if not program.distributed:
+    wraps = program.calls_named(*_data_parallel_classes(program))
+    if not wraps or not program.distributed:
         return  # a single-process script (a baseline beside DDP ones): DataParallel is its multi-GPU path
-    for module, call in program.calls_named(*_data_parallel_classes(program)):
+    for module, call in wraps:
         fallback = any(
             isinstance(parent, ast.If) and _tells_distributed(parent.test)  # (also `cfg.DISTRIBUTED`, `if dist:`)
             for parent in module.ancestors(call)
@@ -595,14 +597,19 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
             ids = _last_assignment(module, call, ids) if ids is not None else None
             if isinstance(ids, (ast.List, ast.Tuple)) and any(is_const(e, 0) for e in ids.elts):
                 yield module, call.lineno
-        elif any(is_const(n, "cuda:0") for a in call.args for n in walk(a)) or _gpu_0_by_index(call):
+        elif (
+            any(is_const(n, "cuda:0") for a in call.args for n in walk(a))
+            or _gpu_0_by_index(call)
+            or _gpu_0_by_name(module, call)
+        ):
             function = module.function_of(call)
             if function is None and last_name(call) == "device" and module is not program.modules[0]:
                 continue  # a device object an imported module defines: it moves nothing unless used
             if any(isinstance(parent, ast.Compare) for parent in module.ancestors(call)):
                 continue  # `model.device == torch.device('cuda:0')`: a test, nothing placed
             scope = function or _top_statement(module, call)
-            if names_in(scope) & LOCAL_DEVICE_NAMES or program.guarded(module, call, depth=5):
+            reads_local_rank = names_in(scope) & LOCAL_DEVICE_NAMES and not _gpu_0_by_name(module, call)
+            if reads_local_rank or program.guarded(module, call, depth=5):
                 continue  # reads the local rank; or runs on one rank only (rank 0's device is GPU 0)
             if function is not None and _replaced_by_local_device(program, module, call, function):
                 continue
@@ -641,6 +648,18 @@ def _gpu_0_by_index(call: ast.Call) -> bool:
     if last_name(call) == "set_device":
         return call_name(call).endswith("cuda.set_device") and is_const(first, 0)
     return last_name(call) == "cuda" and isinstance(call.func, ast.Attribute) and is_const(first, 0)
+
+
+def _gpu_0_by_name(module: Module, call: ast.Call) -> bool:
+    """`local_rank = 0` in the function's own body, then `.to(local_rank)` (CodeBERT's evaluation helper): a name
+    that holds GPU 0 whatever the rank."""
+    if last_name(call) not in ("to", "cuda") or not isinstance(call.func, ast.Attribute) or len(call.args) != 1:
+        return False
+    value = _last_assignment(module, call, call.args[0])
+    if value is call.args[0] or not is_const(value, 0):
+        return False
+    assignment = module.parents.get(value)
+    return assignment is not None and module.parents.get(assignment) is module.function_of(call)
 
 
 def _replaced_by_local_device(program: Program, module: Module, call: ast.Call, function: ast.FunctionDef) -> bool:
@@ -750,18 +769,7 @@ def _wraps(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
 
 def _wraps_kept_by_objects(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
     found: List[Tuple[str, int, ast.AST]] = []
-    for function in module.functions:
-        if function.name != "__init__":
-            continue
-        kept = [
-            (node, node.value.id)
-            for node in walk(function)
-            if isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Name)
-            and any(call_name(t).startswith("self.") for t in node.targets)
-        ]
-        if not kept:
-            continue
+    for function, kept in _parameters_kept(module):
         for site_module, site in program.sites_of_function(module, function):
             wraps = _assigned_wraps(site_module, program)
             for node, parameter in kept:
@@ -775,15 +783,46 @@ def _wraps_kept_by_objects(module: Module, program: Program) -> List[Tuple[str, 
     return found
 
 
+def _parameters_kept(module: Module) -> List[Tuple[ast.FunctionDef, List[Tuple[ast.Assign, str]]]]:
+    """Each `__init__` of the module with its `self.x = name` assignments (the module's own fact: kept)."""
+
+    def find() -> List[Tuple[ast.FunctionDef, List[Tuple[ast.Assign, str]]]]:
+        found = []
+        for function in module.functions:
+            if function.name != "__init__":
+                continue
+            kept = [
+                (node, node.value.id)
+                for node in walk(function)
+                if isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Name)
+                and any(call_name(t).startswith("self.") for t in node.targets)
+            ]
+            if kept:
+                found.append((function, kept))
+        return found
+
+    return module.memo(("parameters kept",), find)
+
+
 def _assigned_wraps(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
+    """(name, line, scope) of each assignment of a wrapper in the module; asked for every site of every `__init__`
+    that keeps a parameter: kept per program."""
+    return program.memo(("assigned wraps", id(module)), lambda: _find_assigned_wraps(module, program))
+
+
+def _find_assigned_wraps(module: Module, program: Program) -> List[Tuple[str, int, ast.AST]]:
     found = []
     assigns = [n for n in module.of_type(ast.Assign) if isinstance(n.value, ast.Call)]
+    makers = _wrapper_makers(program)
     for node in assigns:
         value = node.value
         assert isinstance(value, ast.Call)
         value = _unmoved(value)  # `DDP(model, ...).to(device)`: the wrapper, moved
         positions: Set[Optional[int]] = {WHOLE}
         if last_name(value) not in ("DistributedDataParallel", "DDP"):
+            if last_name(value) not in makers:
+                continue  # no function of that name returns a wrapper
             positions = {_wrapper_returned(other, callee) for other, callee in program.resolve(value, module)}
         for target in node.targets:
             if isinstance(target, ast.Tuple):
@@ -815,6 +854,19 @@ def _unwrapped_after(module: Module, wrap: ast.Assign, name: ast.expr) -> Option
 
 
 WHOLE = -1  # a function returns the wrapper itself (not an element of a tuple)
+
+
+def _wrapper_makers(program: Program) -> Set[str]:
+    """The names of the program's functions that return a wrapper (or a tuple holding one)."""
+    return program.memo(
+        ("wrapper makers",),
+        lambda: {
+            function.name
+            for module in program.modules
+            for function in module.functions
+            if _wrapper_returned(module, function) is not None
+        },
+    )
 
 
 def _wrapper_returned(module: Module, function: ast.FunctionDef) -> Optional[int]:
@@ -1326,35 +1378,65 @@ def _paired(module: Module, call: ast.Call, branch: ast.If) -> bool:
 
 def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
     wrappers: Dict[int, list] = {}
-    for module, call in program.calls():
-        collective = is_collective(call, module)
-        callees = [] if collective else program.resolve(call, module)
-        if id(module) not in wrappers:
-            wrappers[id(module)] = _broadcasting_wrappers(module, program)
-        forward = not collective and _wrapper_forward(program, module, call, wrappers[id(module)])
-        if not (collective or callees or _is_compute(call) or forward):
-            continue  # a library's call: no collective, whatever branch holds it
-        branch = module.rank_branch(call)
-        if branch is None or module.on_a_single_process_arm(call):
-            continue  # (`if args.local_rank == -1: evaluate(...)`: no other rank exists there)
-        if not collective and callees and both_arms_call(branch, last_name(call)):
-            continue  # `if rank == 0: train(...)` / `else: train(...)`: every rank runs the function
-        if forward:
-            yield module, call.lineno
-            continue
-        if collective:
-            if not _paired(module, call, branch):
-                yield module, call.lineno
-            continue
-        if _metric_compute(module, call):
-            yield module, call.lineno
-            continue
-        for other, callee in callees:
-            if callee.name.startswith(("is_", "get_")) or program.returns_early_off_main(callee):
+    for module in program.modules:
+        for call, branch in _calls_on_some_ranks(module):
+            yield from _collective_at(program, module, call, branch, wrappers)
+
+
+def _calls_on_some_ranks(module: Module) -> List[Tuple[ast.Call, ast.If]]:
+    """The module's calls inside a rank test, with the innermost such `if` (most calls are outside any): kept for
+    every program that reads the module; not those on a single-process arm (`if args.local_rank == -1:
+    evaluate(...)`: no other rank exists there)."""
+
+    def find() -> List[Tuple[ast.Call, ast.If]]:
+        inside = {  # (a call outside every rank test needs no walk up its ancestors)
+            id(node)
+            for branch in module.of_type(ast.If)
+            if module.selects_ranks_at(branch)
+            for statement in branch.body + branch.orelse
+            for node in walk(statement)
+        }
+        found = []
+        for call in module.calls:
+            if id(call) not in inside:
                 continue
-            if program.reaches_collective(other, callee) or _runs_a_kept_wrapper(program, other, callee, wrappers):
-                yield module, call.lineno
-                break
+            branch = module.rank_branch(call)
+            if branch is not None and not module.on_a_single_process_arm(call):
+                found.append((call, branch))
+        return found
+
+    return module.memo(("calls on some ranks",), find)
+
+
+def _collective_at(
+    program: Program, module: Module, call: ast.Call, branch: ast.If, wrappers: Dict[int, list]
+) -> Iterator[Hit]:
+    """A call on some ranks only that is, or runs, a collective the other ranks never reach."""
+    collective = is_collective(call, module)
+    callees = [] if collective else program.resolve(call, module)
+    if id(module) not in wrappers:
+        wrappers[id(module)] = _broadcasting_wrappers(module, program)
+    forward = not collective and _wrapper_forward(program, module, call, wrappers[id(module)])
+    if not (collective or callees or _is_compute(call) or forward):
+        return  # a library's call: no collective, whatever branch holds it
+    if not collective and callees and both_arms_call(branch, last_name(call)):
+        return  # `if rank == 0: train(...)` / `else: train(...)`: every rank runs the function
+    if forward:
+        yield module, call.lineno
+        return
+    if collective:
+        if not _paired(module, call, branch):
+            yield module, call.lineno
+        return
+    if _metric_compute(module, call):
+        yield module, call.lineno
+        return
+    for other, callee in callees:
+        if callee.name.startswith(("is_", "get_")) or program.returns_early_off_main(callee):
+            continue
+        if program.reaches_collective(other, callee) or _runs_a_kept_wrapper(program, other, callee, wrappers):
+            yield module, call.lineno
+            return
 
 
 def _runs_a_kept_wrapper(
@@ -1939,11 +2021,58 @@ def _handed_over(program: Program, name: str) -> bool:
 def single_node(program: Program) -> bool:
     """The program ranks its processes by the local rank (`init_process_group(..., rank=local_rank)`,
     `DistributedSampler(..., rank=args.local_rank)`): it is written for one node, where the local rank is the rank.
-    Or the repository's shell scripts launch it on one node only (`torchrun --standalone`, `--nnodes=1`)."""
+    Or the repository's shell scripts launch it on one node only (`torchrun --standalone`, `--nnodes=1`), or it
+    sets the rendezvous address to this host (`os.environ['MASTER_ADDR'] = 'localhost'`, nnU-Net's spawn)."""
     return program.memo(
         ("single node",),
-        lambda: any(_ranked_locally(call) for _, call in program.calls()) or _launched_on_one_node(program),
+        lambda: (
+            any(_ranked_locally(call) for _, call in program.calls())
+            or _rendezvous_on_this_host(program)
+            or _launched_on_one_node(program)
+        ),
     )
+
+
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def _rendezvous_on_this_host(program: Program) -> bool:
+    """`os.environ["MASTER_ADDR"] = "localhost"` (or `init_method="tcp://127.0.0.1:..."`) in code the program
+    runs, not left to the environment (`if "MASTER_ADDR" not in os.environ:`): every process meets on this host,
+    so there is one node."""
+    for module in program.modules:
+        if "MASTER_ADDR" not in module.source and "tcp://" not in module.source:
+            continue
+        for node in module.of_type(ast.Assign):
+            if not (isinstance(node.value, ast.Constant) and node.value.value in LOOPBACK):
+                continue
+            if not any(
+                isinstance(t, ast.Subscript) and is_const(t.slice, "MASTER_ADDR") and "environ" in call_name(t.value)
+                for t in node.targets
+            ):
+                continue
+            if program.runs(module, node.lineno) and not _left_to_the_environment(module, node):
+                return True
+    local = tuple(f"tcp://{host}:" for host in LOOPBACK)
+    for module, call in program.calls_named("init_process_group"):
+        address = keyword(call, "init_method")
+        if (
+            isinstance(address, ast.Constant)
+            and str(address.value).startswith(local)
+            and program.runs(module, call.lineno)
+        ):
+            return True
+    return False
+
+
+def _left_to_the_environment(module: Module, node: ast.AST) -> bool:
+    """Under a test of the environment (`if "MASTER_ADDR" not in os.environ:`, `if not os.getenv(...)`)."""
+    for parent in module.ancestors(node):
+        if isinstance(parent, (ast.If, ast.IfExp)):
+            words = {n.value for n in walk(parent.test) if isinstance(n, ast.Constant)} | names_in(parent.test)
+            if "MASTER_ADDR" in words or any("environ" in w or "getenv" in w for w in map(str, words)):
+                return True
+    return False
 
 
 def _launched_on_one_node(program: Program) -> bool:
@@ -2063,11 +2192,12 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
             continue
         calls = [c for c in walk(loop) if isinstance(c, ast.Call)]
         backward = [c for c in calls if last_name(c) == "backward"]
-        trained = {  # `loss`, also in `scaler.scale(loss).backward()`
+        trained = {  # `loss`, also in `scaler.scale(loss).backward()`, and `out` of `out['loss'].backward()`
             name
             for c in backward
             if isinstance(c.func, ast.Attribute)
-            for name in [call_name(c.func.value), *_scaled(c.func.value)]
+            for value in [c.func.value, *_scaled(c.func.value)]
+            for name in _loss_names(value)
         }
         tested = {call_name(n) for n in walk(branch.test) if isinstance(n, (ast.Name, ast.Attribute))}
         if not trained & tested:
@@ -2079,11 +2209,22 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
             yield module, node.lineno
 
 
-def _scaled(value: ast.expr) -> List[str]:
+def _scaled(value: ast.expr) -> List[ast.expr]:
     """`loss` in `scaler.scale(loss)` (what a GradScaler's backward back-propagates)."""
     if isinstance(value, ast.Call) and last_name(value) == "scale" and value.args:
-        return [call_name(value.args[0])]
+        return [value.args[0]]
     return []
+
+
+def _loss_names(value: ast.expr) -> Set[str]:
+    """The names a back-propagated value is read from: `loss`; `out` in `out['loss']` and in `out['loss'] /
+    out['ntokens']` (VoiceCraft's trainer skips the step on `if out == None: continue`)."""
+    while isinstance(value, ast.BinOp):
+        value = value.left
+    found = {call_name(value)}
+    if isinstance(value, ast.Subscript):
+        found.add(call_name(value.value))
+    return found - {""}
 
 
 def _shares(module: Module, collective: ast.Call, tested: Set[str], loop: ast.AST, branch: ast.If) -> bool:
@@ -2178,13 +2319,16 @@ def _class_decides_on_some_ranks(program: Program, module: Module, owner: ast.Cl
 def same_path_every_rank(program: Program) -> Iterator[Hit]:
     if not program.distributed:
         return
-    for module, call in program.calls_named("save"):
-        if call_name(call) != "torch.save" or len(call.args) < 2:
+    for module, call in program.calls_named(*FILE_WRITERS):
+        path = _written_path(call)
+        if path is None:
             continue
-        target = _last_assignment(module, call, call.args[1])
+        if last_name(call) != "save" and not module.is_multiprocess():
+            continue  # a figure drawn by a module that knows nothing of ranks (a CLI's plotting subcommand)
+        target = _last_assignment(module, call, path)
         if isinstance(target, ast.Call) and last_name(target) == "BytesIO":
             continue  # memory
-        if _derived_names(module, call, call.args[1]) & RANK_NAMES:
+        if _derived_names(module, call, path) & RANK_NAMES:
             continue  # one file per rank (`os.path.join(d, fn)` with `fn = f"optimizer.{dist.get_rank():05d}.pth"`)
         function = module.function_of(call)
         if function is not None and _guards_by_name(function.name):
@@ -2199,6 +2343,21 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue  # a per-sample cache written while loading: each rank loads (and writes) its own samples
         if not _first_on_main(program, module, call):
             yield module, call.lineno
+
+
+# calls that write one file, by last name: the position and keyword of the path, and what the call is named in
+# full where the last name alone says too little (`save` is torch's only as `torch.save`)
+FILE_WRITERS = {"save": (1, "f", ("torch.save",)), "save_image": (1, "fp", ()), "savefig": (0, "fname", ())}
+
+
+def _written_path(call: ast.Call) -> Optional[ast.expr]:
+    """The path a file-writing call writes (`torch.save(obj, path)`, torchvision's `save_image(grid, path)`,
+    matplotlib's `plt.savefig(path)`); None for another call of the name (`model.save(...)`, `np.save`)."""
+    position, name, full_names = FILE_WRITERS[last_name(call)]
+    if full_names and call_name(call) not in full_names:
+        return None
+    path = call.args[position] if len(call.args) > position else keyword(call, name)
+    return None if path is None or is_const(path, None) else path
 
 
 def _in_a_dataset(module: Module, node: ast.AST) -> bool:
@@ -2227,7 +2386,10 @@ def _in_a_dataset(module: Module, node: ast.AST) -> bool:
 
 def _may_be_called(program: Program, function: ast.FunctionDef) -> bool:
     """Some call of that name may run this function: one that resolves to it, or to nothing the program knows —
-    or the function is handed over by name (`mp.spawn(train_ddp, ...)`, `Process(target=train)`)."""
+    or the function is handed over by name (`mp.spawn(train_ddp, ...)`, `Process(target=train)`); an `__init__`,
+    whenever its class or a subclass is used (`Program.runs` answers that, and whether a subclass replaces it)."""
+    if function.name == "__init__":
+        return True
     for module, site in program.sites_of(function.name):
         targets = [f for _, f in program.resolve(site, module)]
         if not targets or any(f is function for f in targets):
@@ -2465,6 +2627,7 @@ def _last_parts(dotted: Set[str]) -> Set[str]:
     return {name.split(".")[-1] for name in dotted} - {"", "self", "cls"}
 
 
+@node_cache(1 << 14)
 def _over_batches(scope: ast.AST) -> bool:
     """A loop in the scope: an evaluation goes over a loader's batches; a helper that reduces a training loss under
     `no_grad` (`reduce_loss(loss)`) has none, and its reduction combines no evaluation."""
@@ -2472,6 +2635,8 @@ def _over_batches(scope: ast.AST) -> bool:
 
 
 def padded_evaluation(program: Program) -> Iterator[Hit]:
+    if not any(name.endswith("DistributedSampler") for name in program.call_sites):
+        return  # no sampler pads anything (asked first: whether an evaluation reduces is the costly question)
     if not _evaluation_reduces(program):
         return  # no evaluation combines values over ranks (a barrier or a broadcast combines none): DDP017's case
     if _deduplicates_by_id(program):
@@ -2535,12 +2700,38 @@ def _names_an_id(name: str) -> bool:
 
 
 def _never_used(module: Module, call: ast.Call) -> bool:
-    """`test_sampler = DistributedSampler(...)` whose name nothing reads: made and never given to a loader."""
+    """`test_sampler = DistributedSampler(...)` whose name nothing reads: made and never given to a loader; or
+    given only where it shuffles (`DistributedSampler(ds, shuffle=train)` ... `sampler=sampler if train else
+    None`, FourCastNet's loader helper): an evaluation's loader gets no sampler."""
     target = module.parents.get(call)
+    if isinstance(target, ast.IfExp) and target.test is not call:  # `DistributedSampler(...) if ddp else None`
+        target = module.parents.get(target)
     if not (isinstance(target, ast.Assign) and all(isinstance(t, ast.Name) for t in target.targets)):
         return False
     names = {t.id for t in target.targets}  # type: ignore[attr-defined]
-    return not any(n.id in names and isinstance(n.ctx, ast.Load) for n in module.of_type(ast.Name))
+    reads = [n for n in module.of_type(ast.Name) if n.id in names and isinstance(n.ctx, ast.Load)]
+    shuffle = keyword(call, "shuffle")
+    if reads and isinstance(shuffle, ast.Name):
+        return all(_chosen_when(module, read, shuffle.id) for read in reads)
+    return not reads
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _chosen_when(module: Module, node: ast.AST, flag: str) -> bool:
+    """`node if flag else ...`, or `node` in the body of `if flag:`: read only when `flag` holds."""
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        if isinstance(parent, ast.IfExp) and _is_name(parent.test, flag) and parent.body is child:
+            return True
+        if isinstance(parent, ast.If) and _is_name(parent.test, flag) and child in parent.body:
+            return True
+        child = parent
+    return False
 
 
 def _groups_of_one(program: Program) -> bool:
@@ -3543,7 +3734,8 @@ RULES: List[Rule] = [
     Rule(
         "DDP015",
         WARNING,
-        "torch.save to the same path from every rank: concurrent writes of one file can leave it corrupt",
+        "torch.save (or save_image, savefig) to the same path from every rank: concurrent writes of one file can "
+        "leave it corrupt",
         "save on rank 0 only (if dist.get_rank() == 0:), or put the rank in the file name",
         same_path_every_rank,
     ),
