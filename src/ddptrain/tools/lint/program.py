@@ -410,6 +410,11 @@ class Module:
         """The module's nodes of these types, in `nodes` order: one pass per module, however many programs and
         rules ask."""
         if types not in self._of_type:
+            if len(types) == 1:  # the common question: every node grouped by its class in one pass, then looked up
+                if (ast.Module,) not in self._of_type:  # (the tree itself is a node: present once grouped)
+                    for node in self.nodes:
+                        self._of_type.setdefault((type(node),), []).append(node)
+                return self._of_type.setdefault(types, [])
             self._of_type[types] = [node for node in self.nodes if isinstance(node, types)]
         return self._of_type[types]
 
@@ -515,7 +520,14 @@ class Module:
 
     def selects_ranks_at(self, branch: ast.If) -> bool:
         """The `if`'s condition holds on some ranks only, also through a flag set to such a condition:
-        `save_cp = local_rank in [-1, 0]` ... `if save_cp:`, or `self.save_to_disk = get_rank() == 0` in the class."""
+        `save_cp = local_rank in [-1, 0]` ... `if save_cp:`, or `self.save_to_disk = get_rank() == 0` in the class.
+        The module's own fact, asked for each call inside the `if` by several rules: kept."""
+        key = ("selects ranks at", id(branch))
+        if key not in self._memo:
+            self._memo[key] = self._selects_ranks_at(branch)
+        return bool(self._memo[key])
+
+    def _selects_ranks_at(self, branch: ast.If) -> bool:
         if selects_ranks(branch.test):
             return True
         test = branch.test.operand if isinstance(branch.test, ast.UnaryOp) else branch.test
@@ -605,6 +617,29 @@ class Module:
         return [c for c in self.calls if last_name(c) in DISTRIBUTED_CALLS]
 
 
+def _program_index(
+    module: Module,
+) -> Tuple[Dict[str, List[ast.FunctionDef]], List[Tuple[str, ast.Constant]], Dict[str, List[ast.Call]]]:
+    """A module's functions and calls by name and its module-level constants, in source order: what each program
+    that reads the module merges into its own index (a module shared by many programs is indexed once)."""
+    functions: Dict[str, List[ast.FunctionDef]] = {}
+    for function in module.functions:
+        functions.setdefault(function.name, []).append(function)
+    constants = [
+        (target.id, statement.value)
+        for statement in module.tree.body
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant)
+        for target in statement.targets
+        if isinstance(target, ast.Name)
+    ]
+    calls: Dict[str, List[ast.Call]] = {}
+    for call in module.calls:
+        name = last_name(call)
+        if name:
+            calls.setdefault(name, []).append(call)
+    return functions, constants, calls
+
+
 class Program:
     """Several modules read together: a call to `helper(...)` resolves to a function named `helper` in any of them
     (same-file first), a NAME to a module-level constant."""
@@ -615,17 +650,13 @@ class Program:
         self.constants: Dict[str, ast.expr] = {}
         self.call_sites: Dict[str, List[Tuple[Module, ast.Call]]] = {}
         for module in self.modules:
-            for function in module.functions:
-                self.functions.setdefault(function.name, []).append((module, function))
-            for statement in module.tree.body:
-                if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant):
-                    for target in statement.targets:
-                        if isinstance(target, ast.Name):
-                            self.constants.setdefault(target.id, statement.value)
-            for call in module.calls:
-                name = last_name(call)
-                if name:
-                    self.call_sites.setdefault(name, []).append((module, call))
+            functions, constants, calls = module.memo(("program index",), functools.partial(_program_index, module))
+            for name, found in functions.items():
+                self.functions.setdefault(name, []).extend((module, function) for function in found)
+            for name, value in constants:
+                self.constants.setdefault(name, value)
+            for name, found in calls.items():
+                self.call_sites.setdefault(name, []).extend((module, call) for call in found)
         self.multiprocess = any(m.is_multiprocess() for m in self.modules)
         self._reaches: Dict[int, Optional[str]] = {}
         self._memo: Dict[tuple, Any] = {}

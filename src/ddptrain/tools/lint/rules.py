@@ -31,7 +31,6 @@ from .program import (
     keyword,
     last_name,
     names_in,
-    node_cache,
     selects_ranks,
     under_type_test,
     walk,
@@ -1262,10 +1261,7 @@ def _scaled_backward(call: ast.Call) -> bool:
 
 def clip_before_unscale(program: Program) -> Iterator[Hit]:
     for module in program.modules:
-        for function in module.functions:
-            if not any(_scaled_backward(c) for c in module.calls_in(function)):
-                continue  # not where the scaled loss is back-propagated
-            scaled = [c for c in module.calls_in(function) if _scaled_backward(c)]
+        for function, scaled in _scaled_backwards(module):  # (only where the scaled loss is back-propagated)
             unscaled = False
             for kind, line in _events(program, module, function):
                 if kind == "unscale":
@@ -1274,6 +1270,22 @@ def clip_before_unscale(program: Program) -> Iterator[Hit]:
                     unscaled = False
                 elif kind == "clip" and not unscaled and not _only_unscaled_path(module, function, line, scaled):
                     yield module, line
+
+
+def _scaled_backwards(module: Module) -> List[Tuple[ast.FunctionDef, List[ast.Call]]]:
+    """Each function of the module that back-propagates a scaled loss, with those backward calls (kept)."""
+
+    def find() -> List[Tuple[ast.FunctionDef, List[ast.Call]]]:
+        if "scale" not in module.source:
+            return []
+        found = []
+        for function in module.functions:
+            scaled = [c for c in module.calls_in(function) if _scaled_backward(c)]
+            if scaled:
+                found.append((function, scaled))
+        return found
+
+    return module.memo(("scaled backwards",), find)
 
 
 def _only_unscaled_path(module: Module, function: ast.AST, line: int, scaled: List[ast.Call]) -> bool:
@@ -1389,17 +1401,10 @@ def _calls_on_some_ranks(module: Module) -> List[Tuple[ast.Call, ast.If]]:
     evaluate(...)`: no other rank exists there)."""
 
     def find() -> List[Tuple[ast.Call, ast.If]]:
-        inside = {  # (a call outside every rank test needs no walk up its ancestors)
-            id(node)
-            for branch in module.of_type(ast.If)
-            if module.selects_ranks_at(branch)
-            for statement in branch.body + branch.orelse
-            for node in walk(statement)
-        }
+        if not any(module.selects_ranks_at(branch) for branch in module.of_type(ast.If)):
+            return []  # (most modules: no call of theirs needs a walk up its ancestors)
         found = []
         for call in module.calls:
-            if id(call) not in inside:
-                continue
             branch = module.rank_branch(call)
             if branch is not None and not module.on_a_single_process_arm(call):
                 found.append((call, branch))
@@ -1578,10 +1583,9 @@ PORT_OPTIONS = re.compile(r"^--?(master|dist|ddp|rdzv|tcp|main)?[_-]?port(?:[_-]
 
 def hard_coded_port(program: Program) -> Iterator[Hit]:
     for module in program.modules:
-        assigns = module.of_type(ast.Assign) if "MASTER_PORT" in module.source else []
-        for node in [*assigns, *module.calls]:
+        for node in _port_sites(module):
             if isinstance(node, ast.Assign):
-                if _environ_port(node) and _fixed_port(program, module, node) and not _only_when_unset(module, node):
+                if _fixed_port(program, module, node) and not _only_when_unset(module, node):
                     yield module, node.lineno
             elif last_name(node) == "init_process_group":
                 method = _port_value(program, module, node, keyword(node, "init_method") or ast.Constant(None))
@@ -1597,6 +1601,22 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                 yield module, node.lineno  # `--master-port` defaulting to a fixed number
         if "tcp://" in module.source:
             yield from _tcp_literals(program, module)
+
+
+def _port_sites(module: Module) -> List[Union[ast.Assign, ast.Call]]:
+    """Where a module may fix a port: `os.environ["MASTER_PORT"] = ...`, `init_process_group`, `TCPStore` and
+    option definitions (found once per module, asked by every program that reads it)."""
+
+    def find() -> List[Union[ast.Assign, ast.Call]]:
+        assigns = module.of_type(ast.Assign) if "MASTER_PORT" in module.source else []
+        found: List[Union[ast.Assign, ast.Call]] = [node for node in assigns if _environ_port(node)]
+        return found + [
+            call
+            for call in module.calls
+            if last_name(call) in ("init_process_group", "TCPStore") or _defines_an_option(call)
+        ]
+
+    return module.memo(("port sites",), find)
 
 
 def _fixed_port(program: Program, module: Module, node: ast.Assign) -> bool:
@@ -2571,7 +2591,7 @@ def _evaluates_through_a_hook(program: Program, module: Module, calls: List[ast.
         for other, callee in program.resolve(call, module):
             inner = other.calls_in(callee)
             switches = [c for c in inner if last_name(c) in ("eval", "set_grad_enabled")]  # (a `with no_grad()`
-            if _evaluates(switches) and not _over_batches(callee):  # in the helper covers the helper only)
+            if _evaluates(switches) and not _over_batches(other, callee):  # in the helper covers the helper only)
                 return True
     return False
 
@@ -2582,9 +2602,11 @@ def _evaluation_reduces(program: Program) -> bool:
     for module in program.modules:
         for scope in [module.tree, *module.functions]:
             calls = module.calls_in(scope)
-            marked = _evaluates(calls) or (_over_batches(scope) and _evaluates_through_a_hook(program, module, calls))
+            marked = _evaluates(calls) or (
+                _over_batches(module, scope) and _evaluates_through_a_hook(program, module, calls)
+            )
             if marked and (
-                _over_batches(scope)
+                _over_batches(module, scope)
                 or any(last_name(c) == "eval" for c in calls)
                 or _is_eval_name(getattr(scope, "name", ""))
             ):
@@ -2627,11 +2649,17 @@ def _last_parts(dotted: Set[str]) -> Set[str]:
     return {name.split(".")[-1] for name in dotted} - {"", "self", "cls"}
 
 
-@node_cache(1 << 14)
-def _over_batches(scope: ast.AST) -> bool:
+def _over_batches(module: Module, scope: ast.AST) -> bool:
     """A loop in the scope: an evaluation goes over a loader's batches; a helper that reduces a training loss under
-    `no_grad` (`reduce_loss(loss)`) has none, and its reduction combines no evaluation."""
-    return any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) for n in walk(scope))
+    `no_grad` (`reduce_loss(loss)`) has none, and its reduction combines no evaluation. (What holds a loop is
+    found once per module, from its few loops up, not by walking every scope.)"""
+
+    def holders() -> Set[int]:
+        return {
+            id(holder) for loop in module.of_type(ast.For, ast.AsyncFor, ast.While) for holder in module.ancestors(loop)
+        }
+
+    return id(scope) in module.memo(("holds a loop",), holders)
 
 
 def padded_evaluation(program: Program) -> Iterator[Hit]:
