@@ -414,3 +414,24 @@ def test_writers_without_a_path_and_addresses_that_are_no_host_are_read_without_
     assert ("DDP015", _line(source, "save_image(x, 'grid.png')")) in found
     assert [rule for rule, _ in found].count("DDP015") == 1
     assert ("DDP013", _line(source, "torch.cuda.set_device(dist.get_rank())")) in found
+
+
+def test_splits_and_seeds_in_odd_shapes_are_read_without_a_guess(tmp_path, capsys):
+    """DDP023's inputs in shapes a real program may hold: `random_split(*parts)` and `random_split(**split)` (a
+    generator may be among them), `random_split()`, a seed call with no argument, a seeding helper that calls itself
+    and is given a rank's seed. The run ends, the odd splits are left alone, and the plain split is found once."""
+    source = (
+        DDP
+        + "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "from torch.utils.data import random_split\n"
+        + "def set_seed(seed, depth=0):\n    if depth < 3:\n        set_seed(seed, depth + 1)\n"
+        + "    torch.manual_seed(seed)\n"
+        + "torch.manual_seed()\nset_seed(args.seed + dist.get_rank())\n"
+        + "model = DDP(net)\n"
+        + "a = random_split(*parts)\nb = random_split()\nc = random_split(**split)\n"
+        + "train_set, val_set = random_split(dataset, [900, 100])\n"
+        + "model(torch.ones(1)).sum().backward()\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    line = _line(source, "train_set, val_set = random_split(dataset, [900, 100])")
+    assert [hit for hit in found if hit[0] == "DDP023"] == [("DDP023", line)]

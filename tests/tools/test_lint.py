@@ -2643,3 +2643,58 @@ def test_a_figure_drawn_by_a_module_that_knows_nothing_of_ranks_is_not_every_ran
     (tmp_path / "cli" / "plot.py").write_text(plot)
     assert run_lint([str(tmp_path / "cli")], as_json=True) == 0
     assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+@pytest.mark.parametrize(
+    "seeding, found",
+    [
+        ("", {"DDP023"}),  # each process starts from its own random seed
+        ("torch.manual_seed(args.seed + dist.get_rank())\n", {"DDP023"}),
+        ("seed = args.seed + int(os.environ['LOCAL_RANK'])\ntorch.manual_seed(seed)\n", {"DDP023"}),
+        ("torch.manual_seed(int(time.time()))\n", {"DDP023"}),
+        ("set_seed(args.seed + rank)\n", {"DDP023"}),  # the program's own helper, called with a rank's seed
+        ("torch.manual_seed(args.seed)\n", set()),
+        ("set_seed(args.seed)\n", set()),
+        ("torch.cuda.manual_seed(args.seed)\n", {"DDP023"}),  # CUDA's generator: not the one random_split draws from
+    ],
+)
+def test_a_random_split_is_one_split_only_where_every_rank_seeds_torch_alike(seeding, found):
+    """hkproj's and minGPT-ddp's `random_split(ds, [n_train, n_val])` with no generator and no shared seed: each
+    rank draws its own split (DDP023). One seed for all ranks, directly or through the program's `set_seed`, makes
+    one split."""
+    source = f"""
+import time
+from torch.utils.data import random_split
+
+def set_seed(seed):
+    torch.manual_seed(seed)
+
+dist.init_process_group("nccl")
+rank = dist.get_rank()
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+{seeding}model = DDP(nn.Linear(2, 2).cuda())
+train_set, val_set = random_split(dataset, [900, 100])
+for x in DataLoader(train_set, sampler=DistributedSampler(train_set)):
+    model(x).sum().backward()
+"""
+    assert _rules(source) & {"DDP023"} == found
+    with_generator = source.replace("[900, 100])", "[900, 100], generator=torch.Generator().manual_seed(0))")
+    assert "DDP023" not in _rules(with_generator)
+    on_rank_0 = source.replace(
+        "train_set, val_set = random_split", "if rank == 0:\n    train_set, val_set = random_split"
+    )
+    assert "DDP023" not in _rules(on_rank_0)
+
+
+def test_a_programs_own_random_split_is_not_torchs():
+    """rasbt's `random_split(df, 0.7, 0.1)` splits a DataFrame with the program's own function: not torch's."""
+    source = """
+def random_split(df, train_frac, validation_frac):
+    return df[:10], df[10:12], df[12:]
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+train_df, validation_df, test_df = random_split(balanced_df, 0.7, 0.1)
+"""
+    assert "DDP023" not in _rules(source)

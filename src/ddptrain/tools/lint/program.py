@@ -605,16 +605,22 @@ class Module:
     def is_multiprocess(self) -> bool:
         """Imports what multi-process training is written with (torch.distributed, DDP, a distributed sampler,
         MPI, Horovod, Accelerate, DeepSpeed, Lightning): a single-process script does not."""
-        return self.is_distributed() or any(
-            any(word in name for word in MULTIPROCESS_IMPORTS) for name in self.import_names
+        return bool(
+            self.memo(
+                ("multiprocess",),
+                lambda: (
+                    self.is_distributed()
+                    or any(any(word in name for word in MULTIPROCESS_IMPORTS) for name in self.import_names)
+                ),
+            )
         )
 
     def is_distributed(self) -> bool:
         return bool(self.distributed_calls())
 
     def distributed_calls(self) -> List[ast.Call]:
-        """The module's calls that make a process group, wrap a model in DDP or shard data by rank."""
-        return [c for c in self.calls if last_name(c) in DISTRIBUTED_CALLS]
+        """The module's calls that make a process group, wrap a model in DDP or shard data by rank (kept)."""
+        return self.memo(("distributed calls",), lambda: [c for c in self.calls if last_name(c) in DISTRIBUTED_CALLS])
 
 
 def _program_index(

@@ -2906,6 +2906,80 @@ def shard_read_by_some_ranks(program: Program) -> Iterator[Hit]:
                 yield module, call.lineno
 
 
+# ---- DDP023 ---------------------------------------------------------------------------------------
+SEED_CALLS = ("manual_seed", "seed_everything", "set_seed")  # what seeds torch's default generator
+UNREPEATABLE_SEEDS = {"randint", "time", "time_ns", "urandom", "random", "getpid"}
+
+
+def unshared_random_split(program: Program) -> Iterator[Hit]:
+    """`train, val = random_split(dataset, [n_train, n_val])` with no `generator=`, in a program whose ranks do not
+    seed torch alike (no seed at all, `torch.manual_seed(seed + rank)`): every rank draws its own split, so one
+    rank's validation images are another's training images, and the DistributedSampler's shards of the different
+    subsets no longer partition the data."""
+    if not program.distributed:
+        return
+    splits = [(m, c) for m, c in program.calls_named("random_split") if _torch_split(program, m, c)]
+    if not splits:
+        return
+    seeds = _global_seeds(program)
+    if seeds and not any(seeds):
+        return  # every rank seeds torch with the same value: the same split everywhere
+    for module, call in splits:
+        if program.guarded(module, call) or _on_single_process_path(module, call):
+            continue  # split on one rank, or by the single-process run
+        if not program.branches_away(module, call):
+            yield module, call.lineno
+
+
+def _torch_split(program: Program, module: Module, call: ast.Call) -> bool:
+    """torch's `random_split` left to the default generator (not the program's own `random_split(df, 0.7, 0.1)`)."""
+    if keyword(call, "generator") is not None or len(call.args) > 2 or program.resolve(call, module):
+        return False
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return False  # `random_split(*parts)`, `random_split(**split)`: a generator may be among them
+    if len(call.args) + len([k for k in call.keywords if k.arg in ("dataset", "lengths")]) < 2:
+        return False  # not a complete call (it raises before splitting)
+    name = call_name(call)
+    return name.startswith("torch.") or any(
+        imported.startswith("torch.") and imported.endswith(".random_split") for imported in module.import_names
+    )
+
+
+def _global_seeds(program: Program) -> List[bool]:
+    """Each call the program runs that seeds torch's default generator, True where its seed differs by rank (or
+    from run to run): `torch.manual_seed(args.seed + rank)`, a helper `set_seed(seed)` called with one, a seed from
+    the clock. A generator's own `g.manual_seed(...)` and CUDA's seeds leave the default generator alone."""
+    found = []
+    for module, call in program.calls_named(*SEED_CALLS):
+        name = call_name(call)
+        if last_name(call) == "manual_seed" and name not in ("torch.manual_seed", "manual_seed"):
+            continue  # `torch.cuda.manual_seed`, `g.manual_seed(0)`
+        if program.resolve(call, module) or not program.runs(module, call.lineno):
+            continue  # the program's own helper: the seeding calls inside it are read themselves
+        function = module.function_of(call)
+        if function is not None and not _may_be_called(program, function):
+            continue  # a helper nothing calls seeds nothing
+        seed = argument(call, 0, "seed")
+        found.append(seed is not None and _differs_by_rank(program, module, call, seed))
+    return found
+
+
+def _differs_by_rank(program: Program, module: Module, call: ast.Call, seed: ast.expr) -> bool:
+    names = _derived_names(module, call, seed)
+    if names & (RANK_NAMES | UNREPEATABLE_SEEDS):
+        return True
+    function = module.function_of(call)
+    if function is None:
+        return False
+    parameters = {a.arg for a in function.args.args} & names  # `def set_seed(seed): torch.manual_seed(seed)`
+    for site_module, site in program.sites_of_function(module, function):
+        for parameter in parameters:
+            given = given_value(function, site, parameter)
+            if given is not None and _derived_names(site_module, site, given) & (RANK_NAMES | UNREPEATABLE_SEEDS):
+                return True
+    return False
+
+
 # ---- DDP017 ---------------------------------------------------------------------------------------
 LOG_CALLS = {
     "print",
@@ -3829,6 +3903,16 @@ RULES: List[Rule] = [
         "its own, so it raises AttributeError (\"'DistributedDataParallel' object has no attribute ...\")",
         "call it on the inner model (model.module.predict(...)), or keep the plain model under another name",
         model_method_on_the_wrapper,
+    ),
+    Rule(
+        "DDP023",
+        WARNING,
+        "random_split without a generator in a program whose ranks do not seed torch alike: every rank draws its "
+        "own split, so one rank's validation samples are another's training samples and the shards no longer "
+        "partition the data",
+        "give it a seeded generator (random_split(ds, lengths, generator=torch.Generator().manual_seed(0))), or "
+        "split once and save the indices",
+        unshared_random_split,
     ),
 ]
 
