@@ -2698,3 +2698,171 @@ model = DDP(nn.Linear(2, 2).cuda())
 train_df, validation_df, test_df = random_split(balanced_df, 0.7, 0.1)
 """
     assert "DDP023" not in _rules(source)
+
+
+def test_leaving_the_loop_on_a_running_sum_of_this_ranks_loss():
+    """IDvs.MoRec adds each step's loss into `loss += bz_loss.data.float()` and breaks on `if
+    torch.isnan(loss.data):`: a rank whose sum went NaN leaves while the others wait in the next backward."""
+    source = """
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+for epoch in range(3):
+    loss = 0.0
+    for batch in loader:
+        bz_loss = model(batch).sum()
+        loss += bz_loss.data.float()
+        scaler.scale(bz_loss).backward()
+        if torch.isnan(loss.data):
+            break
+"""
+    assert "DDP014" in _rules(source)
+    assert "DDP014" not in _rules(source.replace("if torch.isnan(loss.data):", "if epoch_budget_spent:"))
+
+
+def test_a_helper_called_down_the_branch_that_does_not_wrap_returns_a_plain_model():
+    """fast-autoaugment's `get_model(conf, n, local_rank)` wraps in DDP only `if local_rank >= 0:`; its EMA copy is
+    `get_model(conf, n, local_rank=-1)`, a plain model, so evaluating it on rank 0 alone runs no collective
+    (DDP010 quiet) — evaluating the wrapped model there still hangs the others."""
+    source = """
+def get_model(conf, num_class=10, local_rank=-1):
+    model = make(conf, num_class)
+    if local_rank >= 0:
+        model = DDP(model.cuda(), device_ids=[local_rank])
+    else:
+        model = model.cuda()
+    return model
+
+dist.init_process_group("nccl")
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+model = get_model(conf, 10, local_rank=local_rank)
+model_ema = get_model(conf, 10, local_rank=-1)
+for x in loader:
+    model(x).sum().backward()
+if dist.get_rank() == 0:
+    with torch.no_grad():
+        model_ema(x)
+"""
+    assert "DDP010" not in _rules(source)
+    assert "DDP010" in _rules(source.replace("        model_ema(x)", "        model(x)"))
+
+
+def test_gathered_results_cut_back_to_the_sets_length_count_each_sample_once():
+    """The old transformers examples' `distributed_concat`: every rank's results all-gathered, concatenated and
+    cut to `[:num_total_examples]` beside a sampler that pads only the tail: no padded duplicate is counted."""
+    source = """
+def distributed_concat(tensor, num_total_examples):
+    output_tensors = [tensor.clone() for _ in range(dist.get_world_size())]
+    dist.all_gather(output_tensors, tensor)
+    return torch.cat(output_tensors, dim=0)[:num_total_examples]
+
+def evaluate(model, dataset):
+    test_sampler = SequentialDistributedSampler(dataset, batch_size=64)
+    scores = []
+    with torch.no_grad():
+        for x in DataLoader(dataset, sampler=test_sampler, batch_size=64):
+            scores.append(model(x))
+    return distributed_concat(torch.cat(scores), len(dataset)).mean()
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+print(evaluate(model, valid_set))
+"""
+    assert "DDP016" not in _rules(source)
+    assert "DDP016" in _rules(source.replace("[:num_total_examples]", ""))
+
+
+def test_an_ignite_metric_averaged_over_ranks_through_a_helper_counts_the_padded_samples():
+    """The transfer-learning tutorials' template: a padding validation sampler (`valid_sampler = DistributedSampler(
+    datasets['valid']) if args.distributed else None`) and Ignite's `MetricsLambda(average_distributed_scalar,
+    ...)`, whose helper all-reduces the metric: padded duplicates are averaged in (DDP016)."""
+    source = """
+from ignite.metrics import Loss, MetricsLambda
+
+def average_distributed_scalar(scalar, args):
+    scalar_t = torch.tensor(scalar, dtype=torch.float) / dist.get_world_size()
+    dist.all_reduce(scalar_t)
+    return scalar_t.item()
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(args.local_rank)
+model = DDP(nn.Linear(2, 2).cuda())
+train_sampler = DistributedSampler(datasets['train']) if args.distributed else None
+valid_sampler = DistributedSampler(datasets['valid']) if args.distributed else None
+valid_loader = DataLoader(datasets['valid'], sampler=valid_sampler, shuffle=False)
+metrics = {"nll": Loss(torch.nn.CrossEntropyLoss())}
+metrics["average_nll"] = MetricsLambda(average_distributed_scalar, metrics["nll"], args)
+"""
+    found = {(f.rule, f.line) for f in lint_source("script.py", HEADER + textwrap.dedent(source))}
+    line = (HEADER + textwrap.dedent(source)).splitlines().index(
+        "valid_sampler = DistributedSampler(datasets['valid']) if args.distributed else None"
+    ) + 1
+    assert ("DDP016", line) in found and not any(rule == "DDP016" and at != line for rule, at in found)
+    plain = source.replace("MetricsLambda(average_distributed_scalar,", "MetricsLambda(lambda x, a: x,")
+    assert "DDP016" not in _rules(plain)
+
+
+def test_a_ports_default_in_a_command_line_function_is_reported_where_it_is_written(tmp_path, capsys):
+    """jukebox's scripts are `fire.Fire(run)` with `def run(hps="teeny", port=29500, **kwargs)`, which passes the
+    port down to the helper that sets `MASTER_PORT`: the default is every run's port, reported at the default in
+    each script (where it is changed), not once at the shared helper."""
+    files = {
+        "dist_utils.py": """
+            def setup_dist(port=29500):
+                return _setup(port)
+
+            def _setup(port):
+                os.environ["MASTER_PORT"] = str(port)
+                dist.init_process_group("nccl")
+            """,
+        "train.py": """
+            import fire
+            from dist_utils import setup_dist
+
+            def run(hps="teeny", port=29500, **kwargs):
+                setup_dist(port=port)
+                model = DDP(nn.Linear(2, 2))
+
+            if __name__ == "__main__":
+                fire.Fire(run)
+            """,
+        "sample.py": """
+            import fire
+            from dist_utils import setup_dist
+
+            def run(model="5b", port=29501, **kwargs):
+                setup_dist(port=port)
+
+            if __name__ == "__main__":
+                fire.Fire(run)
+            """,
+    }
+    folder = _write(tmp_path / "jb", files)
+    run_lint([str(folder)], as_json=True, chosen=["DDP011"])
+    found = {(Path(f["file"]).name, f["line"]) for f in json.loads(capsys.readouterr().out)["findings"]}
+    text = {name: (folder / name).read_text().splitlines() for name in ("train.py", "sample.py")}
+    assert found == {
+        ("train.py", next(i for i, line in enumerate(text["train.py"], 1) if "def run(" in line)),
+        ("sample.py", next(i for i, line in enumerate(text["sample.py"], 1) if "def run(" in line)),
+    }
+
+
+def test_saving_under_one_rank_or_one_process_is_one_writer():
+    """Yolact saves under `if (not cfg.cuda) or main_gpu:`, where `main_gpu = dist.get_rank() == 0` is set inside
+    `if cfg.cuda:` beside the DDP wrap: on the GPU path rank 0 writes, on the CPU path one process does."""
+    source = """
+main_gpu = False
+if cfg.cuda:
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(args.local_rank)
+    main_gpu = dist.get_rank() == 0
+    net = DDP(net.cuda(), [args.local_rank])
+for step in range(10):
+    net(x).sum().backward()
+    if (not cfg.cuda) or main_gpu:
+        torch.save(net.state_dict(), "latest.pth")
+"""
+    assert "DDP015" not in _rules(source)
+    assert "DDP015" in _rules(source.replace("(not cfg.cuda) or main_gpu", "(not cfg.half) or main_gpu"))

@@ -530,12 +530,41 @@ class Module:
     def _selects_ranks_at(self, branch: ast.If) -> bool:
         if selects_ranks(branch.test):
             return True
+        if isinstance(branch.test, ast.BoolOp) and isinstance(branch.test.op, ast.Or):
+            return self._one_rank_or_one_process(branch.test, branch)
         test = branch.test.operand if isinstance(branch.test, ast.UnaryOp) else branch.test
         flags = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         flags = [_tested_for_none(flag) for flag in flags]
         return any(
             self._flag_selects_ranks(flag, branch) for flag in flags if isinstance(flag, (ast.Name, ast.Attribute))
         )
+
+    def _one_rank_or_one_process(self, test: ast.BoolOp, at: ast.AST) -> bool:
+        """`(not cfg.cuda) or main_gpu` (Yolact): a rank flag, or a condition that holds only where the module runs
+        one process — `not X` where `if X:` is what makes the process group or the DDP wrap."""
+        flags = [v for v in test.values if isinstance(v, (ast.Name, ast.Attribute)) and self._flag_selects_ranks(v, at)]
+        return bool(flags) and all(
+            value in flags or _single_process_only(value) or self._off_the_distributed_switch(value)
+            for value in test.values
+        )
+
+    def _off_the_distributed_switch(self, test: ast.expr) -> bool:
+        if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+            return False
+        switches = self.memo(
+            ("distributed switches",),
+            lambda: {
+                call_name(branch.test)
+                for branch in self.of_type(ast.If)
+                if isinstance(branch.test, (ast.Name, ast.Attribute))
+                and any(
+                    isinstance(n, ast.Call) and last_name(n) in DISTRIBUTED_CALLS
+                    for statement in branch.body
+                    for n in walk(statement)
+                )
+            },
+        )
+        return call_name(test.operand) in switches - {""}
 
     def _flag_selects_ranks(self, flag: ast.expr, at: ast.AST) -> bool:
         """Every value the flag is set to is a rank test, or an object made on some ranks only (`run = wandb.init()

@@ -170,7 +170,11 @@ def _is_eval_name(text: str) -> bool:
 
 
 def _sampler_target(module: Module, call: ast.Call) -> str:
+    """The name a sampler is kept in (`valid_sampler = DistributedSampler(...)`, also `... if args.distributed else
+    None`), or that of the loader it is given to."""
     parent = module.parents.get(call)
+    if isinstance(parent, ast.IfExp) and parent.test is not call:
+        parent = module.parents.get(parent)
     if isinstance(parent, ast.Assign):
         return " ".join(call_name(t) for t in parent.targets)
     if isinstance(parent, ast.keyword):
@@ -822,7 +826,11 @@ def _find_assigned_wraps(module: Module, program: Program) -> List[Tuple[str, in
         if last_name(value) not in ("DistributedDataParallel", "DDP"):
             if last_name(value) not in makers:
                 continue  # no function of that name returns a wrapper
-            positions = {_wrapper_returned(other, callee) for other, callee in program.resolve(value, module)}
+            positions = {
+                _wrapper_returned(other, callee)
+                for other, callee in program.resolve(value, module)
+                if not _wrap_not_taken(other, callee, value)
+            }
         for target in node.targets:
             if isinstance(target, ast.Tuple):
                 named = [(i, t) for i, t in enumerate(target.elts) if i in positions]
@@ -853,6 +861,13 @@ def _unwrapped_after(module: Module, wrap: ast.Assign, name: ast.expr) -> Option
 
 
 WHOLE = -1  # a function returns the wrapper itself (not an element of a tuple)
+
+
+def _wrap_not_taken(module: Module, function: ast.FunctionDef, call: ast.Call) -> bool:
+    """Every DDP(...) of the helper sits in a branch this call cannot take: fast-autoaugment's `get_model(conf,
+    n, local_rank=-1)` for its EMA copy, where `get_model` wraps only `if local_rank >= 0:`."""
+    wraps = [c for c in module.calls_in(function) if last_name(c) in ("DistributedDataParallel", "DDP")]
+    return bool(wraps) and all(branch_not_taken(module, function, wrap, call) for wrap in wraps)
 
 
 def _wrapper_makers(program: Program) -> Set[str]:
@@ -1585,8 +1600,9 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for node in _port_sites(module):
             if isinstance(node, ast.Assign):
-                if _fixed_port(program, module, node) and not _only_when_unset(module, node):
-                    yield module, node.lineno
+                fixed = _fixed_port(program, module, node)
+                if fixed is not None and not _only_when_unset(module, node):
+                    yield fixed
             elif last_name(node) == "init_process_group":
                 method = _port_value(program, module, node, keyword(node, "init_method") or ast.Constant(None))
                 literal = isinstance(method, ast.Constant) and str(method.value).startswith("tcp://")
@@ -1619,30 +1635,62 @@ def _port_sites(module: Module) -> List[Union[ast.Assign, ast.Call]]:
     return module.memo(("port sites",), find)
 
 
-def _fixed_port(program: Program, module: Module, node: ast.Assign) -> bool:
-    """`os.environ["MASTER_PORT"] = ...` a literal, a parameter's default that a caller leaves, or a configured
-    value that the repository's YAML or JSON files fix."""
+def _fixed_port(program: Program, module: Module, node: ast.Assign) -> Optional[Hit]:
+    """Where `os.environ["MASTER_PORT"] = ...` gets a fixed port: the assignment, for a literal, a default of its own
+    function's parameter that a caller leaves, or a configured value that the repository's YAML or JSON files fix;
+    the default itself where it is a caller's (the number to change is there); None for a port not fixed."""
     value = _port_value(program, module, node, node.value)
-    if isinstance(value, ast.Constant) or _default_used(program, module, value):
-        return True
-    return _configured(program, module, node, value, address=False)
+    if isinstance(value, ast.Constant):
+        return module, node.lineno
+    source = _default_used(program, module, value)
+    if source is not None:
+        return (module, node.lineno) if source[0] is module and source[1] in _lines_of(module, node) else source
+    return (module, node.lineno) if _configured(program, module, node, value, address=False) else None
 
 
-def _default_used(program: Program, module: Module, value: ast.expr) -> bool:
+def _lines_of(module: Module, node: ast.AST) -> range:
+    function = module.function_of(node)
+    return range(function.lineno, (function.end_lineno or function.lineno) + 1) if function else range(0)
+
+
+def _default_used(program: Program, module: Module, value: ast.expr, depth: int = 3) -> Optional[Hit]:
     """`def init_distributed(port=40111): ... os.environ['MASTER_PORT'] = str(port)`, called somewhere without a
-    port: the default is the port."""
+    port, or handed to a command-line maker (`fire.Fire(run)` makes `--port` an option with that default): the
+    default is the port (its place is returned). Also a parameter without a default that the callers fill from their
+    own such parameter (jukebox's `run(port=29500)` -> `setup_dist_from_mpi(port=port)` -> `_setup_dist_from_mpi(...,
+    port, ...)`)."""
     function = module.function_of(value)
-    if function is None or not isinstance(value, ast.Name):
-        return False
+    if function is None or not isinstance(value, ast.Name) or value.id not in _parameter_names(function):
+        return None
     parameters = function.args.args
     defaults = dict(
         zip([a.arg for a in parameters[len(parameters) - len(function.args.defaults) :]], function.args.defaults)
     )
     default = defaults.get(value.id)
-    if not (isinstance(default, ast.Constant) and str(default.value).isdigit()):
-        return False
     position = call_position(function, value.id)
-    return any(argument(site, position, value.id) is None for _, site in program.sites_of(function.name))
+    sites = program.sites_of(function.name)
+    left = any(argument(site, position, value.id) is None for _, site in sites) or _made_a_command(program, function)
+    if isinstance(default, ast.Constant) and str(default.value).isdigit() and left:
+        return module, default.lineno
+    for site_module, site in sites if depth > 0 else []:
+        given = argument(site, position, value.id)
+        found = _default_used(program, site_module, given, depth - 1) if isinstance(given, ast.Name) else None
+        if found is not None:
+            return found
+    return None
+
+
+def _parameter_names(function: ast.FunctionDef) -> Set[str]:
+    return {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+
+
+def _made_a_command(program: Program, function: ast.FunctionDef) -> bool:
+    """`fire.Fire(run)`, `typer.run(main)`: the function's parameters are the command line's options."""
+    return any(
+        call.args and isinstance(call.args[0], ast.Name) and call.args[0].id == function.name
+        for _, call in program.calls_named("Fire", "run")
+        if last_name(call) == "Fire" or call_name(call) == "typer.run"
+    )
 
 
 def _configured(program: Program, module: Module, at: ast.AST, value: ast.expr, address: bool) -> bool:
@@ -2219,6 +2267,12 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
             for value in [c.func.value, *_scaled(c.func.value)]
             for name in _loss_names(value)
         }
+        trained |= {  # `loss += bz_loss.data.float()`: a running sum of what the loop back-propagates
+            name
+            for n in walk(loop)
+            if isinstance(n, (ast.Assign, ast.AugAssign)) and _dotted_in(n.value) & trained
+            for name in _assigned_names(n)
+        }
         tested = {call_name(n) for n in walk(branch.test) if isinstance(n, (ast.Name, ast.Attribute))}
         if not trained & tested:
             continue  # a test of something else (a validation loss every rank computes alike)
@@ -2614,6 +2668,18 @@ def _evaluation_reduces(program: Program) -> bool:
                     return True
             elif _combines_what_evaluation_returns(module, scope, calls):
                 return True  # `acc = evaluate(...)` then `dist.all_reduce(acc)`
+    return _metric_combined_by_a_hook(program)
+
+
+def _metric_combined_by_a_hook(program: Program) -> bool:
+    """Ignite's `MetricsLambda(average_distributed_scalar, metrics["nll"], args)`: the evaluator's metric passes
+    through a function of the program that all-reduces it (the transfer-learning tutorials' template)."""
+    for _, call in program.calls_named("MetricsLambda"):
+        hook = call.args[0] if call.args else None
+        if isinstance(hook, ast.Name) and any(
+            program.reaches_collective(module, function) for module, function in program.functions.get(hook.id, [])
+        ):
+            return True
     return False
 
 
@@ -2706,20 +2772,36 @@ def _divides_evenly_asserted(module: Module, call: ast.Call) -> bool:
 
 def _deduplicates_by_id(program: Program) -> bool:
     """A function of the program gathers every rank's results and keeps one per id (COCO evaluators:
-    `all_gather(img_ids)` ... `np.unique(merged_img_ids, return_index=True)`; `drop_duplicates` on an id column)."""
+    `all_gather(img_ids)` ... `np.unique(merged_img_ids, return_index=True)`; `drop_duplicates` on an id column),
+    or cuts the gathered results back to the set's length (the old transformers examples' `distributed_concat`:
+    `return torch.cat(gathered)[:num_total_examples]`, beside a sampler that pads only the tail)."""
     for module in program.modules:
-        if "unique" not in module.source and "drop_duplicates" not in module.source:
+        if "gather" not in module.source:
             continue
         for function in module.functions:
             calls = module.calls_in(function)
             if not any("gather" in last_name(c).lower() for c in calls):
                 continue
+            if any(_cut_to_a_length(node) for node in walk(function) if isinstance(node, ast.Return)):
+                return True
             for call in calls:
                 if last_name(call) in ("unique", "drop_duplicates") and any(
                     _names_an_id(name) for name in names_in(call) | {call_name(call)}
                 ):
                     return True
     return False
+
+
+def _cut_to_a_length(node: ast.Return) -> bool:
+    """`return concat[:num_total_examples]`: the first n of what was gathered."""
+    value = node.value
+    return (
+        isinstance(value, ast.Subscript)
+        and isinstance(value.slice, ast.Slice)
+        and value.slice.lower is None
+        and value.slice.step is None
+        and value.slice.upper is not None
+    )
 
 
 def _names_an_id(name: str) -> bool:
