@@ -435,3 +435,27 @@ def test_splits_and_seeds_in_odd_shapes_are_read_without_a_guess(tmp_path, capsy
     found = _found(tmp_path, source, capsys)
     line = _line(source, "train_set, val_set = random_split(dataset, [900, 100])")
     assert [hit for hit in found if hit[0] == "DDP023"] == [("DDP023", line)]
+
+
+def test_port_defaults_passed_around_in_circles_and_odd_metric_hooks_end(tmp_path, capsys):
+    """The twenty-first set's inputs in shapes that could trap a reader: a port helper that passes its port to
+    itself, `fire.Fire()` with no function, `MetricsLambda()` with no hook or a lambda, an `or` of a call and a
+    subscript, a gathered result sliced with a step. The run ends; the fire command's fixed port is still found
+    once, at its default."""
+    source = (
+        DDP
+        + "import os\nimport fire\nimport torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "from ignite.metrics import MetricsLambda\n"
+        + "def setup(port, depth=0):\n    if depth < 3:\n        setup(port=port, depth=depth + 1)\n"
+        + "    os.environ['MASTER_PORT'] = str(port)\n"
+        + "def run(hps='teeny', port=29500):\n    setup(port=port)\n"
+        + "def gather_all(x):\n    out = [x]\n    dist.all_gather(out, x)\n    return torch.cat(out)[::2]\n"
+        + "model = DDP(net)\nMetricsLambda()\nMetricsLambda(lambda v: v, metric)\nfire.Fire()\n"
+        + "if check() or flags['rank']:\n    torch.save(model.module.state_dict(), 'last.pt')\n"
+        + "model(torch.ones(1)).sum().backward()\n"
+        + "if __name__ == '__main__':\n    fire.Fire(run)\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    assert [hit for hit in found if hit[0] == "DDP011"] == [
+        ("DDP011", _line(source, "def run(hps='teeny', port=29500):"))
+    ]
