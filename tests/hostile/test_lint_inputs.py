@@ -459,3 +459,27 @@ def test_port_defaults_passed_around_in_circles_and_odd_metric_hooks_end(tmp_pat
     assert [hit for hit in found if hit[0] == "DDP011"] == [
         ("DDP011", _line(source, "def run(hps='teeny', port=29500):"))
     ]
+
+
+def test_apply_calls_and_log_helpers_in_odd_shapes_are_read_without_a_guess(tmp_path, capsys):
+    """The twenty-second set's inputs in shapes that could mislead: `df.apply(f)` on a DataFrame, a gather layer
+    whose `forward` calls itself, a print helper given `*args`, `DataParallel` under an `or` of a world-size test.
+    The run ends; the DataFrame's `apply` combines nothing, so the shard's logged accuracy is still found."""
+    source = (
+        DDP
+        + "import torch\nfrom torch import nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "from torch.utils.data import DataLoader, DistributedSampler\n"
+        + "class Loop(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        + "        return Loop.apply(x)\n"
+        + "def print0(*args):\n    print(*args)\n"
+        + "def evaluate(model):\n    model.eval()\n    correct = 0\n"
+        + "    with torch.no_grad():\n"
+        + "        for x, y in DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False)):\n"
+        + "            correct += (model(x).argmax(1) == y).sum().item()\n"
+        + "    table = df.apply(str)\n    acc = correct / len(val_set)\n    print0('val acc', acc)\n"
+        + "model = DDP(net)\n"
+        + "if world_size > 1 or debug:\n    helper = nn.DataParallel(helper)\n"
+        + "evaluate(model)\nmodel(torch.ones(1)).sum().backward()\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    assert ("DDP017", _line(source, "    print0('val acc', acc)")) in found

@@ -2866,3 +2866,112 @@ for step in range(10):
 """
     assert "DDP015" not in _rules(source)
     assert "DDP015" in _rules(source.replace("(not cfg.cuda) or main_gpu", "(not cfg.half) or main_gpu"))
+
+
+@pytest.mark.parametrize(
+    "guard, found",
+    [
+        ("if world_size > 1:", {"DDP001"}),  # inside each DDP process: DataParallel over every GPU
+        ("if args.distributed:", {"DDP001"}),
+        ("if n_gpu > 1:", set()),  # a GPU count: DataParallel's own single-process test
+        ("if not args.distributed:", set()),
+    ],
+)
+def test_dataparallel_in_the_multi_process_arm_is_found(guard, found):
+    """StudioGAN's k-NN analysis wraps a ResNet in `DataParallel` under `if world_size > 1:` inside every DDP process:
+    the multi-process arm, not a single-process fallback."""
+    source = f"""
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+features = nn.Linear(2, 2).cuda()
+{guard}
+    features = nn.DataParallel(features)
+"""
+    assert _rules(source) & {"DDP001"} == found
+
+
+def test_a_switch_named_dist_something_tells_distributed_runs():
+    """TransReID saves under `if cfg.MODEL.DIST_TRAIN: if dist.get_rank() == 0: torch.save(...)` and, in the `else`,
+    on the single-process path: one writer either way (DDP015 quiet)."""
+    source = """
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+for epoch in range(3):
+    model(x).sum().backward()
+    if cfg.MODEL.DIST_TRAIN:
+        if dist.get_rank() == 0:
+            torch.save(model.module.state_dict(), "last.pth")
+    else:
+        torch.save(model.state_dict(), "last.pth")
+"""
+    assert "DDP015" not in _rules(source)
+    assert "DDP015" in _rules(source.replace("if cfg.MODEL.DIST_TRAIN:", "if cfg.MODEL.SAVE_BOTH:"))
+
+
+def test_features_gathered_by_an_autograd_gather_layer_are_combined():
+    """StudioGAN gathers every rank's features with `torch.cat(losses.GatherLayer.apply(feats))`, an autograd
+    Function whose `forward` all-gathers, before computing and logging its metrics: no shard's figure (DDP017
+    quiet)."""
+    source = """
+class GatherLayer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        output = [torch.zeros_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(output, x)
+        return tuple(output)
+
+def stack_features(loader, model):
+    feats = []
+    with torch.no_grad():
+        for x in loader:
+            feats.append(model(x))
+    return torch.cat(GatherLayer.apply(torch.cat(feats)))
+
+def evaluate(model):
+    model.eval()
+    feats = stack_features(DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False)), model)
+    acc = knn_accuracy(feats)
+    print(f"val acc {acc}")
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+evaluate(model)
+"""
+    assert "DDP017" not in _rules(source)
+    assert "DDP017" in _rules(source.replace("dist.all_gather(output, x)", "output = [x]"))
+
+
+def test_a_worker_that_prints_a_count_is_no_log_call_but_a_print_helper_given_a_metric_is():
+    """StudioGAN's `save_images_png(..., num_images=n)` prints its image count: calling it logs no figure of the
+    sharded evaluation. `print_rank0(f"val acc {acc}")` does (DDP017 both ways)."""
+    source = """
+def save_images(loader, model, num_images, best_acc):
+    print(f"Save {num_images} images")
+    for x in loader:
+        write(model(x))
+
+def print_rank0(msg):
+    if dist.get_rank() == 0:
+        print(msg)
+
+def evaluate(model):
+    model.eval()
+    loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
+    with torch.no_grad():
+        save_images(loader, model, num_images=len(val_set), best_acc=best_acc)
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+evaluate(model)
+"""
+    assert "DDP017" not in _rules(source)
+    logging_a_metric = source.replace(
+        "        save_images(loader, model, num_images=len(val_set), best_acc=best_acc)",
+        "        acc = sum((model(x).argmax(1) == y).float().mean() for x, y in loader)\n"
+        "    print_rank0(f'val acc {acc}')",
+    )
+    assert "DDP017" in _rules(logging_a_metric)

@@ -102,12 +102,29 @@ def data_parallel(program: Program) -> Iterator[Hit]:
             isinstance(parent, ast.If) and _tells_distributed(parent.test)  # (also `cfg.DISTRIBUTED`, `if dist:`)
             for parent in module.ancestors(call)
         )
+        if fallback and _in_the_multi_process_arm(module, call):
+            fallback = False  # StudioGAN's `if world_size > 1: DataParallel(...)` inside each DDP process
         if fallback or _after_distributed_return(module, call):
             continue  # in the else of `if args.distributed:` (or after its `return`) it is the single-process path
         function = module.function_of(call)
         if function is not None and under_type_test(module, call, function):
             continue  # `if isinstance(module, DataParallel):` re-wrapping what the caller already made DataParallel
         yield module, call.lineno
+
+
+def _in_the_multi_process_arm(module: Module, node: ast.AST) -> bool:
+    """In the body of `if world_size > 1:` / `if args.distributed:` (the arm that runs several processes) and on
+    no single-process arm: not a GPU count (`if n_gpu > 1:` is DataParallel's own single-process test)."""
+    if _on_single_process_path(module, node):
+        return False
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, ast.If) and any(child is s for s in parent.body) and not _negative(parent.test):
+            names = {name.lower() for name in names_in(parent.test)}
+            if "world_size" in names or any("distributed" in name or "ddp" in name for name in names):
+                return True
+        child = parent
+    return False
 
 
 def _after_distributed_return(module: Module, node: ast.AST) -> bool:
@@ -152,7 +169,8 @@ def _tells_distributed(test: ast.expr) -> bool:
         and call_name(test.left).rpartition(".")[2].lower() == "dist"
     )
     bare = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else test
-    flag = isinstance(bare, (ast.Name, ast.Attribute)) and call_name(bare).rpartition(".")[2].lower() == "dist"
+    last = call_name(bare).rpartition(".")[2].lower() if isinstance(bare, (ast.Name, ast.Attribute)) else ""
+    flag = last == "dist" or (last.startswith("dist_") and "dist" in last.split("_"))  # also `cfg.MODEL.DIST_TRAIN`
     return (
         switch  # (and `if dist:` / `if args.dist:`: a flag named `dist`; the torch.distributed module is no test)
         or flag
@@ -3128,6 +3146,8 @@ def _reduces_reading(program: Program, module: Module, function: ast.AST, depth:
         targets = program.resolve(call, module) or program.bound_methods(call, module)
         if any(word in last_name(call).lower() for word in FILE_MERGES):
             return True  # each rank's part written to a file, read back by rank 0: barriers are all they call
+        if _applies_a_gathering_function(program, call):
+            return True  # `torch.cat(GatherLayer.apply(feats))`
         if not targets or depth == 0:  # a library's call, or one too deep to read: judged by its name
             if any(word in last_name(call).lower() for word in REDUCING_WORDS) and not (
                 _within_process(module, call) or _result_thrown_away(module, call)
@@ -3338,10 +3358,27 @@ def _is_metric(names: Iterable[str]) -> bool:
 
 def _is_log_call(program: Program, module: Module, call: ast.Call) -> bool:
     """`print`, `logger.info`, `writer.add_scalar`..., or a program function that passes one of its parameters to
-    one (`print_only_rank0(msg)`)."""
+    one (`print_only_rank0(msg)`) and is given a figure there — not a worker that prints its image count
+    (StudioGAN's `save_images_png(..., num_images=n)`: `print(f"Save {num_images} ...")`)."""
     if _logs(call):
         return True
-    return any(_logs_parameter(other, callee) for other, callee in program.resolve(call, module))
+    for other, callee in program.resolve(call, module):
+        logged = _logged_parameters(other, callee)
+        if not logged:
+            continue
+        spread = {a.arg for a in (callee.args.vararg, callee.args.kwarg) if a is not None} & logged
+        given = [given_value(callee, call, name) for name in logged - spread]
+        if spread:  # `print0(*args)`: whatever the call passes
+            given += [*call.args, *(k.value for k in call.keywords)]
+        if any(value is not None and _is_metric(_names_read(value)) for value in given):
+            return True
+    return False
+
+
+def _names_read(value: ast.expr) -> Set[str]:
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr for n in walk(value) if isinstance(n, (ast.Name, ast.Attribute))
+    }
 
 
 def _logs(call: ast.Call) -> bool:
@@ -3354,13 +3391,15 @@ def _logs(call: ast.Call) -> bool:
     )
 
 
-def _logs_parameter(module: Module, function: ast.FunctionDef) -> bool:
-    def compute() -> bool:
+def _logged_parameters(module: Module, function: ast.FunctionDef) -> Set[str]:
+    """The function's parameters it passes to a log call (`def print_only_rank0(msg): if rank == 0: print(msg)`)."""
+
+    def compute() -> Set[str]:
         spread = [a for a in (function.args.vararg, function.args.kwarg) if a is not None]  # print(*args, **kwargs)
         parameters = {a.arg for a in [*function.args.args, *spread]} - {"self", "cls"}
-        return any(_logs(call) and _logged_names(call) & parameters for call in module.calls_in(function))
+        return {name for call in module.calls_in(function) if _logs(call) for name in _logged_names(call) & parameters}
 
-    return module.memo(("logs_parameter", id(function)), compute)
+    return module.memo(("logged parameters", id(function)), compute)
 
 
 def _in_loop(module: Module, node: ast.AST, function: ast.AST) -> bool:
@@ -3599,10 +3638,24 @@ def _root_name(node: ast.AST) -> str:
 def _combining_call(program: Program, module: Module, call: ast.Call) -> bool:
     if any(word in last_name(call).lower() for word in FILE_MERGES):
         return True
+    if _applies_a_gathering_function(program, call):
+        return True
     targets = program.resolve(call, module) or program.bound_methods(call, module)
     if targets:
         return any(_reduces_in(program, other, callee, 3) for other, callee in targets)
     return any(word in last_name(call).lower() for word in REDUCING_WORDS) and not _within_process(module, call)
+
+
+def _applies_a_gathering_function(program: Program, call: ast.Call) -> bool:
+    """`losses.GatherLayer.apply(x)`: an autograd Function of the program whose `forward` all-gathers (the gather
+    layer SimCLR and GAN code copies, StudioGAN's metrics)."""
+    if last_name(call) != "apply" or not isinstance(call.func, ast.Attribute):
+        return False
+    for module, node in program.classes.get(last_name(call.func.value), []):
+        forward = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+        if forward is not None and program.reaches_collective(module, forward):
+            return True
+    return False
 
 
 def _result_thrown_away(module: Module, call: ast.Call) -> bool:
