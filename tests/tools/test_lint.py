@@ -11,7 +11,7 @@ import pytest
 
 from ddptrain.tools.lint import RULES, fix_paths, lint_paths, lint_program, lint_source, run_lint
 from ddptrain.tools.lint.discover import gather
-from ddptrain.tools.lint.program import argument, call_position
+from ddptrain.tools.lint.program import Module, argument, call_position
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -2975,3 +2975,22 @@ evaluate(model)
         "    print_rank0(f'val acc {acc}')",
     )
     assert "DDP017" in _rules(logging_a_metric)
+
+
+def test_a_modules_nodes_by_class_are_the_same_whatever_is_asked_first():
+    """`Module.of_type` groups the nodes by class once for a concrete class and keeps asking `isinstance` for a
+    base class (`ast.stmt`) or a class with subclasses (`ast.Constant`): each answer is every such node once, in
+    source order, in any order of questions."""
+    from ddptrain.tools.lint.program import Module
+
+    source = "x = 1\nif x:\n    y = 'a'\n    z = x + 2\n"
+    questions = [(ast.Constant,), (ast.stmt,), (ast.Assign,), (ast.Name,), (ast.Assign, ast.If), (ast.If,)]
+    expected = {q: [n for n in ast.walk(ast.parse(source)) if isinstance(n, q)] for q in questions}
+    for order in (questions, questions[::-1]):
+        module = Module("m.py", source)
+        for question in order:
+            got = module.of_type(*question)
+            assert [type(n) for n in got] == [type(n) for n in expected[question]]
+            assert sorted((n.lineno, n.col_offset) for n in got) == sorted(
+                (n.lineno, n.col_offset) for n in expected[question]
+            )

@@ -374,6 +374,7 @@ class Module:
     _assignments: Optional[Dict[str, List[ast.Assign]]] = field(init=False, default=None)
     _branches: Dict[ast.AST, Optional[ast.If]] = field(init=False, default_factory=dict)
     _of_type: Dict[tuple, list] = field(init=False, default_factory=dict)
+    _by_class: Optional[Dict[type, list]] = field(init=False, default=None)
     _mentions: Dict[tuple, Set[str]] = field(init=False, default_factory=dict)
     _memo: Dict[tuple, Any] = field(init=False, default_factory=dict)
 
@@ -410,12 +411,14 @@ class Module:
         """The module's nodes of these types, in `nodes` order: one pass per module, however many programs and
         rules ask."""
         if types not in self._of_type:
-            if len(types) == 1:  # the common question: every node grouped by its class in one pass, then looked up
-                if (ast.Module,) not in self._of_type:  # (the tree itself is a node: present once grouped)
+            if len(types) == 1 and not types[0].__subclasses__():  # one concrete class (not `ast.stmt`): every node
+                if self._by_class is None:  # grouped by its class in one pass, then looked up
+                    self._by_class = {}
                     for node in self.nodes:
-                        self._of_type.setdefault((type(node),), []).append(node)
-                return self._of_type.setdefault(types, [])
-            self._of_type[types] = [node for node in self.nodes if isinstance(node, types)]
+                        self._by_class.setdefault(type(node), []).append(node)
+                self._of_type[types] = self._by_class.get(types[0], [])
+            else:
+                self._of_type[types] = [node for node in self.nodes if isinstance(node, types)]
         return self._of_type[types]
 
     def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
