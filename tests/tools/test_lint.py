@@ -2981,8 +2981,6 @@ def test_a_modules_nodes_by_class_are_the_same_whatever_is_asked_first():
     """`Module.of_type` groups the nodes by class once for a concrete class and keeps asking `isinstance` for a
     base class (`ast.stmt`) or a class with subclasses (`ast.Constant`): each answer is every such node once, in
     source order, in any order of questions."""
-    from ddptrain.tools.lint.program import Module
-
     source = "x = 1\nif x:\n    y = 'a'\n    z = x + 2\n"
     questions = [(ast.Constant,), (ast.stmt,), (ast.Assign,), (ast.Name,), (ast.Assign, ast.If), (ast.If,)]
     expected = {q: [n for n in ast.walk(ast.parse(source)) if isinstance(n, q)] for q in questions}
