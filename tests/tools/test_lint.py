@@ -2992,3 +2992,314 @@ def test_a_modules_nodes_by_class_are_the_same_whatever_is_asked_first():
             assert sorted((n.lineno, n.col_offset) for n in got) == sorted(
                 (n.lineno, n.col_offset) for n in expected[question]
             )
+
+
+def _found(paths: list) -> set:
+    """(file name, rule) of each finding lint reports for the paths."""
+    return {(Path(f.file).name, f.rule) for f in lint_paths([str(p) for p in paths]).findings}
+
+
+def test_gpu_0_on_the_single_process_arm_of_a_distributed_switch_is_its_own():
+    """neuraloperator's `setup`: `cuda:{local_rank}` under `if config.distributed.use_distributed:`, `cuda:0` in the
+    `else` a run without a process group takes."""
+    source = """
+def setup(config):
+    if config.distributed.use_distributed:
+        dist.init_process_group("nccl")
+        device = torch.device(f"cuda:{comm.get_local_rank()}")
+    else:
+        device = torch.device("cuda:0")
+    torch.cuda.set_device(device.index)
+    return device
+
+device = setup(config)
+model = DDP(nn.Linear(2, 2).to(device), device_ids=[device.index])
+"""
+    assert "DDP006" not in _rules(source)
+    assert "DDP006" in _rules(
+        source.replace("    else:\n        device = torch.device", "    if True:\n        device = torch.device")
+    )
+
+
+def test_a_port_option_handed_over_in_a_configuration_dictionary_reaches_the_address():
+    """RecBole: `--port` default "5678" passed as `config_dict["port"]`, joined into `"tcp://" + ip + ":" +
+    str(config["port"])`."""
+    source = """
+parser = argparse.ArgumentParser()
+parser.add_argument("--port", type=str, default="5678")
+args = parser.parse_args()
+config = {"port": args.port, "ip": "localhost"}
+dist.init_process_group("nccl", init_method="tcp://" + config["ip"] + ":" + str(config["port"]))
+"""
+    assert "DDP011" in _rules(source)
+    assert "DDP011" not in _rules(source.replace('config["port"]', 'config["visdom"]'))
+
+
+def test_a_module_imported_by_a_literal_name_and_a_class_got_by_a_literal_attribute_are_read(tmp_path):
+    """RecBole's `getattr(importlib.import_module("recbole.trainer"), "Trainer")`: the module is part of the program
+    and the class's methods run."""
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/trainer.py": """
+                class Trainer:
+                    def fit(self, model, loader, optimizer):
+                        scaler = torch.cuda.amp.GradScaler()
+                        for x in loader:
+                            scaler.scale(model(x).sum()).backward()
+                            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                            scaler.step(optimizer)
+                """,
+            "train.py": """
+                import importlib
+
+                def get_trainer():
+                    return getattr(importlib.import_module("pkg.trainer"), "Trainer")
+
+                if __name__ == "__main__":
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                    model = DDP(nn.Linear(2, 2).cuda())
+                    get_trainer()().fit(model, loader, optimizer)
+                """,
+        },
+    )
+    assert ("trainer.py", "DDP009") in _found([tmp_path / "train.py"])
+    literal = (tmp_path / "train.py").read_text()
+    (tmp_path / "train.py").write_text(literal.replace('"Trainer")', "name)"))
+    assert ("trainer.py", "DDP009") not in _found([tmp_path / "train.py"])  # a computed class: none known to run
+    (tmp_path / "train.py").write_text(literal.replace('"pkg.trainer"', "name"))
+    assert ("trainer.py", "DDP009") not in _found([tmp_path / "train.py"])  # a computed module: not read
+
+
+@pytest.mark.parametrize("leave, found", [("return", True), ("pass", False)])
+def test_rank_0_leaving_before_the_loop_that_trains_through_a_helper(leave, found):
+    """doctr: `if rank == 0 and args.test_only: evaluate(...); return` and, in the epoch loop that calls
+    `fit_one_epoch` (which back-propagates), `if rank == 0: ... if early_stopper.early_stop(val_loss): break`."""
+    source = f"""
+def fit_one_epoch(model, loader, optimizer):
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+
+def main(args):
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    model = DDP(nn.Linear(2, 2).cuda())
+    if rank == 0 and args.test_only:
+        evaluate(model.module)
+        {leave}
+    for epoch in range(args.epochs):
+        fit_one_epoch(model, loader, optimizer)
+        if rank == 0:
+            if args.early_stop and early_stopper.early_stop(val_loss):
+                {"break" if found else "pass"}
+
+if __name__ == "__main__":
+    main(args)
+"""
+    findings = [f for f in lint_source("script.py", HEADER + textwrap.dedent(source)) if f.rule == "DDP014"]
+    assert len(findings) == (2 if found else 0)
+    if found:  # an exit with an error status instead: torchrun and mp.spawn stop the other ranks
+        error_exit = source.replace("        evaluate(model.module)\n        return", "        sys.exit(1)")
+        assert len([f for f in lint_source("s.py", HEADER + textwrap.dedent(error_exit)) if f.rule == "DDP014"]) == 1
+
+
+def test_set_epoch_only_on_a_path_no_construction_takes_is_never_called(tmp_path):
+    """KPGT makes `Trainer(...)` without `ddp=True`, so `if self.ddp: train_loader.sampler.set_epoch(epoch)` never
+    runs; its script is started from scripts/ and finds src/ through `sys.path.append('..')`."""
+    _write(
+        tmp_path,
+        {
+            "src/__init__.py": "",
+            "src/trainer.py": """
+                class Trainer:
+                    def __init__(self, optimizer, ddp=False):
+                        self.ddp = ddp
+                        self.optimizer = optimizer
+
+                    def fit(self, model, train_loader, epochs):
+                        for epoch in range(epochs):
+                            if self.ddp:
+                                train_loader.sampler.set_epoch(epoch)
+                            for x in train_loader:
+                                model(x).sum().backward()
+                                self.optimizer.step()
+                """,
+            "scripts/train.py": """
+                import sys
+                sys.path.append('..')
+                from src.trainer import Trainer
+
+                if __name__ == "__main__":
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                    model = DDP(nn.Linear(2, 2).cuda())
+                    loader = DataLoader(ds, sampler=DistributedSampler(ds))
+                    Trainer(optimizer).fit(model, loader, 10)
+                """,
+        },
+    )
+    assert ("train.py", "DDP002") in _found([tmp_path / "scripts" / "train.py"])
+    fixed = (
+        (tmp_path / "scripts" / "train.py").read_text().replace("Trainer(optimizer)", "Trainer(optimizer, ddp=True)")
+    )
+    (tmp_path / "scripts" / "train.py").write_text(fixed)
+    assert ("train.py", "DDP002") not in _found([tmp_path / "scripts" / "train.py"])
+
+
+def test_a_sampler_behind_a_flag_computed_from_a_parameter_every_caller_leaves_is_not_made():
+    """fast-autoaugment's search: `train_and_eval(...)` leaves `local_rank=-1`, which passes `multinode=(local_rank
+    >= 0)` on to `get_dataloaders`: neither its DistributedSampler nor the loop's `set_epoch` runs."""
+    source = """
+def get_dataloaders(ds, multinode=False):
+    sampler = None
+    if multinode:
+        sampler = DistributedSampler(ds)
+    return sampler, DataLoader(ds, sampler=sampler, shuffle=sampler is None)
+
+def train_and_eval(ds, local_rank=-1):
+    sampler, loader = get_dataloaders(ds, multinode=(local_rank >= 0))
+    for epoch in range(10):
+        if local_rank >= 0:
+            sampler.set_epoch(epoch)
+        for x in loader:
+            model(x).sum().backward()
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+train_and_eval(ds)
+"""
+    assert "DDP002" not in _rules(source)
+    no_set_epoch = source.replace("        if local_rank >= 0:\n            sampler.set_epoch(epoch)\n", "")
+    assert "DDP002" not in _rules(no_set_epoch)  # no sampler is made either
+    assert "DDP002" in _rules(no_set_epoch.replace("train_and_eval(ds)", "train_and_eval(ds, local_rank=args.rank)"))
+
+
+def test_a_backend_option_defaulting_to_gloo_is_nccl_only_where_the_user_asks():
+    """opacus' cifar10 example: `--dist_backend` defaults to "gloo"; each process already uses its own device."""
+    source = """
+parser = argparse.ArgumentParser()
+parser.add_argument("--dist_backend", type=str, default="gloo")
+parser.add_argument("--local_rank", type=int, default=-1)
+args = parser.parse_args()
+dist.init_process_group(backend=args.dist_backend)
+model = DDP(nn.Linear(2, 2).to(args.local_rank), device_ids=[args.local_rank])
+print(torch.cuda.device_count())
+"""
+    assert "DDP005" not in _rules(source)
+    assert "DDP005" in _rules(source.replace('default="gloo"', 'default="nccl"'))
+
+
+def test_a_call_of_the_modules_own_function_is_no_call_of_a_method_of_that_name(tmp_path):
+    """opacus: cifar10.py calls its own `save_checkpoint(...)`; `PrivacyEngine.save_checkpoint`, a method of a class
+    the script uses, is not run by that call."""
+    _write(
+        tmp_path,
+        {
+            "engine.py": """
+                class PrivacyEngine:
+                    def make_private(self, model):
+                        return model
+
+                    def save_checkpoint(self, path, model):
+                        torch.save(model.state_dict(), path)
+                """,
+            "train.py": """
+                from engine import PrivacyEngine
+
+                def save_checkpoint(state, filename):
+                    if dist.get_rank() == 0:
+                        torch.save(state, filename)
+
+                if __name__ == "__main__":
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                    model = PrivacyEngine().make_private(DDP(nn.Linear(2, 2).cuda()))
+                    save_checkpoint({"model": model.module.state_dict()}, "checkpoint.tar")
+                """,
+        },
+    )
+    assert ("engine.py", "DDP015") not in _found([tmp_path / "train.py"])
+    called = (
+        (tmp_path / "train.py")
+        .read_text()
+        .replace('save_checkpoint({"model"', 'PrivacyEngine().save_checkpoint("c.pt", model)\n    ({"model"')
+    )
+    (tmp_path / "train.py").write_text(called)
+    assert ("engine.py", "DDP015") in _found([tmp_path / "train.py"])
+
+
+def test_a_launcher_the_options_choices_leave_out_never_runs_and_a_local_variable_names_no_function(tmp_path):
+    """gmflow's `init_dist(args.launcher)` with `--launcher` limited to none/pytorch never reaches its slurm
+    helper's fixed port; neuraloperator's `init = "svd"` in another function names no module function `init`, and
+    its `import wandb` (beside a config/wandb.py of its own) is the library, so `wandb.init()` is no call of it."""
+    _write(
+        tmp_path,
+        {
+            "config/__init__.py": "",
+            "config/wandb.py": "PROJECT = 'x'\n",
+            "dist_utils.py": """
+                def init_dist(launcher, backend="nccl"):
+                    if launcher == "pytorch":
+                        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                        dist.init_process_group(backend)
+                    elif launcher == "slurm":
+                        _init_dist_slurm(backend)
+
+                def _init_dist_slurm(backend):
+                    os.environ["MASTER_PORT"] = "29500"
+                    torch.cuda.set_device(int(os.environ["SLURM_LOCALID"]))
+                    dist.init_process_group(backend)
+
+                def init(model):
+                    torch.save(model.state_dict(), "weights.pt")
+                """,
+            "train.py": """
+                import argparse
+                import wandb
+                from config import wandb as wandb_config
+                from dist_utils import init_dist, init
+
+                def decompose(matrix):
+                    init = "svd"
+                    return tucker(matrix, init=init)
+
+                if __name__ == "__main__":
+                    parser = argparse.ArgumentParser()
+                    parser.add_argument("--launcher", default="none", choices=["none", "pytorch"])
+                    args = parser.parse_args()
+                    wandb.init(project=wandb_config.PROJECT)
+                    init_dist(args.launcher)
+                    model = DDP(nn.Linear(2, 2).cuda())
+                    decompose(model.weight)
+                """,
+        },
+    )
+    assert _found([tmp_path / "train.py"]) == set()
+    slurm = (tmp_path / "train.py").read_text().replace('"pytorch"]', '"pytorch", "slurm"]')
+    (tmp_path / "train.py").write_text(slurm)
+    assert _found([tmp_path / "train.py"]) == {("dist_utils.py", "DDP011")}
+    calls_init = slurm.replace("decompose(model.weight)", "init(model.module)")
+    (tmp_path / "train.py").write_text(calls_init)
+    assert ("dist_utils.py", "DDP015") in _found([tmp_path / "train.py"])
+
+
+def test_a_shuffling_loader_read_only_without_gradients_trains_nothing():
+    """neuraloperator's calibration: `calib_loader = DataLoader(db, shuffle=True)` read in `with torch.no_grad():`
+    and counted with `len(calib_loader)`."""
+    source = """
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+calib_loader = DataLoader(calib_db, shuffle=True, batch_size=1)
+with torch.no_grad():
+    ratios = [model(x) for x in calib_loader]
+n = len(calib_loader)
+"""
+    assert "DDP018" not in _rules(source)
+    trained = source + "for x in calib_loader:\n    model(x).sum().backward()\n"
+    assert "DDP018" in _rules(trained)

@@ -245,12 +245,15 @@ def _note_path_additions(sources: Sources, module: Module) -> None:
 
 def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
     files: List[Path] = []
+    tops: Set[str] = set()  # `import wandb` found no file of the program: the library, whatever its folders hold
     _note_path_additions(sources, module)
     for node in module.imports:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found = _absolute(sources, path, alias.name)
                 files += found
+                if any(sources.in_scope(sources.resolved(f)) for f in found):
+                    tops.add(alias.name.split(".")[0])
                 for file in found:  # `import _init_paths` puts lib/ on sys.path before the next import
                     imported = sources.read(file) if sources.in_scope(sources.resolved(file)) else None
                     if imported is not None:
@@ -266,12 +269,38 @@ def imported_files(sources: Sources, module: Module, path: Path) -> List[Path]:
             elif node.module:
                 found = _absolute(sources, path, node.module)
                 files += found
+                if any(sources.in_scope(sources.resolved(f)) for f in found):
+                    tops.add(node.module.split(".")[0])
                 last = node.module.rsplit(".", 1)[-1]
                 if found and found[-1].name == "__init__.py" and found[-1].parent.name == last:
                     files += _relative(found[-1].parent, names)  # a package: its modules named
                 elif not found or found[-1].name != f"{last}.py":  # not a module: a namespace folder?
-                    files += _namespace_modules(sources, path, node.module, names)
+                    spaced = _namespace_modules(sources, path, node.module, names)
+                    files += spaced
+                    if spaced:
+                        tops.add(node.module.split(".")[0])
+    for name in module.memo(("imported by name",), lambda: _imported_by_name(module)):
+        files += _absolute(sources, path, name)
+    module.found_tops = tops
     return [f for f in (sources.resolved(f) for f in files) if sources.in_scope(f)]
+
+
+def _imported_by_name(module: Module) -> List[str]:
+    """`importlib.import_module("recbole.trainer")` or `__import__("models.resnet")`: a module named by a literal
+    string, imported as an `import` statement would (not a name computed at run time, nor one relative to a
+    `package=`)."""
+    if "import" not in module.source:
+        return []
+    names = []
+    for call in module.calls:
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in ("import_module", "__import__") or len(call.args) != 1 or call.keywords:
+            continue
+        first = call.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+            names.append(first.value)
+    return names
 
 
 def _absolute(sources: Sources, path: Path, name: str) -> List[Path]:

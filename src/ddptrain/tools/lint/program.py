@@ -367,6 +367,7 @@ class Module:
     imported: Dict[str, str] = field(init=False, default_factory=dict)  # local name -> what it names, last part
     import_names: Set[str] = field(init=False, default_factory=set)  # every dotted name imported
     import_tops: Dict[str, str] = field(init=False, default_factory=dict)  # local name -> top package ('' relative)
+    found_tops: Optional[Set[str]] = field(init=False, default=None)  # tops whose imports found the program's files
     nodes: List[ast.AST] = field(init=False, default_factory=list)  # every node, parents before children
     functions: List[ast.FunctionDef] = field(init=False, default_factory=list)
     imports: List[ast.stmt] = field(init=False, default_factory=list)  # Import and ImportFrom, in `nodes` order
@@ -445,7 +446,7 @@ class Module:
         this module: the walk is done once per function, only the libraries' filter once per program."""
         key = (id(function), libraries)
         if key not in self._mentions:
-            names, attributes = self.memo(("mentioned", id(function)), lambda: _mentioned(function))
+            names, attributes = self.memo(("mentioned", id(function)), lambda: _mentioned(function, self.own_functions))
             found = (names - libraries) | {  # (`init_process_group` imported from torch is torch's, not a namesake's)
                 _attribute_mention(attr, root, self.module_roots) for attr, root in attributes if root not in libraries
             }
@@ -455,9 +456,19 @@ class Module:
     def at_import(self, libraries: FrozenSet[str], main: bool) -> Set[str]:
         key = ("import", libraries, main)
         if key not in self._mentions:
-            found = _mentioned_at_import(self.tree, libraries, main, self.module_roots)
+            found = _mentioned_at_import(self.tree, libraries, main, self.module_roots, self.own_functions)
             self._mentions[key] = found | self._originals(found)
         return self._mentions[key]
+
+    @functools.cached_property
+    def own_functions(self) -> FrozenSet[str]:
+        """The module-level functions the module defines: `save_checkpoint(...)` called by its bare name here
+        runs that function, never a method of that name (`PrivacyEngine.save_checkpoint` of a library module)."""
+        return frozenset(
+            s.name
+            for s in self.tree.body
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name not in self.imported
+        )
 
     @functools.cached_property
     def module_roots(self) -> FrozenSet[str]:
@@ -813,7 +824,7 @@ class Program:
         waiting: Dict[int, Tuple[Module, ast.FunctionDef]] = {}  # not reachable yet: asked again when names are new
         pending = set(found)
         while pending:  # a function may become reachable only when a name it waits for is new
-            candidates = {id(f): (m, f) for name in pending for m, f in self._waiting_for.get(name.lstrip("."), ())}
+            candidates = {id(f): (m, f) for name in pending for m, f in self._waiting_for.get(name.lstrip(".="), ())}
             candidates.update(waiting)
             pending = set()
             for key, (module, function) in candidates.items():
@@ -845,7 +856,7 @@ class Program:
     def _namesake_used(self, module: Module, name: str) -> bool:
         """A module-level function whose name another module's function shares runs where its own module's running
         code mentions it, or where a module imports it (or its module) — not because a namesake is called."""
-        if name in self._mentioned_in.get(id(module), ()):
+        if {name, "=" + name} & self._mentioned_in.get(id(module), set()):
             return True
         sources = {module.stem, module.file.parent.name if module.stem == "__init__" else module.stem}
         for other in self.modules:
@@ -895,7 +906,7 @@ class Program:
 
     def _libraries(self, module: Module) -> FrozenSet[str]:
         """Local names a module binds to imports from outside the program (`torch`, `np`, `dist`)."""
-        local = self._local_tops
+        local = self._local_tops if module.found_tops is None else module.found_tops  # (as discovery found them)
         return frozenset(name for name, top in module.import_tops.items() if top and top not in local)
 
     def _reachable(self, module: Module, function: ast.FunctionDef, names: Set[str]) -> bool:
@@ -910,9 +921,10 @@ class Program:
                 and (_called_implicitly(function.name) or _named(function.name, names))
                 and not self._overridden_wherever_used(owner.name, function.name, names, 4)
             )
-        if function.name in names and owner is module.tree and function.name in self._namesakes:
+        mentioned = function.name in names or "=" + function.name in names
+        if mentioned and owner is module.tree and function.name in self._namesakes:
             return self._namesake_used(module, function.name)
-        return function.name in names
+        return mentioned
 
     def _overridden_wherever_used(self, name: str, method: str, names: Set[str], depth: int) -> bool:
         """Only subclasses of the class are used, and each defines the method again without `super().method(...)`:
@@ -1014,11 +1026,43 @@ class Program:
                 return False
             callers = self.sites_of(caller.name)
             given = [argument(call, position, test.left.id) for _, call in callers]
-            if not callers or any(
-                not isinstance(value, ast.Constant) or value.value == test.comparators[0].value for value in given
-            ):
+            wanted = test.comparators[0].value
+            if not callers or any(not self._never_equal(value, wanted) for value in given):
                 return False
         return True
+
+    def _never_equal(self, value: Optional[ast.expr], wanted: Any) -> bool:
+        """`value` is a constant other than `wanted`, or an option whose `choices` leave it out (`init_dist(
+        args.launcher)` with `--launcher` limited to `['none', 'pytorch']` never asks for 'slurm')."""
+        if isinstance(value, ast.Constant):
+            return value.value != wanted
+        if not isinstance(value, ast.Attribute):
+            return False
+        choices = self.option_choices(value.attr)
+        return bool(choices) and all(c is not None and wanted not in c for c in choices)
+
+    def option_choices(self, dest: str) -> List[Optional[Set[Any]]]:
+        """For each command-line option of the program stored as `dest`, the constants its `choices=` allows (None
+        where it has none, or they are not all constants)."""
+        found: List[Optional[Set[Any]]] = []
+        for call in self.options(dest):
+            allowed = keyword(call, "choices")
+            constants = isinstance(allowed, (ast.List, ast.Tuple, ast.Set)) and all(
+                isinstance(e, ast.Constant) for e in allowed.elts
+            )
+            found.append({e.value for e in allowed.elts} if constants else None)  # type: ignore[union-attr]
+        return found
+
+    def options(self, dest: str) -> List[ast.Call]:
+        """The program's `parser.add_argument(...)` calls whose value is stored as `dest` (`--dist-backend`,
+        `dest="dist_backend"`)."""
+        return [
+            call
+            for module in self.modules
+            if dest in module.words
+            for call in module.calls
+            if last_name(call) == "add_argument" and call.args and option_dest(call) == dest
+        ]
 
     def calls(self) -> Iterator[Tuple[Module, ast.Call]]:
         for module in self.modules:
@@ -1423,6 +1467,17 @@ def _private(name: str) -> bool:
 CONTEXT_METHODS = {"__enter__", "__exit__", "__aenter__", "__aexit__"}  # run only by a `with` of their object
 
 
+def option_dest(option: ast.Call) -> str:
+    """Where argparse stores an option's value: its `dest=`, else its first long flag (`'-P', '--dist-port'`:
+    `dist_port`), else its first flag."""
+    stored = keyword(option, "dest")
+    if isinstance(stored, ast.Constant) and isinstance(stored.value, str):
+        return stored.value
+    flags = [a.value for a in option.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    longs = [f for f in flags if f.startswith("--")] or flags
+    return longs[0].lstrip("-").replace("-", "_") if longs else ""
+
+
 def _called_implicitly(name: str) -> bool:
     """Methods that run without their name in the program: dunders, `forward` (through `__call__`), and the hooks
     frameworks call (`training_step`, `on_train_epoch_end`, `configure_optimizers`)."""
@@ -1449,16 +1504,52 @@ def _with_subclasses(name: str, subclasses: Dict[str, Set[str]], depth: int) -> 
     return found
 
 
-def _mentioned(node: ast.AST) -> Tuple[FrozenSet[str], FrozenSet[Tuple[str, str]]]:
-    """The names under a node, and its attributes with the name each chain starts from (`torch.save`: save, torch)."""
+def _mentioned(node: ast.AST, own: FrozenSet[str] = frozenset()) -> Tuple[FrozenSet[str], FrozenSet[Tuple[str, str]]]:
+    """The names under a node, and its attributes with the name each chain starts from (`torch.save`: save, torch).
+    A call of one of the module's `own` functions by its bare name is `=name`: that function, no method."""
     names: Set[str] = set()
     attributes: Set[Tuple[str, str]] = set()
+    called = {id(sub.func) for sub in walk(node) if isinstance(sub, ast.Call)} if own else set()
+    local = _local_names(node)
     for sub in walk(node):
         if isinstance(sub, ast.Name):
-            names.add(sub.id)
+            if sub.id in local:
+                continue  # `init = "svd"` ... `tucker(m, init=init)`: the function's own variable, no function
+            names.add("=" + sub.id if sub.id in own and id(sub) in called else sub.id)
         elif isinstance(sub, ast.Attribute):
             attributes.add((sub.attr, _root(sub)))
+        elif isinstance(sub, ast.Call) and _getattr_by_literal(sub):  # `getattr(module, "Trainer")` reads the
+            owner = sub.args[0]  # attribute as `module.Trainer` would
+            root = _root(owner) if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
+            attributes.add((sub.args[1].value, root))  # type: ignore[attr-defined]
     return frozenset(names), frozenset(attributes)
+
+
+def _local_names(node: ast.AST) -> Set[str]:
+    """A function's parameters and the names it assigns (not those it declares `global`): in Python they are its
+    own variables throughout its body, and never name a module-level function."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    arguments = node.args
+    local = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+    local |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    declared: Set[str] = set()
+    for sub in walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            local.add(sub.id)
+        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+            declared.update(sub.names)
+    return local - declared
+
+
+def _getattr_by_literal(call: ast.Call) -> bool:
+    return (
+        isinstance(call.func, ast.Name)
+        and call.func.id == "getattr"
+        and len(call.args) >= 2
+        and isinstance(call.args[1], ast.Constant)
+        and isinstance(call.args[1].value, str)
+    )
 
 
 def _attribute_mention(attr: str, root: str, module_roots: FrozenSet[str]) -> str:
@@ -1485,6 +1576,7 @@ def _mentioned_at_import(
     libraries: FrozenSet[str] = frozenset(),
     main: bool = False,
     module_roots: FrozenSet[str] = frozenset(),
+    own: FrozenSet[str] = frozenset(),
 ) -> Set[str]:
     """What a module's top level mentions when it is imported (or run, with `main`: its `__main__` block too); not
     function bodies (a class body runs; its methods only when called)."""
@@ -1497,6 +1589,10 @@ def _mentioned_at_import(
             continue
         if isinstance(node, ast.ClassDef):  # a base named here is not used yet: the subclass may never be
             pending.extend([*node.decorator_list, *node.keywords, *node.body])
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own:
+            found.add("=" + node.func.id)  # `main()` in the `__main__` block: the module's own function
+            pending.extend(_child_nodes(node)[1:])
             continue
         if isinstance(node, ast.Name) and node.id not in libraries:
             found.add(node.id)
@@ -1658,6 +1754,10 @@ def _call_takes(
     given = given_value(function, call, tested.id)
     if isinstance(given, ast.Name) and resolve is not None:
         given = resolve(given)
+    elif isinstance(given, ast.Compare) and resolve is not None:  # `multinode=(local_rank >= 0)`, the caller's
+        inner = _tested(given)  # `local_rank` left at -1 by every call of the caller
+        outcome = _takes(given, resolve(inner)) if isinstance(inner, ast.Name) else None
+        given = ast.Constant(outcome) if outcome is not None else None
     return _takes(test, given)
 
 

@@ -31,6 +31,7 @@ from .program import (
     keyword,
     last_name,
     names_in,
+    option_dest,
     selects_ranks,
     under_type_test,
     walk,
@@ -324,13 +325,17 @@ EPOCH_LOOP_LIBRARIES = ("catalyst", "lightning", "accelerate")
 def set_epoch_missing(program: Program) -> Iterator[Hit]:
     if not program.distributed:
         return  # its samplers sit in branches the program never takes (`if ddp:` with `ddp=False`)
-    if any(not _a_datasets(call) for _, call in program.calls_named("set_epoch")):
+    if any(
+        not _a_datasets(call) and not program.branches_away(m, call) for m, call in program.calls_named("set_epoch")
+    ):
         return  # anywhere in the program: a helper the epoch loop calls counts (not `loader.dataset.set_epoch(e)`)
     if any(word in name for m in program.modules for name in m.import_names for word in EPOCH_LOOP_LIBRARIES):
         return  # the library's runner reshuffles
     if not _repeats_epochs(program) or not _trains(program):
         return  # one pass, or a program that only evaluates: no order to repeat
     for module, call in training_samplers(program):
+        if program.branches_away(module, call):
+            continue  # made only on a path no call takes (`if multinode:` with `multinode=(local_rank >= 0)`)
         yield module, call.lineno
         return
 
@@ -383,8 +388,8 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue  # the dataset is already this rank's part (`ds[idx]` with `idx = all_idx.split(n)[rank]`)
         if _is_eval_name(_sampler_target(module, call) + " " + (call_name(dataset) if dataset is not None else "")):
             continue  # every rank evaluating the whole set in its own order: slow, not wrong
-        if _without_gradients(module, call):
-            continue  # made where no gradient is taken (`@torch.no_grad()`: predictions, pseudo-labels): no training
+        if _without_gradients(module, call) or _only_read_without_gradients(module, call):
+            continue  # made or read where no gradient is taken (`@torch.no_grad()`: predictions, calibration)
         if program.branches_away(module, call):
             continue  # every call of the helper returns before it (`if return_datasets: return ...`, passed True)
         if _one_batch_looked_at(module, call):
@@ -392,18 +397,37 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
         yield module, call.lineno
 
 
-def _one_batch_looked_at(module: Module, call: ast.Call) -> bool:
-    """`tr_dataloader = DataLoader(ds, shuffle=True)`, then `for ... in tr_dataloader:` ending in a bare `break` as
-    its only use (MedSAM's sanity check of its dataset before the real loader): one batch drawn, nothing trained."""
+def _loader_reads(module: Module, call: ast.Call) -> List[ast.Name]:
+    """Where the function (or script) around `loader = DataLoader(...)` reads `loader`; empty where the loader is
+    not kept in a plain name."""
     parent = module.parents.get(call)
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
-        return False
+        return []
     name = parent.targets[0].id
-    uses = [
+    return [
         n
         for n in walk(module.scope_of(call))
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
     ]
+
+
+def _only_read_without_gradients(module: Module, call: ast.Call) -> bool:
+    """`calib_loader = DataLoader(db, shuffle=True)`, read only inside `with torch.no_grad():`: nothing trained on
+    it."""
+    reads = [r for r in _loader_reads(module, call) if not _counted_only(module, r)]
+    return bool(reads) and all(_without_gradients(module, read) for read in reads)
+
+
+def _counted_only(module: Module, name: ast.Name) -> bool:
+    """`len(calib_loader)`: the loader's length, no batch drawn."""
+    parent = module.parents.get(name)
+    return isinstance(parent, ast.Call) and call_name(parent) == "len" and parent.args == [name]
+
+
+def _one_batch_looked_at(module: Module, call: ast.Call) -> bool:
+    """`tr_dataloader = DataLoader(ds, shuffle=True)`, then `for ... in tr_dataloader:` ending in a bare `break` as
+    its only use (MedSAM's sanity check of its dataset before the real loader): one batch drawn, nothing trained."""
+    uses = _loader_reads(module, call)
     for use in uses:
         loop = next((p for p in module.ancestors(use) if isinstance(p, ast.For)), None)
         if loop is None or not any(n is use for n in walk(loop.iter)) or not isinstance(loop.body[-1], ast.Break):
@@ -601,8 +625,16 @@ def _maybe_nccl(program: Program, backend: ast.expr) -> bool:
     NCCL in practice."""
     if isinstance(backend, ast.Constant):
         return False
+    if isinstance(backend, ast.Attribute) and _option_defaults(program, backend.attr) - {"nccl"}:
+        return False  # `--dist_backend` defaulting to "gloo": NCCL only where the user asks for it
     words = {word.lower() for module in program.modules for word in module.words}
     return "nccl" in words or "cuda" in words
+
+
+def _option_defaults(program: Program, dest: str) -> Set[str]:
+    """The string defaults of the program's command-line options stored as `dest`."""
+    defaults = [keyword(call, "default") for call in program.options(dest)]
+    return {str(d.value).lower() for d in defaults if isinstance(d, ast.Constant)}
 
 
 # ---- DDP006 ---------------------------------------------------------------------------------------
@@ -632,6 +664,8 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
             reads_local_rank = names_in(scope) & LOCAL_DEVICE_NAMES and not _gpu_0_by_name(module, call)
             if reads_local_rank or program.guarded(module, call, depth=5):
                 continue  # reads the local rank; or runs on one rank only (rank 0's device is GPU 0)
+            if module.on_a_single_process_arm(call):
+                continue  # the `else` of `if config.distributed.use_distributed:`: one process, GPU 0 is its own
             if function is not None and _replaced_by_local_device(program, module, call, function):
                 continue
             if function is not None and _default_every_caller_replaces(program, module, call, function):
@@ -1799,12 +1833,10 @@ def is_name(node: ast.AST, name: str) -> bool:
 def _rendezvous_port(program: Program, option: ast.Call) -> bool:
     """A plain `--port` option is the rendezvous port where its value reaches `MASTER_PORT`, an init_method or a
     `tcp://` address (not a visdom or TensorBoard port)."""
-    dest = keyword(option, "dest")
-    flag = _option_flag(option).lstrip("-").replace("-", "_")
-    name = str(dest.value) if isinstance(dest, ast.Constant) else flag  # argparse's own `dest` for `--portNum`
+    name = option_dest(option)  # argparse's own `dest` for `--portNum`
     for module in program.modules:
-        for node in module.of_type(ast.Attribute, ast.Name):  # args.port, or a parameter `port` it is passed as
-            if (node.attr if isinstance(node, ast.Attribute) else node.id) != name:
+        for node in module.of_type(ast.Attribute, ast.Name, ast.Subscript):  # args.port, a parameter `port`, or
+            if not _spells(node, name):  # `config["port"]`, a configuration the value was handed over in
                 continue
             for parent in module.ancestors(node):
                 if isinstance(parent, ast.stmt):
@@ -1816,6 +1848,15 @@ def _rendezvous_port(program: Program, option: ast.Call) -> bool:
                 if _builds_a_tcp_address(parent):
                     return True
     return False
+
+
+def _spells(node: ast.AST, name: str) -> bool:
+    """`args.NAME`, `NAME` or `config["NAME"]`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == name
+    if isinstance(node, ast.Name):
+        return node.id == name
+    return isinstance(node, ast.Subscript) and is_const(node.slice, name)
 
 
 def _builds_a_tcp_address(node: ast.AST) -> bool:
@@ -1960,8 +2001,7 @@ def _option_with_a_fixed_port(program: Program, option: ast.Call) -> bool:
 def _only_logged(program: Program, option: ast.Call) -> bool:
     """The option's value is read, and only inside log calls (`print(f"... {args.master_port}")`). (An option read
     nowhere stays a finding: a launcher or a config may pass its value on by name.)"""
-    dest = keyword(option, "dest")
-    name = str(dest.value) if isinstance(dest, ast.Constant) else _option_flag(option).lstrip("-").replace("-", "_")
+    name = option_dest(option)
     reads = [
         (module, node)
         for module in program.modules
@@ -2243,6 +2283,49 @@ def _training_loop(loop: ast.AST) -> bool:
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
 
 
+def _trains_through_a_helper(program: Program, module: Module, loop: ast.AST) -> bool:
+    """`for epoch in ...: fit_one_epoch(model, ...)`: a loop whose step is a function of the program that
+    back-propagates (or calls one that does)."""
+    return any(
+        _backpropagates(program, other, function, 1)
+        for call in walk(loop)
+        if isinstance(call, ast.Call)
+        for other, function in program.resolve(call, module)
+    )
+
+
+def _backpropagates(program: Program, module: Module, function: ast.FunctionDef, depth: int) -> bool:
+    calls = module.calls_in(function)
+    if any(last_name(c) == "backward" for c in calls):
+        return True
+    return depth > 0 and any(
+        _backpropagates(program, other, callee, depth - 1)
+        for c in calls
+        for other, callee in program.resolve(c, module)
+        if callee is not function
+    )
+
+
+def _leaves_before_training(program: Program, module: Module, node: ast.AST) -> bool:
+    """`if rank == 0 and args.test_only: evaluate(...); return` before the function's training loop: the other
+    ranks go on to train and wait for rank 0 in the first gradient all-reduce (not where the branch's `else`
+    leaves too)."""
+    function = module.function_of(node)
+    if function is None or not program.distributed:
+        return False
+    branch = module.rank_branch(node)
+    if branch is None or branch.orelse or module.function_of(branch) is not function:
+        return False
+    if not any(node is n for n in walk(branch)) or any(node is n for n in walk(branch.test)):
+        return False
+    return any(
+        loop.lineno > branch.end_lineno  # type: ignore[operator]
+        and (_training_loop(loop) or _trains_through_a_helper(program, module, loop))
+        for loop in walk(function)
+        if isinstance(loop, (ast.For, ast.While)) and module.function_of(loop) is function
+    )
+
+
 def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
     if program.distributed and program.any_call("DistributedDataParallel", "DDP"):
         for module in program.modules:
@@ -2251,7 +2334,11 @@ def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
         exits = [call for call in module.calls if call_name(call) in EXIT_CALLS]
         for node in [*module.of_type(ast.Break, ast.Return), *exits]:
             loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
-            if loop is None or not _training_loop(loop):
+            if loop is None:  # (an exit with an error status ends the job: torchrun and mp.spawn stop the rest)
+                if isinstance(node, ast.Return) and _leaves_before_training(program, module, node):
+                    yield module, node.lineno
+                continue
+            if not (_training_loop(loop) or _trains_through_a_helper(program, module, loop)):
                 continue
             if module.function_of(node) is not module.function_of(loop):
                 continue

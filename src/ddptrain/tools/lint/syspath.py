@@ -5,8 +5,9 @@ with a few lines run first (`import _init_paths`): `sys.path.insert(0, osp.join(
 'lib'))`, through a helper (`add_path(lib_path)`), or with pathlib (`Path(__file__).resolve().parents[1] /
 'src'`). Only paths computed from `__file__` (and constants and names assigned from them) are followed, and
 `sys.path[0]` in a script (a file with a `__main__` block: run as the program, Python puts its folder there,
-`sys.path.append(os.path.dirname(sys.path[0]))`): a path relative to the current folder depends on where the program
-is started.
+`sys.path.append(os.path.dirname(sys.path[0]))`). A path relative to the current folder depends on where the program
+is started: in a script (`sys.path.append('..')` before `from src.utils import ...`), it is read as relative to the
+script's own folder, where such a script must be started for its imports to work; in an imported module, not at all.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def path_additions(module: Module) -> List[Path]:
             continue
         for call in (n for n in ast.walk(statement) if isinstance(n, ast.Call)):
             added = _added(call, env, module.file, adders)
+            if added is not None and not os.path.isabs(added) and SCRIPT_FOLDER in env:
+                added = os.path.join(env[SCRIPT_FOLDER], added)  # `sys.path.append('..')`: run from its folder
             if added is not None and os.path.isabs(added):
                 folder = Path(os.path.normpath(added))
                 if folder.is_dir() and folder not in found:
