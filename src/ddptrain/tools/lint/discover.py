@@ -289,7 +289,7 @@ def _imported_by_name(module: Module) -> List[str]:
     """`importlib.import_module("recbole.trainer")` or `__import__("models.resnet")`: a module named by a literal
     string, imported as an `import` statement would (not a name computed at run time, nor one relative to a
     `package=`)."""
-    if "import" not in module.source:
+    if "import_module" not in module.source and "__import__" not in module.source:
         return []
     names = []
     for call in module.calls:

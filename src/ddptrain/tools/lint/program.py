@@ -1506,40 +1506,38 @@ def _with_subclasses(name: str, subclasses: Dict[str, Set[str]], depth: int) -> 
 
 def _mentioned(node: ast.AST, own: FrozenSet[str] = frozenset()) -> Tuple[FrozenSet[str], FrozenSet[Tuple[str, str]]]:
     """The names under a node, and its attributes with the name each chain starts from (`torch.save`: save, torch).
-    A call of one of the module's `own` functions by its bare name is `=name`: that function, no method."""
-    names: Set[str] = set()
-    attributes: Set[Tuple[str, str]] = set()
-    called = {id(sub.func) for sub in walk(node) if isinstance(sub, ast.Call)} if own else set()
-    local = _local_names(node)
-    for sub in walk(node):
-        if isinstance(sub, ast.Name):
-            if sub.id in local:
-                continue  # `init = "svd"` ... `tucker(m, init=init)`: the function's own variable, no function
-            names.add("=" + sub.id if sub.id in own and id(sub) in called else sub.id)
-        elif isinstance(sub, ast.Attribute):
-            attributes.add((sub.attr, _root(sub)))
-        elif isinstance(sub, ast.Call) and _getattr_by_literal(sub):  # `getattr(module, "Trainer")` reads the
-            owner = sub.args[0]  # attribute as `module.Trainer` would
-            root = _root(owner) if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
-            attributes.add((sub.args[1].value, root))  # type: ignore[attr-defined]
-    return frozenset(names), frozenset(attributes)
-
-
-def _local_names(node: ast.AST) -> Set[str]:
-    """A function's parameters and the names it assigns (not those it declares `global`): in Python they are its
-    own variables throughout its body, and never name a module-level function."""
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return set()
-    arguments = node.args
-    local = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
-    local |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    A call of one of the module's `own` functions by its bare name is `=name`: that function, no method. In a
+    function, its parameters and the names it assigns (not those it declares `global`) are its own variables
+    throughout its body (`init = "svd"` ... `tucker(m, init=init)`): they name no module-level function."""
+    loaded: List[ast.Name] = []
+    stored: Set[str] = set()
     declared: Set[str] = set()
+    called: Set[int] = set()
+    attributes: Set[Tuple[str, str]] = set()
     for sub in walk(node):
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-            local.add(sub.id)
-        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
-            declared.update(sub.names)
-    return local - declared
+        kind = type(sub)
+        if kind is ast.Name:
+            if type(sub.ctx) is ast.Store:  # type: ignore[attr-defined]
+                stored.add(sub.id)  # type: ignore[attr-defined]
+            loaded.append(sub)  # type: ignore[arg-type]
+        elif kind is ast.Attribute:
+            attributes.add((sub.attr, _root(sub)))  # type: ignore[attr-defined,arg-type]
+        elif kind is ast.Call:
+            called.add(id(sub.func))  # type: ignore[attr-defined]
+            if _getattr_by_literal(sub):  # type: ignore[arg-type]  # `getattr(module, "Trainer")` reads the
+                owner = sub.args[0]  # type: ignore[attr-defined]  # attribute as `module.Trainer` would
+                root = _root(owner) if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+                attributes.add((sub.args[1].value, root))  # type: ignore[attr-defined]
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            declared.update(sub.names)  # type: ignore[attr-defined]
+    local: Set[str] = set()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        arguments = node.args
+        local = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+        local |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+        local = (local | stored) - declared
+    names = {"=" + sub.id if sub.id in own and id(sub) in called else sub.id for sub in loaded if sub.id not in local}
+    return frozenset(names), frozenset(attributes)
 
 
 def _getattr_by_literal(call: ast.Call) -> bool:
