@@ -483,3 +483,47 @@ def test_apply_calls_and_log_helpers_in_odd_shapes_are_read_without_a_guess(tmp_
     )
     found = _found(tmp_path, source, capsys)
     assert ("DDP017", _line(source, "    print0('val acc', acc)")) in found
+
+
+def test_imports_by_name_getattrs_relative_paths_and_choices_in_odd_shapes_end_in_the_repository(tmp_path, capsys):
+    """The twenty-third set's inputs in shapes that could mislead or trap: `import_module` given an empty name, a
+    relative one, a path, a library's name, a name only computed, a module that imports itself by name;
+    `__import__()` with nothing; `getattr` with one argument or an empty attribute; a script climbing with
+    `sys.path.append('../../../..')` out of its repository; an imported module's relative `sys.path` entry (where it
+    is started is unknown); `choices=None`, `choices=range(3)`, choices held in a name; `global` names. Nothing
+    outside the repository is read, the run ends, and the one real finding (a port reaching the rendezvous through
+    `config["port"]`) is found once."""
+    outside = tmp_path / "outside.py"
+    outside.write_text("import torch\ntorch.save({}, 'x.pt')\n")  # would be every rank's save if it were read
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "loop.py").write_text("import importlib\nimportlib.import_module('loop')\n")
+    (repo / "helper.py").write_text("import sys\nsys.path.append('..')\nimport outside\n")
+    script = repo / "scripts" / "train.py"
+    script.write_text(
+        "import argparse, importlib, sys\nsys.path.append('../../../..')\nsys.path.append('..')\n"
+        "import torch, torch.distributed as dist\nimport helper\n"
+        "for name in ['', '.', '..x', '/etc/passwd', 'os', 'loop', 'a..b']:\n"
+        "    pass\n"
+        "importlib.import_module('')\nimportlib.import_module('.')\nimportlib.import_module('..x')\n"
+        "importlib.import_module('/etc/passwd')\nimportlib.import_module('os')\nimportlib.import_module('loop')\n"
+        "importlib.import_module('a..b')\nimportlib.import_module(name)\n__import__()\n"
+        "getattr(helper)\ngetattr(helper, '')\n"
+        "RUNS = 0\n"
+        "def count():\n    global RUNS\n    RUNS = RUNS + 1\n"
+        "if __name__ == '__main__':\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--a', choices=None)\n    parser.add_argument('--b', choices=range(3))\n"
+        "    parser.add_argument('--c', choices=CHOICES)\n"
+        "    parser.add_argument('--port', default='5678')\n"
+        "    args = parser.parse_args()\n    count()\n"
+        "    config = {'port': args.port}\n"
+        "    dist.init_process_group('gloo', init_method='tcp://127.0.0.1:' + str(config['port']), rank=0,"
+        " world_size=1)\n"
+    )
+    assert run_lint([str(script)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(f["rule"], Path(f["file"]).name) for f in report["findings"]] == [("DDP011", "train.py")]
+    read = {Path(p).resolve() for p in report["programs"][0]}
+    assert outside.resolve() not in read and all(repo.resolve() in p.parents for p in read)
+    assert (repo / "loop.py").resolve() in read and (repo / "helper.py").resolve() in read
