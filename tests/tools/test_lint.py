@@ -3303,3 +3303,287 @@ n = len(calib_loader)
     assert "DDP018" not in _rules(source)
     trained = source + "for x in calib_loader:\n    model(x).sum().backward()\n"
     assert "DDP018" in _rules(trained)
+
+
+def test_a_repository_downloaded_without_its_history_is_read_from_its_top(tmp_path):
+    """Pointcept as GitHub's "Download ZIP" gives it: no .git, no setup.py, a .gitignore and a LICENSE at the top;
+    `tools/train.py` imports `pointcept.engines` from there (run as `PYTHONPATH=. python tools/train.py`). Its
+    trainer is picked by a registry (`TRAINERS.build(...)`), so the registered class's methods run."""
+    _write(
+        tmp_path,
+        {
+            "pointcept/__init__.py": "",
+            "pointcept/engines/__init__.py": "",
+            "pointcept/engines/train.py": """
+                TRAINERS = Registry("trainers")
+
+                @TRAINERS.register_module("DefaultTrainer")
+                class Trainer:
+                    def train(self):
+                        val_loader = self.build_val_loader(self.val_data)
+                        for epoch in range(10):
+                            for x in self.loader:
+                                self.model(x).sum().backward()
+                            self.after_epoch(val_loader)
+
+                    def build_val_loader(self, val_data):
+                        return DataLoader(val_data, sampler=DistributedSampler(val_data))
+
+                    def after_epoch(self, loader):
+                        self.model.eval()
+                        total = torch.zeros(1)
+                        with torch.no_grad():
+                            for x in loader:
+                                total += self.model(x).sum()
+                        dist.all_reduce(total)
+                        print("val loss", total.item())
+                """,
+            "tools/train.py": """
+                from pointcept.engines.train import TRAINERS
+
+                if __name__ == "__main__":
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                    TRAINERS.build(dict(type=cfg.train.type)).train()
+                """,
+        },
+    )
+    assert _found([tmp_path / "tools" / "train.py"]) == set()  # no marker: tools/ alone, its import not found
+    (tmp_path / ".gitignore").write_text("*.pyc\n")
+    assert ("train.py", "DDP016") in _found([tmp_path / "tools" / "train.py"])
+    unregistered = (
+        (tmp_path / "pointcept/engines/train.py")
+        .read_text()
+        .replace('@TRAINERS.register_module("DefaultTrainer")\n', "")
+    )
+    (tmp_path / "pointcept/engines/train.py").write_text(unregistered)
+    assert ("train.py", "DDP016") not in _found([tmp_path / "tools" / "train.py"])  # a class nothing names or builds
+
+
+def test_a_namespace_package_in_src_and_a_distributed_port_option_are_read(tmp_path):
+    """fairchem's `main.py` imports `fairchem.core` from `src/fairchem/core/` (no `src/fairchem/__init__.py`) and
+    its `--distributed-port` defaults to 13356."""
+    _write(
+        tmp_path,
+        {
+            "src/fairchem/core/__init__.py": "",
+            "src/fairchem/core/cli.py": """
+                def main():
+                    parser = argparse.ArgumentParser()
+                    parser.add_argument("--distributed-port", type=int, default=13356)
+                    args = parser.parse_args()
+                    dist.init_process_group("nccl", init_method=f"tcp://{host}:{args.distributed_port}")
+                """,
+            "main.py": """
+                if __name__ == "__main__":
+                    from fairchem.core.cli import main
+                    main()
+                """,
+        },
+    )
+    assert ("cli.py", "DDP011") in _found([tmp_path / "main.py"])
+
+
+def test_a_package_linted_as_a_folder_reads_what_its_modules_define(tmp_path):
+    """GPT2's `src/gpt2/training/`: `__init__.py` imports the package's modules and runs nothing; a library folder
+    is read whole, so the trainer's fixed rendezvous address is still reported."""
+    _write(
+        tmp_path,
+        {
+            "setup.py": "",
+            "gpt2/__init__.py": "",
+            "gpt2/training/__init__.py": "from gpt2.training.training import Trainer\n",
+            "gpt2/training/training.py": """
+                class Trainer:
+                    def _train(self, rank):
+                        dist.init_process_group("nccl", init_method="tcp://127.0.0.1:8000", world_size=2, rank=rank)
+                """,
+        },
+    )
+    assert ("training.py", "DDP011") in _found([tmp_path / "gpt2" / "training"])
+
+
+def test_a_name_given_a_reduced_value_no_longer_holds_one_ranks_results():
+    """P5: `results = self.train_step(batch)` per rank, then `results = reduce_dict(epoch_results)` before the
+    losses are printed: what is logged was combined over ranks."""
+    source = """
+def evaluate(model, loader):
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for x in loader:
+            total += model(x).sum().item()
+    return total
+
+def train(model, loader, val_loader):
+    results = evaluate(model, val_loader)
+    results = reduce_dict(epoch_results)
+    val_loss = results["total_loss"]
+    print(f"val loss {val_loss}")
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+val_loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
+train(model, loader, val_loader)
+"""
+    assert "DDP017" not in _rules(source)
+    assert "DDP017" in _rules(source.replace("    results = reduce_dict(epoch_results)\n", ""))
+
+
+def test_a_data_module_that_loads_pretrained_weights_trains_nothing():
+    """P5's test data module: a `DistributedSampler` under `if distributed:` and a tokenizer's `from_pretrained(...)`,
+    no epoch loop that trains: no set_epoch to ask for."""
+    source = """
+def get_loader(ds, distributed):
+    tokenizer = Tokenizer.from_pretrained("t5-small")
+    sampler = DistributedSampler(ds) if distributed else None
+    for row in ds.rows:
+        for token in row:
+            tokenizer.encode(token)
+    return DataLoader(ds, sampler=sampler)
+
+dist.init_process_group("nccl")
+get_loader(ds, True)
+"""
+    assert "DDP002" not in _rules(source)
+    assert "DDP002" in _rules(source.replace("tokenizer.encode(token)", "train_step(token)"))
+
+
+def test_an_address_on_this_host_in_an_f_string_is_one_node():
+    """SAM-Med3D: `init_method=f"tcp://127.0.0.1:{args.port}"`: every process on this host, so the global rank is
+    the local one."""
+    source = """
+def main_worker(rank, args):
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank, world_size=2)
+    torch.cuda.set_device(rank)
+    model = DDP(nn.Linear(2, 2).cuda(), device_ids=[dist.get_rank()])
+"""
+    assert "DDP013" not in _rules(source)
+    assert "DDP013" in _rules(source.replace("tcp://127.0.0.1:", "tcp://{args.host}:"))
+
+
+@pytest.mark.parametrize("merge", ["all_gather_object", "gather helper"])
+def test_results_gathered_into_dictionaries_keyed_by_sample_count_a_padded_sample_once(tmp_path, merge):
+    """voxceleb_trainer: features by file name, `all_gather_object(feats_all, feats)`, `feats.update(part)` for
+    each part; Pointcept's testers: `record_sync = comm.gather(record)` merged with `record.update(...)`. A sampler
+    in another module, whose evaluation sums over ranks, is still reported."""
+    indent = " " * 20
+    gather = (
+        f"{indent}parts = [None] * dist.get_world_size()\n{indent}dist.all_gather_object(parts, feats)\n"
+        if merge == "all_gather_object"
+        else f"{indent}parts = gather(feats)\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "tester.py": """
+                def gather(data):
+                    out = [None] * dist.get_world_size()
+                    dist.all_gather_object(out, data)
+                    return out
+
+                def test(model, ds):
+                    loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+                    feats = {}
+                    for x, name in loader:
+                        feats[name] = model(x)
+GATHER
+                    merged = {}
+                    for part in parts:
+                        merged.update(part)
+                    return merged
+                """.replace("GATHER\n", gather),
+            "evaluator.py": """
+                def validate(model, ds):
+                    model.eval()
+                    loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+                    total = torch.zeros(1)
+                    with torch.no_grad():
+                        for x in loader:
+                            total += model(x).sum()
+                    dist.all_reduce(total)
+                    return total
+                """,
+            "train.py": """
+                from tester import test
+                from evaluator import validate
+
+                if __name__ == "__main__":
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                    model = DDP(nn.Linear(2, 2).cuda())
+                    validate(model, val_set)
+                    test(model, test_set)
+                """,
+        },
+    )
+    found = _found([tmp_path / "train.py"])
+    assert ("evaluator.py", "DDP016") in found and ("tester.py", "DDP016") not in found
+
+
+def test_a_figure_computed_by_looping_over_merged_results_was_combined():
+    """Pointcept's part-segmentation tester: `for _, meters in record.items():` over the record merged from every
+    rank's part, then `logger.info("Val result: ...")`."""
+    source = """
+def test(model, ds):
+    model.eval()
+    loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+    record = {}
+    with torch.no_grad():
+        for x, name in loader:
+            record[name] = model(x).item()
+    record_sync = [None] * dist.get_world_size()
+    dist.all_gather_object(record_sync, record)
+    record = {}
+    for r in record_sync:
+        record.update(r)
+    total = 0.0
+    for _, iou in record.items():
+        total += iou
+    val_miou = total / len(record)
+    print(f"Val result: mIoU {val_miou}")
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+test(model, val_set)
+"""
+    assert not {"DDP016", "DDP017"} & _rules(source)
+
+
+def test_a_flag_whose_branch_makes_the_process_group_is_a_distributed_switch():
+    """transfuser: `parallel = bool(args.parallel_training)`; `if parallel == True:` makes the process group, its
+    `else:` makes a shuffling loader for one process, and `trainer.save()` is called under `if rank == 0:` or on
+    that `else:`."""
+    source = """
+class Engine:
+    def save(self):
+        torch.save(self.model.state_dict(), "model.pth")
+
+parallel = bool(args.parallel_training)
+if parallel == True:
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    model = DDP(nn.Linear(2, 2).cuda())
+    loader = DataLoader(train_set, sampler=DistributedSampler(train_set))
+else:
+    rank = 0
+    loader = DataLoader(train_set, shuffle=True)
+trainer = Engine()
+for epoch in range(10):
+    loader.sampler.set_epoch(epoch)
+    for x in loader:
+        model(x).sum().backward()
+    if parallel == True:
+        if rank == 0:
+            trainer.save()
+    else:
+        trainer.save()
+"""
+    assert not {"DDP015", "DDP018"} & _rules(source)
+    renamed = source.replace(
+        "if parallel == True:\n    dist.init", "if parallel == True:\n    pass\nif True:\n    dist.init"
+    )
+    assert {"DDP015", "DDP018"} <= _rules(renamed)

@@ -27,6 +27,9 @@ SHELL_SUFFIXES = configs.SHELL_SUFFIXES
 SCRIPT_ARGUMENT = configs.PY_FILE
 MODULE_ARGUMENT = re.compile(r"(?:^|\s)-m\s+([\w.]+)")
 REPOSITORY_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
+# What the top of a repository downloaded without its history (GitHub's "Download ZIP", `git archive`) still holds
+# where it has no marker above: asked only where none of the markers is found.
+DOWNLOAD_MARKERS = (".gitignore", ".github", "LICENSE", "LICENSE.md", "LICENSE.txt", "COPYING")
 MAX_LEVELS_UP = 4  # how far above a given file its repository's root is looked for
 
 
@@ -173,15 +176,20 @@ def _add(sources: Sources, path: Path, shown: str) -> None:
 
 
 def repository_root(folder: Path) -> Path:
-    """The folder above `folder` that holds a repository marker (at most a few levels up), else `folder`."""
+    """The folder above `folder` that holds a repository marker (at most a few levels up); where none does, the
+    nearest that holds what a downloaded repository keeps at its top (a `.gitignore`, a LICENSE); else `folder`."""
+    return _marked_above(folder, REPOSITORY_MARKERS) or _marked_above(folder, DOWNLOAD_MARKERS) or folder
+
+
+def _marked_above(folder: Path, markers: Tuple[str, ...]) -> Optional[Path]:
     here = folder
     for _ in range(MAX_LEVELS_UP + 1):
-        if any((here / marker).exists() for marker in REPOSITORY_MARKERS):
+        if any((here / marker).exists() for marker in markers):
             return here
         if here.parent == here:
             break
         here = here.parent
-    return folder
+    return None
 
 
 # ---- imports ---------------------------------------------------------------------------------------
@@ -324,6 +332,10 @@ def _src_layout(sources: Sources, name: str) -> List[Path]:
     for top in sources.scope:
         if (top / "src" / first / "__init__.py").is_file():
             return _module_files(name, top / "src")
+        if "." in name and (top / "src" / first).is_dir():  # a namespace package: src/fairchem/core/__init__.py
+            found = _module_files(name, top / "src")
+            if found:
+                return found
     return []
 
 

@@ -308,6 +308,21 @@ def _single_process_only(test: ast.expr) -> bool:
     return False
 
 
+def _switch_flag(test: ast.expr) -> str:
+    """The last name of the flag `if parallel:`, `if parallel == True:` or `if self.parallel is True:` tests."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
+        if not is_const(test.comparators[0], True):
+            return ""
+        test = test.left
+    return call_name(test).rpartition(".")[2] if isinstance(test, (ast.Name, ast.Attribute)) else ""
+
+
+def switched_on(module: Module, test: ast.expr) -> bool:
+    """A test that holds where one of the module's distributed switches is on."""
+    flag = _switch_flag(test)
+    return bool(flag) and flag in module.distributed_switches()
+
+
 def _unset_rank(test: ast.expr, op: type) -> bool:
     """`local_rank == -1` (with `op` Eq) or `local_rank != -1` (NotEq)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], op)):
@@ -605,9 +620,30 @@ class Module:
                 return True
             plain = not (isinstance(p.test, ast.UnaryOp) and isinstance(p.test.op, ast.Not))
             negated = ast.UnaryOp(op=ast.Not(), operand=p.test)
-            if plain and _single_process_only(negated) and any(id(s) in lineage for s in p.orelse):
+            switch = plain and switched_on(self, p.test)  # the `else` of `if parallel == True:`
+            if (switch or plain and _single_process_only(negated)) and any(id(s) in lineage for s in p.orelse):
                 return True
         return False
+
+    def distributed_switches(self) -> FrozenSet[str]:
+        """The last names of the flags whose `if` makes the process group or the DDP wrapper in its body
+        (`parallel = bool(args.parallel_training)` ... `if parallel == True: dist.init_process_group(...)`): a test
+        of one tells a distributed run from a single-process one, wherever in the module it is asked."""
+        return cast(FrozenSet[str], self.memo(("switches",), self._distributed_switches))
+
+    def _distributed_switches(self) -> FrozenSet[str]:
+        found: Set[str] = set()
+        if "init_process_group" not in self.source and "DistributedDataParallel" not in self.source:
+            return frozenset()
+        for branch in self.of_type(ast.If):
+            flag = _switch_flag(branch.test)
+            if flag and any(
+                isinstance(n, ast.Call) and last_name(n) in ("init_process_group", "DistributedDataParallel", "DDP")
+                for statement in branch.body
+                for n in walk(statement)
+            ):
+                found.add(flag)
+        return frozenset(found)
 
     def _under_rank_test(self, node: ast.AST) -> bool:
         """Inside an `if` whose own condition selects ranks (not through a flag: flags set under flags would loop)."""
@@ -891,6 +927,12 @@ class Program:
         and nothing mentions is dead code. (A file without one may be a library linted alone: read whole.)"""
         return any(_is_main_guard(s) for s in self.modules[0].tree.body)
 
+    def _library_package_holds(self, module: Module) -> bool:
+        entry = self.modules[0]
+        return (
+            not self.entry_is_script and entry.file.name == "__init__.py" and entry.file.parent in module.file.parents
+        )
+
     @property
     def _filtered_modules(self) -> List[Module]:
         return self.modules if self.entry_is_script else self.modules[1:]
@@ -970,10 +1012,29 @@ class Program:
         return found
 
     def _class_used(self, name: str, names: Set[str], depth: int) -> bool:
-        """A class is used where its name is mentioned (not as another class's base), or a subclass of it is."""
+        """A class is used where its name is mentioned (not as another class's base), or a subclass of it is, or
+        where it is registered (`@TRAINERS.register_module()`) with a registry whose `build` the program calls
+        (`TRAINERS.build(dict(type=cfg.train.type))`: the configuration picks the class)."""
         if _named(name, names):
             return True
+        if ("build" in names or ".build" in names) and self._registries.get(name, set()) & names:
+            return True
         return depth > 0 and any(self._class_used(sub, names, depth - 1) for sub in self._subclasses.get(name, ()))
+
+    @functools.cached_property
+    def _registries(self) -> Dict[str, Set[str]]:
+        """For each class of the program, the registries it is registered with by a decorator
+        (`@MODELS.register_module()`, `@TRAINERS.register("name")`): class name -> registry names."""
+        found: Dict[str, Set[str]] = {}
+        for module in self.modules:
+            if "register" not in module.source:
+                continue
+            for node in module.of_type(ast.ClassDef):
+                for decorator in node.decorator_list:
+                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    if isinstance(target, ast.Attribute) and target.attr.startswith("register"):
+                        found.setdefault(node.name, set()).add(call_name(target.value).split(".")[0])
+        return found
 
     @functools.cached_property
     def _subclasses(self) -> Dict[str, Set[str]]:
@@ -986,7 +1047,8 @@ class Program:
 
     def runs(self, module: Module, line: int) -> bool:
         """Whether `line` can run in this program: not in an imported module's `__main__` block, and every function
-        around it reachable (`used_names`). An entry module without a `__main__` guard is read whole."""
+        around it reachable (`used_names`). An entry module without a `__main__` guard is read whole, and so is each
+        module of the package whose `__init__.py` is such an entry (a library linted: its users may call any of it)."""
         if module is self.modules[0]:
             if not self.entry_is_script:
                 return True
@@ -994,6 +1056,8 @@ class Program:
             for statement in module.tree.body:
                 if _is_main_guard(statement) and statement.lineno <= line <= (statement.end_lineno or line):
                     return False
+            if self._library_package_holds(module):
+                return True
         names = self.used_names
         around = [f for f in module.functions if f.lineno <= line <= (f.end_lineno or f.lineno)]
         return all(self._reachable(module, f, names) and not self.dispatched_away(f) for f in around)

@@ -33,6 +33,7 @@ from .program import (
     names_in,
     option_dest,
     selects_ranks,
+    switched_on,
     under_type_test,
     walk,
 )
@@ -300,9 +301,11 @@ def _iterates_a_loader(module: Module, loop: ast.For) -> bool:
 
 
 def _trains(program: Program) -> bool:
-    """Back-propagates, steps, or calls something named for training (`train_one_epoch`, `run_epoch`, `fit`)."""
+    """Back-propagates, steps, or calls something named for training (`train_one_epoch`, `run_epoch`, `fit`; not
+    `from_pretrained`, which loads weights)."""
     return any(
-        name in ("backward", "fit") or any(word in name.lower() for word in ("train", "step", "epoch"))
+        name in ("backward", "fit")
+        or any(word in name.lower().replace("pretrained", "") for word in ("train", "step", "epoch"))
         for name in program.call_sites
     )
 
@@ -484,7 +487,11 @@ def _on_single_process_path(module: Module, node: ast.AST) -> bool:
     `if local_rank == -1:`."""
     child = node
     for parent in module.ancestors(node):
-        if isinstance(parent, ast.If) and child is not parent.test and _tells_distributed(parent.test):
+        if (
+            isinstance(parent, ast.If)
+            and child is not parent.test
+            and (_tells_distributed(parent.test) or switched_on(module, parent.test))
+        ):
             either = (  # `not args.distributed or rank % ngpus == 0`: one process, or rank 0 of several
                 isinstance(parent.test, ast.BoolOp)
                 and isinstance(parent.test.op, ast.Or)
@@ -1645,7 +1652,9 @@ def _is_compute(call: ast.Call) -> bool:
 # ---- DDP011 ---------------------------------------------------------------------------------------
 TCP_ADDRESS = re.compile(r"^tcp://[^\s]*:\d{2,5}/?$")
 # `--master-port`, `--port`, `--portNum` (the option's name says which port only with a prefix)
-PORT_OPTIONS = re.compile(r"^--?(master|dist|ddp|rdzv|tcp|main)?[_-]?port(?:[_-]?(?:num|number|no))?$", re.IGNORECASE)
+PORT_OPTIONS = re.compile(
+    r"^--?(master|dist|distributed|ddp|rdzv|tcp|main)?[_-]?port(?:[_-]?(?:num|number|no))?$", re.IGNORECASE
+)
 
 
 def hard_coded_port(program: Program) -> Iterator[Hit]:
@@ -2182,6 +2191,8 @@ def _rendezvous_on_this_host(program: Program) -> bool:
     local = tuple(f"tcp://{host}:" for host in LOOPBACK)
     for module, call in program.calls_named("init_process_group"):
         address = keyword(call, "init_method")
+        if isinstance(address, ast.JoinedStr) and address.values:  # f"tcp://127.0.0.1:{args.port}"
+            address = address.values[0]
         if (
             isinstance(address, ast.Constant)
             and str(address.value).startswith(local)
@@ -2518,10 +2529,20 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue  # the else of `if args.distributed:`: one process, one writer
         if program.guarded(module, call) or _per_node_branch(program, module, call) is not None:
             continue
+        if function is not None and _one_writer_wherever_called(program, module, function):
+            continue  # `if parallel: if rank == 0: trainer.save()` / `else: trainer.save()`
         if _in_a_dataset(module, call):
             continue  # a per-sample cache written while loading: each rank loads (and writes) its own samples
         if not _first_on_main(program, module, call):
             yield module, call.lineno
+
+
+def _one_writer_wherever_called(program: Program, module: Module, function: ast.FunctionDef) -> bool:
+    """Every call of the function the program runs is on some ranks only, or on the single-process arm."""
+    sites = [(m, c) for m, c in program.sites_of_function(module, function) if program.runs(m, c.lineno)]
+    return bool(sites) and all(
+        program.guarded(m, c) or _on_single_process_path(m, c) or m.on_a_single_process_arm(c) for m, c in sites
+    )
 
 
 # calls that write one file, by last name: the position and keyword of the path, and what the call is named in
@@ -2854,7 +2875,7 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
             continue
         if _never_used(module, call) or program.branches_away(module, call):
             continue  # made and never given to a loader, or in a branch no call of its helper takes
-        if _divides_evenly_asserted(module, call):
+        if _divides_evenly_asserted(module, call) or _merged_by_key_in(module):
             continue
         yield module, call.lineno
 
@@ -2894,6 +2915,39 @@ def _deduplicates_by_id(program: Program) -> bool:
                     _names_an_id(name) for name in names_in(call) | {call_name(call)}
                 ):
                     return True
+    return False
+
+
+def _merged_by_key_in(module: Module) -> bool:
+    """A function of the sampler's own module gathers every rank's results into dictionaries keyed by sample and
+    merges them (`_merged_by_key`): its evaluation counts a padded sample once."""
+
+    def find() -> bool:
+        if "gather" not in module.source or "update" not in module.source:
+            return False
+        return any(_merged_by_key(function, module.calls_in(function)) for function in module.functions)
+
+    return bool(module.memo(("merged by key",), find))
+
+
+def _merged_by_key(function: ast.AST, calls: List[ast.Call]) -> bool:
+    """`all_gather_object(feats_all, feats)` of dictionaries keyed by sample (voxceleb_trainer's features by file
+    name), then `for part in feats_all[1:]: feats.update(part)` (Pointcept's testers: `record_sync =
+    comm.gather(record)`, each part `record.update(...)`): a padded sample's second copy lands on its key."""
+    gathered = {call_name(c.args[0]) for c in calls if last_name(c) == "all_gather_object" and c.args}
+    gathered |= {  # `record_sync = comm.gather(record, dst=0)`: a helper that returns every rank's part
+        call_name(target)
+        for statement in walk(function)
+        if isinstance(statement, ast.Assign)
+        and isinstance(statement.value, ast.Call)
+        and "gather" in last_name(statement.value).lower()
+        for target in statement.targets
+    }
+    for loop in walk(function):  # `for part in feats_all[1:]:` or `for _ in range(len(record_sync)):`
+        if not isinstance(loop, ast.For) or not names_in(loop.iter) & gathered:
+            continue
+        if any(isinstance(n, ast.Call) and last_name(n) == "update" for s in loop.body for n in walk(s)):
+            return True
     return False
 
 
@@ -3683,10 +3737,13 @@ def _reduced_values(program: Program, module: Module, function: ast.AST, calls: 
     (`loss = reduce_mean(loss)`), computed from those, or a meter of the program fed with them."""
     libraries = set(module.import_tops)
     reduced: Set[str] = set()
-    assignments = [n for n in walk(function) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))]
+    assignments = [n for n in walk(function) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))]
     events = sorted([*assignments, *calls], key=lambda n: (n.lineno, n.col_offset, isinstance(n, ast.Call)))
     for node in events:
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        if isinstance(node, ast.For):  # `for _, meters in record.items():` over a merged result
+            if _dotted_in(node.iter) & reduced:
+                reduced |= names_in(node.target)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             if node.value is not None and _dotted_in(node.value) & reduced:
                 reduced |= _assigned_names(node)
         elif _combining_call(program, module, node):
@@ -3830,8 +3887,11 @@ def _logged_by_callers(program: Program, name: str, named_results_only: bool = F
                 continue
             while derived and derived[0].lineno < call.lineno:
                 assign = derived.pop(0)
+                targets = {n.id for t in assign.targets for n in walk(t) if isinstance(n, ast.Name)}
                 if names_in(assign.value) & results:
-                    results |= {n.id for t in assign.targets for n in walk(t) if isinstance(n, ast.Name)}
+                    results |= targets
+                else:  # `results = reduce_dict(epoch_results)`: the name holds something else from here on
+                    results -= targets
             if (is_collective(call, module) or any(w in last_name(call).lower() for w in REDUCING_WORDS)) and names_in(
                 call
             ) & results:
