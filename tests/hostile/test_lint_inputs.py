@@ -527,3 +527,40 @@ def test_imports_by_name_getattrs_relative_paths_and_choices_in_odd_shapes_end_i
     read = {Path(p).resolve() for p in report["programs"][0]}
     assert outside.resolve() not in read and all(repo.resolve() in p.parents for p in read)
     assert (repo / "loop.py").resolve() in read and (repo / "helper.py").resolve() in read
+
+
+def test_download_markers_and_registries_in_odd_shapes_are_read_without_a_guess(tmp_path, capsys):
+    """The twenty-fourth set's reading surfaces in shapes that could trap or mislead: a `.gitignore` that is a FIFO,
+    a LICENSE that is a folder, a COPYING link that points at itself, a `.gitignore` far above the repository (past
+    the levels a top is looked for); registry decorators with no call, a bare name, nested attributes, and a
+    registry's `build` never called. The run ends, the top is the folder with the markers, what no `build` reaches
+    is not read as running, and the one registered class that is built is."""
+    far = tmp_path / "a" / "b" / "c" / "d" / "e"
+    (tmp_path / ".gitignore").write_text("*\n")  # above the levels a repository's top is looked for
+    repo = far / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "tools").mkdir()
+    os.mkfifo(repo / ".gitignore")
+    (repo / "LICENSE").mkdir()
+    (repo / "COPYING").symlink_to(repo / "COPYING")
+    (repo / "pkg" / "__init__.py").write_text("")
+    (repo / "pkg" / "engines.py").write_text(
+        "import torch\nimport torch.distributed as dist\n"
+        "TRAINERS = Registry('t')\nHOOKS = Registry('h')\n"
+        "@TRAINERS.register_module()\nclass Built:\n    def train(self):\n"
+        "        torch.save({}, 'every_rank.pt')\n"
+        "@HOOKS.register_module\nclass NeverBuilt:\n    def after(self):\n        torch.save({}, 'hook.pt')\n"
+        "@register\nclass Bare:\n    def run(self):\n        torch.save({}, 'bare.pt')\n"
+        "@a.b.c.register('x')\nclass Deep:\n    def go(self):\n        torch.save({}, 'deep.pt')\n"
+    )
+    script = repo / "tools" / "train.py"
+    script.write_text(
+        "import torch.distributed as dist\nfrom pkg.engines import TRAINERS\n"
+        "if __name__ == '__main__':\n    dist.init_process_group('gloo')\n"
+        "    TRAINERS.build(dict(type='Built')).train()\n"
+    )
+    assert run_lint([str(script)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(f["rule"], Path(f["file"]).name, f["line"]) for f in report["findings"]] == [("DDP015", "engines.py", 8)]
+    read = {Path(p).resolve() for p in report["programs"][0]}
+    assert (repo / "pkg" / "engines.py").resolve() in read and all(repo.resolve() in p.parents for p in read)
