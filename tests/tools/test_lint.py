@@ -3587,3 +3587,137 @@ for epoch in range(10):
         "if parallel == True:\n    dist.init", "if parallel == True:\n    pass\nif True:\n    dist.init"
     )
     assert {"DDP015", "DDP018"} <= _rules(renamed)
+
+
+def test_a_save_under_a_step_test_and_one_rank_or_one_process_has_one_writer():
+    """UER-py: `if step % n == 0 and (not self.dist_train or (self.dist_train and global_rank == 0)):` before
+    `save_model(...)`, where `if self.dist_train:` is what makes the process group."""
+    source = """
+class Trainer:
+    def __init__(self, args):
+        self.dist_train = args.dist_train
+
+    def train(self, model, global_rank, step):
+        if self.dist_train:
+            dist.init_process_group("nccl")
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            model = DDP(model.cuda())
+        if step % 100 == 0 and (not self.dist_train or (self.dist_train and global_rank == 0)):
+            torch.save(model.state_dict(), "model.bin")
+
+Trainer(args).train(nn.Linear(2, 2), rank, 0)
+"""
+    assert "DDP015" not in _rules(source)
+    assert "DDP015" in _rules(source.replace("(self.dist_train and global_rank == 0)", "self.dist_train"))
+
+
+def test_data_parallel_in_the_other_arm_of_the_switch_that_wraps_in_ddp_is_a_single_process_mode():
+    """PVD: `if opt.distribution_type == 'multi':` wraps in DDP, `elif opt.distribution_type == 'single':` in
+    DataParallel."""
+    source = """
+def train(gpu, opt):
+    model = nn.Linear(2, 2)
+    if opt.distribution_type == 'multi':
+        dist.init_process_group("nccl", rank=gpu)
+        torch.cuda.set_device(gpu)
+        model = DDP(model.cuda(gpu), device_ids=[gpu])
+    elif opt.distribution_type == 'single':
+        model = nn.DataParallel(model.cuda())
+
+train(0, opt)
+"""
+    assert "DDP001" not in _rules(source)
+    assert "DDP001" in _rules(source.replace("    elif opt.distribution_type == 'single':\n", "    if True:\n"))
+
+
+def test_a_process_rank_named_proc_rank_selects_a_rank():
+    """NATSpeech's trainer: `if self.proc_rank == 0 and not test: self.save_checkpoint(...)`."""
+    source = """
+class Trainer:
+    def validate(self, model):
+        if self.proc_rank == 0:
+            self.save_checkpoint(model)
+
+    def save_checkpoint(self, model):
+        torch.save(model.state_dict(), "ckpt.pt")
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+Trainer().validate(DDP(nn.Linear(2, 2).cuda()))
+"""
+    assert "DDP015" not in _rules(source)
+
+
+def test_clipping_in_the_programs_only_hook_of_that_name_is_seen_from_the_step():
+    """NATSpeech: the trainer calls `task_ref.on_before_optimization(i)` on an object of unknown class, between the
+    scaled backward and `scaler.step`; the program's one method of that name clips."""
+    source = """
+class Task:
+    def on_before_optimization(self, i):
+        torch.nn.utils.clip_grad_norm_(self.parameters(), 1.0)
+
+def train(model, loader, optimizer, task_ref, scaler):
+    for x in loader:
+        scaler.scale(model(x).sum()).backward()
+        task_ref.on_before_optimization(0)
+        scaler.step(optimizer)
+        scaler.update()
+"""
+    assert "DDP009" in _rules(source)
+    two = source.replace(
+        "class Task:", "class Other:\n    def on_before_optimization(self, i):\n        pass\n\nclass Task:"
+    )
+    assert "DDP009" not in _rules(two)  # which of two methods runs is not known: nothing said
+
+
+def test_an_address_option_whose_port_is_put_into_the_environment_by_a_dictionary():
+    """retinanet-examples: `--master` defaults to '127.0.0.1:29500' and `os.environ.update({'MASTER_PORT':
+    args.master.split(':')[-1], ...})`."""
+    source = """
+parser = argparse.ArgumentParser()
+parser.add_argument('--master', metavar='address:port', type=str, default='127.0.0.1:29500')
+args = parser.parse_args()
+os.environ.update({'MASTER_PORT': args.master.split(':')[-1], 'MASTER_ADDR': args.master.split(':')[0]})
+dist.init_process_group("nccl", init_method="env://")
+"""
+    assert "DDP011" in _rules(source)
+    assert "DDP011" not in _rules(source.replace("'MASTER_PORT': args.master", "'VISDOM_PORT': args.master"))
+
+
+def test_each_training_sampler_never_told_its_epoch_is_reported():
+    """retinanet-examples builds one loader for boxes and one for rotated boxes, and neither sampler is told its
+    epoch."""
+    source = """
+def boxes(ds):
+    return DataLoader(ds, sampler=DistributedSampler(ds))
+
+def rotated(ds):
+    return DataLoader(ds, sampler=DistributedSampler(ds))
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+loader = boxes(ds) if kind == "boxes" else rotated(ds)
+for epoch in range(10):
+    for x in loader:
+        model(x).sum().backward()
+"""
+    findings = [f for f in lint_source("script.py", HEADER + textwrap.dedent(source)) if f.rule == "DDP002"]
+    assert len(findings) == 2
+
+
+def test_a_batch_moved_to_the_global_rank_breaks_on_a_second_node():
+    """MONAI's BTCV: `args.rank = args.rank * args.ngpus_per_node + gpu`, then `data.cuda(args.rank)` in the
+    training step while the model is on `args.gpu`."""
+    source = """
+def main_worker(gpu, args):
+    args.rank = args.rank * args.ngpus_per_node + gpu
+    dist.init_process_group("nccl", init_method=args.dist_url, world_size=args.world_size, rank=args.rank)
+    torch.cuda.set_device(gpu)
+    model = DDP(nn.Linear(2, 2).cuda(gpu), device_ids=[gpu])
+    for x in loader:
+        x = x.cuda(args.rank)
+        model(x).sum().backward()
+"""
+    assert "DDP013" in _rules(source)
+    assert "DDP013" not in _rules(source.replace("x.cuda(args.rank)", "x.cuda(gpu)"))

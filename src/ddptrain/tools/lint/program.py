@@ -61,6 +61,8 @@ RANK_NAMES = {
     "gpu_id",
     "WORLD_RANK",  # read from the environment's RANK by scripts launched under several launchers
     "world_rank",
+    "proc_rank",  # NATSpeech's trainer
+    "process_rank",
 }
 MULTIPROCESS_IMPORTS = (
     "distributed",
@@ -563,6 +565,11 @@ class Module:
             return self._one_rank_or_one_process(branch.test, branch)
         test = branch.test.operand if isinstance(branch.test, ast.UnaryOp) else branch.test
         flags = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        if test is branch.test and any(
+            isinstance(f, ast.BoolOp) and isinstance(f.op, ast.Or) and self._one_rank_or_one_process(f, branch)
+            for f in flags
+        ):
+            return True  # `step % n == 0 and (not self.dist_train or global_rank == 0)`
         flags = [_tested_for_none(flag) for flag in flags]
         return any(
             self._flag_selects_ranks(flag, branch) for flag in flags if isinstance(flag, (ast.Name, ast.Attribute))
@@ -571,29 +578,19 @@ class Module:
     def _one_rank_or_one_process(self, test: ast.BoolOp, at: ast.AST) -> bool:
         """`(not cfg.cuda) or main_gpu` (Yolact): a rank flag, or a condition that holds only where the module runs
         one process — `not X` where `if X:` is what makes the process group or the DDP wrap."""
-        flags = [v for v in test.values if isinstance(v, (ast.Name, ast.Attribute)) and self._flag_selects_ranks(v, at)]
+        flags = [  # (also `(self.dist_train and global_rank == 0)`, UER-py's: a rank test of its own)
+            v
+            for v in test.values
+            if isinstance(v, (ast.Name, ast.Attribute)) and self._flag_selects_ranks(v, at) or selects_ranks(v)
+        ]
         return bool(flags) and all(
             value in flags or _single_process_only(value) or self._off_the_distributed_switch(value)
             for value in test.values
         )
 
     def _off_the_distributed_switch(self, test: ast.expr) -> bool:
-        if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
-            return False
-        switches = self.memo(
-            ("distributed switches",),
-            lambda: {
-                call_name(branch.test)
-                for branch in self.of_type(ast.If)
-                if isinstance(branch.test, (ast.Name, ast.Attribute))
-                and any(
-                    isinstance(n, ast.Call) and last_name(n) in DISTRIBUTED_CALLS
-                    for statement in branch.body
-                    for n in walk(statement)
-                )
-            },
-        )
-        return call_name(test.operand) in switches - {""}
+        """`not X` where `if X:` is what makes the process group, the DDP wrap or a distributed sampler."""
+        return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and switched_on(self, test.operand)
 
     def _flag_selects_ranks(self, flag: ast.expr, at: ast.AST) -> bool:
         """Every value the flag is set to is a rank test, or an object made on some ranks only (`run = wandb.init()
@@ -633,12 +630,12 @@ class Module:
 
     def _distributed_switches(self) -> FrozenSet[str]:
         found: Set[str] = set()
-        if "init_process_group" not in self.source and "DistributedDataParallel" not in self.source:
+        if not any(name in self.source for name in DISTRIBUTED_CALLS):
             return frozenset()
         for branch in self.of_type(ast.If):
             flag = _switch_flag(branch.test)
             if flag and any(
-                isinstance(n, ast.Call) and last_name(n) in ("init_process_group", "DistributedDataParallel", "DDP")
+                isinstance(n, ast.Call) and last_name(n) in DISTRIBUTED_CALLS
                 for statement in branch.body
                 for n in walk(statement)
             ):

@@ -106,7 +106,7 @@ def data_parallel(program: Program) -> Iterator[Hit]:
         )
         if fallback and _in_the_multi_process_arm(module, call):
             fallback = False  # StudioGAN's `if world_size > 1: DataParallel(...)` inside each DDP process
-        if fallback or _after_distributed_return(module, call):
+        if fallback or _after_distributed_return(module, call) or _beside_the_wrapping_arm(module, call):
             continue  # in the else of `if args.distributed:` (or after its `return`) it is the single-process path
         function = module.function_of(call)
         if function is not None and under_type_test(module, call, function):
@@ -127,6 +127,32 @@ def _in_the_multi_process_arm(module: Module, node: ast.AST) -> bool:
                 return True
         child = parent
     return False
+
+
+def _beside_the_wrapping_arm(module: Module, node: ast.AST) -> bool:
+    """In the `elif`/`else` of an `if` whose test is the one that makes the process group (PVD's `if
+    opt.distribution_type == 'multi':` makes it and wraps in DDP, `elif opt.distribution_type == 'single':` wraps in
+    DataParallel): the run that takes this arm makes no process group; it is the program's single-process mode. (Not
+    a switch of its own, `if cfg.SYNC_BN: DDP(...) else: DataParallel(...)`, taken inside every DDP process.)"""
+    grouping = module.memo(("tests that make the group",), lambda: _tests_making_the_group(module))
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, ast.If) and any(child is s for s in parent.orelse) and ast.dump(parent.test) in grouping:
+            return True
+        child = parent
+    return False
+
+
+def _tests_making_the_group(module: Module) -> Set[str]:
+    return {
+        ast.dump(branch.test)
+        for branch in module.of_type(ast.If)
+        if any(
+            isinstance(n, ast.Call) and last_name(n) == "init_process_group"
+            for statement in branch.body
+            for n in walk(statement)
+        )
+    }
 
 
 def _after_distributed_return(module: Module, node: ast.AST) -> bool:
@@ -339,8 +365,7 @@ def set_epoch_missing(program: Program) -> Iterator[Hit]:
     for module, call in training_samplers(program):
         if program.branches_away(module, call):
             continue  # made only on a path no call takes (`if multinode:` with `multinode=(local_rank >= 0)`)
-        yield module, call.lineno
-        return
+        yield module, call.lineno  # each of them: none is ever told its epoch
 
 
 def _a_datasets(call: ast.Call) -> bool:
@@ -1316,10 +1341,22 @@ def _events(program: Program, module: Module, function: ast.AST, depth: int = 2)
         elif name == "step" and "scaler" in call_name(call).lower():
             events.append(("step", call.lineno))
         elif depth > 0:  # a helper's events happen at the line that calls it, in its order
-            for other, callee in program.resolve(call, module):
+            for other, callee in program.resolve(call, module) or _the_only_method(program, call):
                 if callee is not function:
                     events.extend((kind, call.lineno) for kind, _ in _events(program, other, callee, depth - 1))
     return events
+
+
+def _the_only_method(program: Program, call: ast.Call) -> List[Tuple[Module, ast.FunctionDef]]:
+    """`task_ref.on_before_optimization(opt_idx)` on an object of unknown class: the program's one method of that
+    name, where it defines exactly one (NATSpeech's hook, which clips)."""
+    if not isinstance(call.func, ast.Attribute) or isinstance(call.func.value, ast.Call):
+        return []
+    found = program.functions.get(call.func.attr, [])
+    if len(found) != 1:
+        return []
+    module, method = found[0]
+    return [(module, method)] if isinstance(module.parents.get(method), ast.ClassDef) else []
 
 
 def _scaled_backward(call: ast.Call) -> bool:
@@ -1854,7 +1891,7 @@ def _rendezvous_port(program: Program, option: ast.Call) -> bool:
                     break
                 if isinstance(parent, ast.Call) and last_name(parent) in ("init_process_group", "TCPStore"):
                     return True
-                if _builds_a_tcp_address(parent):
+                if _builds_a_tcp_address(parent) or _environ_entry(parent, node):
                     return True
     return False
 
@@ -1866,6 +1903,14 @@ def _spells(node: ast.AST, name: str) -> bool:
     if isinstance(node, ast.Name):
         return node.id == name
     return isinstance(node, ast.Subscript) and is_const(node.slice, name)
+
+
+def _environ_entry(parent: ast.AST, node: ast.AST) -> bool:
+    """`os.environ.update({'MASTER_PORT': args.master.split(':')[-1], ...})`: the value under the MASTER_PORT key."""
+    return isinstance(parent, ast.Dict) and any(
+        is_const(key, "MASTER_PORT") and any(n is node for n in walk(value))
+        for key, value in zip(parent.keys, parent.values)
+    )
 
 
 def _builds_a_tcp_address(node: ast.AST) -> bool:
@@ -2232,10 +2277,12 @@ def _ranked_locally(call: ast.Call) -> bool:
 def global_rank_device(program: Program) -> Iterator[Hit]:
     if not program.distributed or single_node(program):
         return
-    for module, call in program.calls_named("set_device", "DistributedDataParallel", "DDP", "device"):
+    for module, call in program.calls_named("set_device", "DistributedDataParallel", "DDP", "device", "cuda", "to"):
         name = last_name(call)
         candidates: List[Tuple[ast.expr, ast.Call]] = []
-        if name == "set_device" and call.args:
+        if name in ("cuda", "to"):  # a batch moved there in the step (`data.cuda(args.rank)`, MONAI's BTCV)
+            candidates = [(call.args[0], call)] if _is_move(call) else []
+        elif name == "set_device" and call.args:
             candidates = [(call.args[0], call)]
         elif name in ("DistributedDataParallel", "DDP"):
             ids = keyword(call, "device_ids")
