@@ -3721,3 +3721,117 @@ def main_worker(gpu, args):
 """
     assert "DDP013" in _rules(source)
     assert "DDP013" not in _rules(source.replace("x.cuda(args.rank)", "x.cuda(gpu)"))
+
+
+def test_results_each_rank_writes_to_its_file_and_rank_0_merges_by_id_are_combined_once():
+    """HybrIK: each rank dumps `kpt_pred[img_id]` to `test_gt_kpt_rank_{rank}.pkl`; rank 0 loads every rank's file
+    in `for r in range(opt.world_size):` and merges with `update`: neither one shard's figure nor padded twice."""
+    source = """
+import pickle as pk
+
+def validate(m, opt, dataset):
+    m.eval()
+    loader = DataLoader(dataset, sampler=DistributedSampler(dataset, num_replicas=opt.world_size, rank=opt.rank))
+    kpt_pred = {}
+    with torch.no_grad():
+        for x, img_ids in loader:
+            kpt_pred[int(img_ids[0])] = m(x)
+    with open(f"kpt_rank_{opt.rank}.pkl", "wb") as fid:
+        pk.dump(kpt_pred, fid)
+    dist.barrier()
+    if opt.rank == 0:
+        kpt_all_pred = {}
+        for r in range(opt.world_size):
+            with open(f"kpt_rank_{r}.pkl", "rb") as fid:
+                kpt_all_pred.update(pk.load(fid))
+        return dataset.evaluate(kpt_all_pred)
+    return None
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+val_err = validate(DDP(nn.Linear(2, 2).cuda()), opt, val_set)
+if opt.rank == 0:
+    print(f"val error {val_err}")
+"""
+    assert not {"DDP016", "DDP017"} & _rules(source)
+
+
+def test_a_flag_the_program_sets_true_only_on_some_ranks_guards_what_it_holds(tmp_path):
+    """HybrIK's `init_dist` in another module: `if opt.rank % opt.ngpus_per_node == 0: opt.log = True else: opt.log =
+    False`; the trainer saves under `if opt.log:`."""
+    _write(
+        tmp_path,
+        {
+            "env.py": """
+                def init_dist(opt):
+                    dist.init_process_group("nccl", rank=opt.rank)
+                    torch.cuda.set_device(opt.gpu)
+                    if opt.rank == 0:
+                        opt.log = True
+                    else:
+                        opt.log = False
+                """,
+            "train.py": """
+                from env import init_dist
+
+                if __name__ == "__main__":
+                    init_dist(opt)
+                    m = DDP(nn.Linear(2, 2).cuda())
+                    if opt.log:
+                        torch.save(m.module.state_dict(), "model.pth")
+                """,
+        },
+    )
+    assert ("train.py", "DDP015") not in _found([tmp_path / "train.py"])
+    (tmp_path / "env.py").write_text((tmp_path / "env.py").read_text().replace("if opt.rank == 0:", "if True:"))
+    assert ("train.py", "DDP015") in _found([tmp_path / "train.py"])
+
+
+def test_an_address_literal_whose_port_goes_on_in_random_digits_is_not_fixed():
+    """aot-benchmark: `'tcp://127.0.0.1:123' + str(random.randint(0, 9)) + str(random.randint(0, 9))`."""
+    source = """
+import random
+url = 'tcp://127.0.0.1:123' + str(random.randint(0, 9)) + str(random.randint(0, 9))
+dist.init_process_group("nccl", init_method=url)
+"""
+    assert "DDP011" not in _rules(source)
+    assert "DDP011" in _rules(
+        source.replace(
+            "'tcp://127.0.0.1:123' + str(random.randint(0, 9)) + str(random.randint(0, 9))", "'tcp://127.0.0.1:12345'"
+        )
+    )
+
+
+def test_gpu_0_on_the_single_process_arm_of_a_configuration_switch():
+    """VerticalAttentionOCR: `if self.params["training_params"]["use_ddp"]: ... else: torch.device("cuda:0")`."""
+    source = """
+class Manager:
+    def __init__(self, params):
+        self.params = params
+        if self.params["training_params"]["use_ddp"]:
+            dist.init_process_group("nccl")
+            self.device = torch.device(int(os.environ["LOCAL_RANK"]))
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cuda:0")
+        self.model = DDP(nn.Linear(2, 2).to(self.device))
+
+Manager(params)
+"""
+    assert "DDP006" not in _rules(source)
+
+
+def test_a_local_rank_name_given_the_jobs_rank_is_the_jobs_rank():
+    """crj1998/SR: `args.local_rank = dist.get_rank()` after the process group, then `if args.local_rank in [-1,
+    0]: torch.save(...)`: rank 0 of the job, not of each node."""
+    source = """
+dist.init_process_group("nccl")
+args.local_rank = dist.get_rank()
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(nn.Linear(2, 2).cuda())
+os.environ.get("NODE_RANK")
+if args.local_rank in [-1, 0]:
+    torch.save(model.module.state_dict(), "last.pth")
+"""
+    assert "DDP019" not in _rules(source)
+    assert "DDP019" in _rules(source.replace("args.local_rank = dist.get_rank()\n", ""))

@@ -1260,7 +1260,7 @@ class Program:
     def guarded(self, module: Module, node: ast.AST, depth: int = 3) -> bool:
         """Whether `node` runs on some ranks only: inside a rank-selecting `if`, after a rank-selecting early return
         at the top of its function, or in a function whose every call site in the program is itself guarded."""
-        if module.rank_branch(node) is not None:
+        if module.rank_branch(node) is not None or self._under_a_flag_set_on_some_ranks(module, node):
             return True
         if depth > 0 and self.under_an_object_given_on_some_ranks(module, node, depth - 1):
             return True
@@ -1284,6 +1284,37 @@ class Program:
                 (m, call) for m, call in self.handed_over(module, function) if self.runs(m, call.lineno)
             ]
         return bool(sites) and all(self.guarded(m, call, depth - 1) for m, call in reaching)
+
+    def _under_a_flag_set_on_some_ranks(self, module: Module, node: ast.AST) -> bool:
+        """In the body of `if opt.log:` where the program sets `.log = True` only under a rank test, in any of its
+        modules (HybrIK's `init_dist`: `if opt.rank % opt.ngpus_per_node == 0: opt.log = True else: opt.log =
+        False`)."""
+        child = node
+        for parent in module.ancestors(node):
+            if (
+                isinstance(parent, ast.If)
+                and any(child is s for s in parent.body)
+                and isinstance(parent.test, ast.Attribute)
+                and parent.test.attr in self._flags_set_on_some_ranks
+            ):
+                return True
+            child = parent
+        return False
+
+    @functools.cached_property
+    def _flags_set_on_some_ranks(self) -> Set[str]:
+        """Attribute names the program sets to True only under a rank test (and to nothing else but False)."""
+        verdicts: Dict[str, bool] = {}
+        for module in self.modules:
+            for assign in module.of_type(ast.Assign):
+                if len(assign.targets) != 1 or not isinstance(assign.targets[0], ast.Attribute):
+                    continue
+                name = assign.targets[0].attr
+                if is_const(assign.value, False):
+                    continue
+                ranked = is_const(assign.value, True) and module.rank_branch(assign) is not None
+                verdicts[name] = verdicts.get(name, True) and ranked
+        return {name for name, ranked in verdicts.items() if ranked}
 
     def handed_over(self, module: Module, function: ast.FunctionDef) -> List[Tuple[Module, ast.Call]]:
         """The calls that are given a module-level function itself, to run it (`threading.Thread(target=_write)`,

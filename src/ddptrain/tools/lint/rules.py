@@ -696,7 +696,7 @@ def hard_coded_device(program: Program) -> Iterator[Hit]:
             reads_local_rank = names_in(scope) & LOCAL_DEVICE_NAMES and not _gpu_0_by_name(module, call)
             if reads_local_rank or program.guarded(module, call, depth=5):
                 continue  # reads the local rank; or runs on one rank only (rank 0's device is GPU 0)
-            if module.on_a_single_process_arm(call):
+            if module.on_a_single_process_arm(call) or _on_single_process_path(module, call):
                 continue  # the `else` of `if config.distributed.use_distributed:`: one process, GPU 0 is its own
             if function is not None and _replaced_by_local_device(program, module, call, function):
                 continue
@@ -1977,6 +1977,9 @@ def _tcp_literals(program: Program, module: Module) -> Iterator[Hit]:
                 continue
             if isinstance(module.parents.get(node), ast.JoinedStr):
                 continue
+            joined = module.parents.get(node)
+            if isinstance(joined, ast.BinOp) and isinstance(joined.op, ast.Add) and joined.left is node:
+                continue  # `'tcp://127.0.0.1:123' + str(random.randint(0, 9))`: the port goes on past the literal
         else:
             parts = node.values
             first, last = parts[0], parts[-1]
@@ -2728,13 +2731,25 @@ def _per_node_test(program: Program, module: Module, test: ast.expr) -> bool:
     ):
         return False
     if _local_only_test(test):
-        return True
+        return not _local_name_set_to_the_global_rank(module, test)
     for call in (n for n in walk(test) if isinstance(n, ast.Call)):
         for _, function in program.resolve(call, module):
             returns = [n.value for n in walk(function) if isinstance(n, ast.Return) and n.value is not None]
             if returns and all(_local_only_test(value) for value in returns):
                 return True
     return False
+
+
+def _local_name_set_to_the_global_rank(module: Module, test: ast.expr) -> bool:
+    """`args.local_rank = dist.get_rank()` in the module (crj1998/SR, after `init_process_group`): what the test
+    calls the local rank is the job's rank."""
+    tested = {call_name(n) for n in walk(test) if isinstance(n, (ast.Name, ast.Attribute))}
+    return any(
+        {call_name(t) for t in assign.targets} & tested
+        and isinstance(assign.value, ast.Call)
+        and last_name(assign.value) == "get_rank"
+        for assign in module.of_type(ast.Assign)
+    )
 
 
 def _tests_the_global_rank(module: Module, at: ast.AST, value: ast.expr) -> bool:
@@ -2970,7 +2985,7 @@ def _merged_by_key_in(module: Module) -> bool:
     merges them (`_merged_by_key`): its evaluation counts a padded sample once."""
 
     def find() -> bool:
-        if "gather" not in module.source or "update" not in module.source:
+        if "update" not in module.source or ("gather" not in module.source and "world_size" not in module.source):
             return False
         return any(_merged_by_key(function, module.calls_in(function)) for function in module.functions)
 
@@ -2990,8 +3005,10 @@ def _merged_by_key(function: ast.AST, calls: List[ast.Call]) -> bool:
         and "gather" in last_name(statement.value).lower()
         for target in statement.targets
     }
-    for loop in walk(function):  # `for part in feats_all[1:]:` or `for _ in range(len(record_sync)):`
-        if not isinstance(loop, ast.For) or not names_in(loop.iter) & gathered:
+    for loop in walk(function):  # `for part in feats_all[1:]:` or `for _ in range(len(record_sync)):`, or
+        if not isinstance(loop, ast.For):  # `for r in range(world_size):` loading each rank's file
+            continue
+        if not (names_in(loop.iter) & gathered or _loads_every_ranks_file(loop)):
             continue
         if any(isinstance(n, ast.Call) and last_name(n) == "update" for s in loop.body for n in walk(s)):
             return True
@@ -3313,6 +3330,23 @@ REDUCING_WORDS = (
     "merge_results",
 )
 FILE_MERGES = ("collect_results", "merge_results")
+FILE_READS = ("load", "open", "read_pickle", "read_json")
+
+
+def _reads_every_ranks_file(function: ast.AST) -> bool:
+    """`for r in range(opt.world_size): with open(f'..._rank_{r}.pkl', 'rb') as fid: pk.load(fid)`: every rank's
+    part read back from the file it wrote (a loop over the world size that loads files)."""
+    return any(isinstance(loop, ast.For) and _loads_every_ranks_file(loop) for loop in walk(function))
+
+
+def _loads_every_ranks_file(loop: ast.For) -> bool:
+    if not (isinstance(loop.iter, ast.Call) and last_name(loop.iter) == "range"):
+        return False
+    if not names_in(loop.iter) & (PROCESS_COUNT_NAMES | {"get_world_size"}):
+        return False
+    return any(isinstance(n, ast.Call) and last_name(n) in FILE_READS for s in loop.body for n in walk(s))
+
+
 SHARD_COUNTS = ("num_shards", "num_replicas", "nshards")  # a custom per-rank split: ShardedDataIterator(...)
 
 
@@ -3330,6 +3364,8 @@ def _reduces_in(program: Program, module: Module, function: ast.AST, depth: int)
 
 
 def _reduces_reading(program: Program, module: Module, function: ast.AST, depth: int) -> bool:
+    if _reads_every_ranks_file(function):
+        return True  # HybrIK's `test_gt_kpt_rank_{rank}.pkl`, each read back by rank 0 and merged
     for call in module.calls_in(function):
         targets = program.resolve(call, module) or program.bound_methods(call, module)
         if any(word in last_name(call).lower() for word in FILE_MERGES):
