@@ -3835,3 +3835,54 @@ if args.local_rank in [-1, 0]:
 """
     assert "DDP019" not in _rules(source)
     assert "DDP019" in _rules(source.replace("args.local_rank = dist.get_rank()\n", ""))
+
+
+def test_a_clipping_object_of_unknown_class_clips_before_the_scaler_unscales():
+    """VQ-Diffusion: `self.clip_grad_norm = instantiate_from_config(...)`, then `self.scaler.scale(loss).backward()`,
+    `self.clip_grad_norm(self.model.parameters())`, `self.scaler.step(...)`."""
+    source = """
+class Solver:
+    def train_step(self, batch):
+        self.scaler.scale(self.model(batch).sum()).backward()
+        self.clip_grad_norm(self.model.parameters())
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+"""
+    assert "DDP009" in _rules(source)
+    unscaled = source.replace(
+        "        self.clip_grad_norm(", "        self.scaler.unscale_(self.optimizer)\n        self.clip_grad_norm("
+    )
+    assert "DDP009" not in _rules(unscaled)
+
+
+def test_a_name_the_process_group_is_given_as_its_rank_is_a_rank():
+    """scaling_marl: `init_process_group(..., rank=self.replicate_rank)`; `if self.replicate_rank == 0 and ...:
+    self.save()` has one writer, and a `terminate` flag set only there ends one rank's loop alone."""
+    source = """
+class Trainer:
+    def setup(self):
+        dist.init_process_group("nccl", rank=self.replicate_rank, world_size=self.num_trainers)
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        self.model = DDP(nn.Linear(2, 2).cuda())
+
+    def save(self):
+        torch.save(self.model.module.state_dict(), "model.pt")
+
+    def process_task(self, task):
+        if self.replicate_rank == 0:
+            self.terminate = task == 1
+
+    def run(self, loader):
+        self.setup()
+        for x in loader:
+            self.model(x).sum().backward()
+            self.process_task(self.queue.get())
+            if self.terminate:
+                break
+            if self.replicate_rank == 0 and self.version % 10 == 0:
+                self.save()
+
+Trainer().run(loader)
+"""
+    found = _rules(source)
+    assert "DDP015" not in found and "DDP014" in found

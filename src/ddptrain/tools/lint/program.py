@@ -559,7 +559,7 @@ class Module:
         return bool(self._memo[key])
 
     def _selects_ranks_at(self, branch: ast.If) -> bool:
-        if selects_ranks(branch.test):
+        if selects_ranks(branch.test) or self._compares_a_given_rank(branch.test):
             return True
         if isinstance(branch.test, ast.BoolOp) and isinstance(branch.test.op, ast.Or):
             return self._one_rank_or_one_process(branch.test, branch)
@@ -574,6 +574,25 @@ class Module:
         return any(
             self._flag_selects_ranks(flag, branch) for flag in flags if isinstance(flag, (ast.Name, ast.Attribute))
         )
+
+    def _compares_a_given_rank(self, test: ast.expr) -> bool:
+        """`if self.replicate_rank == 0:` where the module gives `rank=self.replicate_rank` to
+        `init_process_group`: whatever a process group is told is the rank, is one (also as a part of an `and`)."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(self._compares_a_given_rank(value) for value in test.values)
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant)):
+            return False
+        given = self.memo(
+            ("ranks given to the group",),
+            lambda: {
+                call_name(value).rpartition(".")[2]
+                for call in self.calls
+                if last_name(call) == "init_process_group"
+                for value in [keyword(call, "rank")]
+                if isinstance(value, (ast.Name, ast.Attribute))
+            },
+        )
+        return isinstance(test.left, (ast.Name, ast.Attribute)) and call_name(test.left).rpartition(".")[2] in given
 
     def _one_rank_or_one_process(self, test: ast.BoolOp, at: ast.AST) -> bool:
         """`(not cfg.cuda) or main_gpu` (Yolact): a rank flag, or a condition that holds only where the module runs

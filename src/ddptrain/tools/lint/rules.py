@@ -1340,8 +1340,13 @@ def _events(program: Program, module: Module, function: ast.AST, depth: int = 2)
             events.append(("clip", call.lineno))
         elif name == "step" and "scaler" in call_name(call).lower():
             events.append(("step", call.lineno))
-        elif depth > 0:  # a helper's events happen at the line that calls it, in its order
-            for other, callee in program.resolve(call, module) or _the_only_method(program, call):
+        else:
+            helpers = (program.resolve(call, module) or _the_only_method(program, call)) if depth > 0 else []
+            if not helpers and name.lower().startswith("clip_grad"):
+                events.append(
+                    ("clip", call.lineno)
+                )  # `self.clip_grad_norm(params)`: a clipping object of unknown class
+            for other, callee in helpers:  # a helper's events happen at the line that calls it, in its order
                 if callee is not function:
                     events.extend((kind, call.lineno) for kind, _ in _events(program, other, callee, depth - 1))
     return events
