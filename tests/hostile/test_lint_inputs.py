@@ -564,3 +564,32 @@ def test_download_markers_and_registries_in_odd_shapes_are_read_without_a_guess(
     assert [(f["rule"], Path(f["file"]).name, f["line"]) for f in report["findings"]] == [("DDP015", "engines.py", 8)]
     read = {Path(p).resolve() for p in report["programs"][0]}
     assert (repo / "pkg" / "engines.py").resolve() in read and all(repo.resolve() in p.parents for p in read)
+
+
+def test_rank_names_flags_environment_dictionaries_and_merges_in_odd_shapes_are_read_without_a_guess(tmp_path, capsys):
+    """The twenty-fifth and twenty-sixth sets' forms in shapes that could mislead: `rank=` given a call, a
+    subscript or nothing (`**kwargs`); a flag set True under a rank test in one place and on every rank in another;
+    `os.environ.update(**env)`, a dictionary with `**spread` and non-string keys; `range()` with no argument and
+    a loop over the world size that loads nothing; `clip_grad` as a program function that unscales first. The run
+    ends; the flag set on every rank guards nothing (its save is found), the program's own clipping helper that
+    unscales is read through, not taken for a bare clip."""
+    source = (
+        DDP
+        + "import os, torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "dist.init_process_group('gloo', rank=get_rank())\ndist.init_process_group('gloo', rank=ranks[0])\n"
+        + "dist.init_process_group('gloo', **kwargs)\n"
+        + "os.environ.update(**env)\nos.environ.update({**spread, 1: 'x', 'MASTER_ADDR': host})\n"
+        + "def clip_grad(scaler, optimizer, params):\n    scaler.unscale_(optimizer)\n"
+        + "    torch.nn.utils.clip_grad_norm_(params, 1.0)\n"
+        + "def step(model, loader, scaler, optimizer):\n    for x in loader:\n"
+        + "        scaler.scale(model(x).sum()).backward()\n        clip_grad(scaler, optimizer, model.parameters())\n"
+        + "        scaler.step(optimizer)\n        scaler.update()\n"
+        + "def merge(parts):\n    for r in range():\n        pass\n    for r in range(world_size):\n"
+        + "        parts.append(r)\n    return parts\n"
+        + "if get_rank() == 0:\n    opt.log = True\nopt.log = True\n"
+        + "model = DDP(net)\nstep(model, loader, scaler, optimizer)\nmerge([])\n"
+        + "if opt.log:\n    torch.save(model.module.state_dict(), 'model.pt')\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    assert ("DDP015", _line(source, "    torch.save(model.module.state_dict(), 'model.pt')")) in found
+    assert not [rule for rule, _ in found if rule == "DDP009"]
