@@ -3886,3 +3886,29 @@ Trainer().run(loader)
 """
     found = _rules(source)
     assert "DDP015" not in found and "DDP014" in found
+
+
+def test_fix_moves_every_batch_of_a_line_to_the_local_device(tmp_path, capsys):
+    """MONAI's BTCV: `data, target = data.cuda(args.rank), target.cuda(args.rank)` — both moves of the line get the
+    local device, so the fixed file lints clean for DDP013."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        HEADER
+        + textwrap.dedent(
+            """
+            def main_worker(gpu, args):
+                args.rank = args.rank * args.ngpus_per_node + gpu
+                dist.init_process_group("nccl", init_method=args.dist_url, world_size=args.world_size, rank=args.rank)
+                torch.cuda.set_device(gpu)
+                model = DDP(nn.Linear(2, 2).cuda(gpu), device_ids=[gpu])
+                for data, target in loader:
+                    data, target = data.cuda(args.rank), target.cuda(args.rank)
+                    model(data).sum().backward()
+            """
+        )
+    )
+    run_lint([str(script)], fix=True)
+    text = script.read_text()
+    assert text.count("args.rank % torch.cuda.device_count()") == 2
+    ast.parse(text)
+    assert not [f for f in lint_paths([str(script)]).findings if f.rule == "DDP013"]

@@ -279,7 +279,8 @@ def fix_local_device(module: Module, line: int, lines: Sequence[bytes]) -> Optio
     one process per GPU, as torchrun and SLURM place them)."""
     if "torch" not in module.imported:
         return None
-    for call in module.calls:
+    edits: List[Edit] = []
+    for call in module.calls:  # every move of the line: `data.cuda(args.rank), target.cuda(args.rank)`
         if call.lineno != line:
             continue
         name = last_name(call)
@@ -295,13 +296,12 @@ def fix_local_device(module: Module, line: int, lines: Sequence[bytes]) -> Optio
             candidates = [call.args[0]]
         else:
             continue
-        edits = [
+        edits += [
             replace(c, f"{_wrapped(module, c)} % torch.cuda.device_count()")
             for c in candidates
             if _global_rank(module, call, c) or _a_parameter(module, call, c)
         ]
-        return edits or None
-    return None
+    return edits or None
 
 
 def _a_parameter(module: Module, at: ast.AST, node: ast.expr) -> bool:
