@@ -28,7 +28,7 @@ from typing import List, Optional, Sequence, Tuple
 from ...util import counted
 from .cache import Cache, group_key
 from .discover import Program as FoundProgram
-from .discover import Sources, gather, independent_groups, programs
+from .discover import Sources, forget_listings, gather, independent_groups, programs
 from .fixes import FIXES, apply, edits_for, line_key
 from .formats import github_annotation, sarif
 from .program import Module, Program, forget_trees
@@ -103,6 +103,7 @@ def lint_paths(
 
 
 def _lint_paths(paths: Sequence[str], rules: Optional[Sequence[Rule]], jobs: int, cache: Optional[Cache]) -> Report:
+    forget_listings()  # the folders may have changed since this process last looked
     groups = independent_groups(paths)
     chosen = select() if rules is None else list(rules)
     keys = [group_key(group, chosen) for group in groups] if cache is not None else []

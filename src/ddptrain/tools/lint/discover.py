@@ -95,8 +95,7 @@ class Sources:
 
 def gather(paths: Sequence[str]) -> Sources:
     """Parse the files given (a folder: every .py file under it) and note the shell scripts beside them."""
-    _module_files.cache_clear()  # what the folders held at the last call (in this process) may have changed
-    _namespace_folder.cache_clear()
+    forget_listings()  # what the folders held at the last call (in this process) may have changed
     configs.clear()
     sources = Sources()
     for raw in paths:
@@ -175,6 +174,43 @@ def _add(sources: Sources, path: Path, shown: str) -> None:
     sources.given.append(module)
 
 
+def forget_listings() -> None:
+    """Forget what folders held: a new call looks again."""
+    _listing.cache_clear()
+    _module_files.cache_clear()
+    _namespace_folder.cache_clear()
+
+
+@functools.lru_cache(maxsize=16384)
+def _listing(folder: str) -> Dict[str, str]:
+    """A folder's entries, each 'f' (a file), 'd' (a folder), 'o' (something else) or '' (a broken link), read in
+    one listing: looking up imports asks the same few folders about hundreds of names."""
+    kinds: Dict[str, str] = {}
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    is_dir, is_file = entry.is_dir(), entry.is_file()
+                    kinds[entry.name] = "d" if is_dir else "f" if is_file else "o" if os.path.exists(entry.path) else ""
+                except OSError:
+                    kinds[entry.name] = ""
+    except OSError:
+        pass
+    return kinds
+
+
+def _kind(path: Path) -> str:
+    return _listing(os.path.dirname(str(path)) or ".").get(path.name, "")
+
+
+def _is_file(path: Path) -> bool:
+    return _kind(path) == "f"
+
+
+def _is_dir(path: Path) -> bool:
+    return _kind(path) == "d"
+
+
 def repository_root(folder: Path) -> Path:
     """The folder above `folder` that holds a repository marker (at most a few levels up); where none does, the
     nearest that holds what a downloaded repository keeps at its top (a `.gitignore`, a LICENSE); else `folder`."""
@@ -184,7 +220,7 @@ def repository_root(folder: Path) -> Path:
 def _marked_above(folder: Path, markers: Tuple[str, ...]) -> Optional[Path]:
     here = folder
     for _ in range(MAX_LEVELS_UP + 1):
-        if any((here / marker).exists() for marker in markers):
+        if any(_kind(here / marker) for marker in markers):
             return here
         if here.parent == here:
             break
@@ -202,13 +238,13 @@ def _module_files(name: str, base: Path) -> List[Path]:
     parts = name.split(".")
     for index, part in enumerate(parts):
         package, single = here / part, here / f"{part}.py"
-        if (package / "__init__.py").is_file():  # Python's order: a package, a module, a namespace folder
+        if _is_file(package / "__init__.py"):  # Python's order: a package, a module, a namespace folder
             found.append(package / "__init__.py")
             here = package
-        elif single.is_file():
+        elif _is_file(single):
             found.append(single)
             break  # what follows is an attribute of the module
-        elif package.is_dir():
+        elif _is_dir(package):
             here = package
         elif index == 0:
             return []
@@ -223,7 +259,7 @@ def _namespace_folder(name: str, base: Path) -> Optional[Path]:
     __init__.py, as research repositories often keep `utils/`): `from utils import utils_image` runs
     utils/utils_image.py."""
     folder = base.joinpath(*name.split("."))
-    return folder if folder.is_dir() and not (folder / "__init__.py").is_file() else None
+    return folder if _is_dir(folder) and not _is_file(folder / "__init__.py") else None
 
 
 def _bases(sources: Sources, importer: Path) -> Iterator[Path]:
@@ -330,9 +366,9 @@ def _src_layout(sources: Sources, name: str) -> List[Path]:
     scripts import `trnr.trainer` from src/trnr/trainer."""
     first = name.split(".")[0]
     for top in sources.scope:
-        if (top / "src" / first / "__init__.py").is_file():
+        if _is_file(top / "src" / first / "__init__.py"):
             return _module_files(name, top / "src")
-        if "." in name and (top / "src" / first).is_dir():  # a namespace package: src/fairchem/core/__init__.py
+        if "." in name and _is_dir(top / "src" / first):  # a namespace package: src/fairchem/core/__init__.py
             found = _module_files(name, top / "src")
             if found:
                 return found
@@ -345,7 +381,7 @@ def _own_package(sources: Sources, name: str) -> List[Path]:
     Only that name is looked up above the root, never a neighbouring folder's."""
     first = name.split(".")[0]
     for top in sources.scope:
-        if top.name == first and (top / "__init__.py").is_file():
+        if top.name == first and _is_file(top / "__init__.py"):
             return _module_files(name, top.parent)
     return []
 
@@ -362,12 +398,12 @@ def _namespace_modules(sources: Sources, path: Path, name: str, names: Sequence[
 
 def _relative(target: Path, names: Sequence[str]) -> List[Path]:
     files = []
-    if (target / "__init__.py").is_file():
+    if _is_file(target / "__init__.py"):
         files.append(target / "__init__.py")
-    elif target.with_suffix(".py").is_file():
+    elif target.name and _is_file(target.with_suffix(".py")):
         files.append(target.with_suffix(".py"))
-    files += [target / f"{n}.py" for n in names if (target / f"{n}.py").is_file()]
-    files += [target / n / "__init__.py" for n in names if (target / n / "__init__.py").is_file()]
+    files += [target / f"{n}.py" for n in names if _is_file(target / f"{n}.py")]
+    files += [target / n / "__init__.py" for n in names if _is_file(target / n / "__init__.py")]
     return files
 
 

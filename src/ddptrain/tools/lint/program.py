@@ -122,21 +122,49 @@ def _child_nodes(node: ast.AST) -> List[ast.AST]:
     return found
 
 
+# Every indexed module's nodes in source order (preorder), each subtree a contiguous run: `walk` is a slice.
+_PREORDER: List[ast.AST] = []
+_ENDS: List[int] = []  # where the subtree starting at each position of _PREORDER ends
+_POSITION: Dict[ast.AST, int] = {}  # a node's position in _PREORDER
+
+
 def _index(tree: ast.Module, parents: Dict[ast.AST, ast.AST]) -> List[ast.AST]:
-    """Every node of the tree in ast.walk's order (without the shared leaves), each child's parent noted on the way."""
-    nodes: List[ast.AST] = [tree]
+    """Every node of the tree, each before its children and those in their fields' order (a subtree's nodes together), without
+    the shared leaves, each child's parent noted on the way; where each subtree ends is kept for `walk`."""
+    nodes: List[ast.AST] = []
+    ups: List[int] = []  # each node's parent's position in `nodes`
+    stack: List[ast.AST] = [tree]
+    stack_ups: List[int] = [-1]
     append, node_class = nodes.append, ast.AST
-    for node in nodes:  # _child_nodes inlined: this loop visits every node of every module once
+    while stack:  # _child_nodes inlined: this loop visits every node of every module once
+        node = stack.pop()
+        here = len(nodes)
+        append(node)
+        ups.append(stack_ups.pop())
+        children: List[ast.AST] = []
         for name in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:
                     if isinstance(item, node_class):
                         parents[item] = node
-                        append(item)
+                        children.append(item)
             elif isinstance(value, node_class):
                 parents[value] = node
-                append(value)
+                children.append(value)
+        if children:
+            children.reverse()
+            stack.extend(children)
+            stack_ups.extend([here] * len(children))
+    base, count = len(_PREORDER), len(nodes)
+    ends = list(range(base + 1, base + count + 1))
+    for index in range(count - 1, 0, -1):  # children after their parent: a parent's end is its last child's
+        up = ups[index]
+        if ends[index] > ends[up]:
+            ends[up] = ends[index]
+    _PREORDER.extend(nodes)
+    _ENDS.extend(ends)
+    _POSITION.update(zip(nodes, range(base, base + count)))
     return nodes
 
 
@@ -157,12 +185,18 @@ def node_cache(maxsize: int) -> Callable[[F], F]:
 
 @node_cache(1 << 15)
 def walk(node: ast.AST) -> Tuple[ast.AST, ...]:
-    """The node and every node under it, in ast.walk's order, without the shared leaves (`Load`, `Eq`): the
-    rules walk subtrees thousands of times on a large program (a function's body for each of its calls, a test
-    for each rule), half of them more than once, hence twice as fast as ast.walk and kept."""
-    found = [node]
-    for sub in found:
-        found.extend(_child_nodes(sub))
+    """The node and every node under it, as the module index orders them (each before its children), without the shared
+    leaves (`Load`, `Eq`): the rules walk subtrees thousands of times on a large program (a function's body for
+    each of its calls, a test for each rule), hence a slice of its module's index, and kept."""
+    position = _POSITION.get(node)
+    if position is not None:
+        return tuple(_PREORDER[position : _ENDS[position]])
+    found: List[ast.AST] = []
+    stack = [node]  # a node no module indexed
+    while stack:
+        sub = stack.pop()
+        found.append(sub)
+        stack.extend(reversed(_child_nodes(sub)))
     return tuple(found)
 
 
@@ -370,6 +404,9 @@ def forget_trees() -> None:
     as long as the process lives. Freeing them costs time too (2-3 s there), which a process about to exit skips."""
     for cached in _NODE_CACHES:
         cached.cache_clear()
+    _PREORDER.clear()
+    _ENDS.clear()
+    _POSITION.clear()
 
 
 @dataclass
@@ -385,7 +422,7 @@ class Module:
     import_names: Set[str] = field(init=False, default_factory=set)  # every dotted name imported
     import_tops: Dict[str, str] = field(init=False, default_factory=dict)  # local name -> top package ('' relative)
     found_tops: Optional[Set[str]] = field(init=False, default=None)  # tops whose imports found the program's files
-    nodes: List[ast.AST] = field(init=False, default_factory=list)  # every node, parents before children
+    nodes: List[ast.AST] = field(init=False, default_factory=list)  # every node, each before its children (see _index)
     functions: List[ast.FunctionDef] = field(init=False, default_factory=list)
     imports: List[ast.stmt] = field(init=False, default_factory=list)  # Import and ImportFrom, in `nodes` order
     _calls_of: Optional[Dict[ast.AST, List[ast.Call]]] = field(init=False, default=None)
@@ -439,6 +476,13 @@ class Module:
                 self._of_type[types] = [node for node in self.nodes if isinstance(node, types)]
         return self._of_type[types]
 
+    def spells(self, *words: str) -> bool:
+        """Whether the module's text holds any of the words: kept, as rules ask it for each function."""
+        key = ("spells", words)
+        if key not in self._memo:
+            self._memo[key] = any(word in self.source for word in words)
+        return bool(self._memo[key])
+
     def memo(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """A rule's result about this module (or a function in it), computed once however many programs read it."""
         if key not in self._memo:
@@ -448,14 +492,9 @@ class Module:
     @functools.cached_property
     def words(self) -> FrozenSet[str]:
         """Every name, attribute and string constant in the module."""
-        found: Set[str] = set()
-        for node in self.of_type(ast.Name, ast.Attribute, ast.Constant):
-            if isinstance(node, ast.Name):
-                found.add(node.id)
-            elif isinstance(node, ast.Attribute):
-                found.add(node.attr)
-            elif isinstance(node.value, str):
-                found.add(node.value)
+        found: Set[str] = {node.id for node in self.of_type(ast.Name)}
+        found.update(node.attr for node in self.of_type(ast.Attribute))
+        found.update(node.value for node in self.of_type(ast.Constant) if type(node.value) is str)
         return frozenset(found)
 
     def mentions(self, function: ast.AST, libraries: FrozenSet[str]) -> Set[str]:

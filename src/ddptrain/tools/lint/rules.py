@@ -974,7 +974,7 @@ def _wrapper_returned(module: Module, function: ast.FunctionDef) -> Optional[int
 
 
 def _position_returned(module: Module, function: ast.FunctionDef) -> Optional[int]:
-    if not any(word in module.source for word in ("DistributedDataParallel", "DDP")):
+    if not module.spells("DistributedDataParallel", "DDP"):
         return None
     returns = [n for n in walk(function) if isinstance(n, ast.Return) and module.function_of(n) is function]
     positions = {_wrapper_position(module, node) for node in returns}
@@ -1009,7 +1009,7 @@ def wrapper_thrown_away(program: Program) -> Iterator[Hit]:
     if not program.any_call("backward"):
         return  # nothing back-propagates here: a wrapper made and dropped trains nothing either way
     for module in program.modules:
-        if "DDP" not in module.source and "DistributedDataParallel" not in module.source:
+        if not module.spells("DistributedDataParallel", "DDP"):
             continue
         for node in module.of_type(ast.Assign, ast.Expr):
             value = _unmoved(node.value) if isinstance(node.value, ast.Call) else node.value
@@ -1577,7 +1577,7 @@ def _runs_a_kept_wrapper(
 def _broadcasting_wrappers(module: Module, program: Program) -> list:
     """The module's DDP wrappers (see `_wraps`) made without `broadcast_buffers=False`: their forward broadcasts rank
     0's buffers (BatchNorm statistics) to every rank first, a collective no line of the program names."""
-    if not any(word in module.source for word in ("DistributedDataParallel", "DDP")):
+    if not module.spells("DistributedDataParallel", "DDP"):
         return []
     quiet = {
         node.lineno
