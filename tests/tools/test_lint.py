@@ -3912,3 +3912,176 @@ def test_fix_moves_every_batch_of_a_line_to_the_local_device(tmp_path, capsys):
     assert text.count("args.rank % torch.cuda.device_count()") == 2
     ast.parse(text)
     assert not [f for f in lint_paths([str(script)]).findings if f.rule == "DDP013"]
+
+
+def test_a_function_handed_to_every_process_is_no_rank_zero_path_and_a_namesake_main_is_not_its_caller(tmp_path):
+    """NVAE: `Process(target=init_processes, args=(global_rank, size, main, args))` for each rank, and
+    `init_processes(0, size, main, args)` in a one-process debug run; fid/fid_score.py calls its own `main()`. The
+    evaluation sampler `main` builds runs on every rank: read where `main` is handed over, not at the namesake."""
+    _write(
+        tmp_path,
+        {
+            "fid_score.py": """
+                def main():
+                    print("fid")
+
+                if __name__ == "__main__":
+                    main()
+                """,
+            "train.py": """
+                import fid_score
+
+                def main(args):
+                    valid_sampler = DistributedSampler(valid_data)
+                    loader = DataLoader(valid_data, sampler=valid_sampler)
+                    for x in loader:
+                        model(x)
+
+                def init_processes(rank, size, fn, args):
+                    dist.init_process_group("gloo", rank=rank, world_size=size)
+                    fn(args)
+
+                if __name__ == "__main__":
+                    if size > 1:
+                        for rank in range(size):
+                            p = Process(target=init_processes, args=(rank, size, main, args))
+                            p.start()
+                    else:
+                        init_processes(0, size, main, args)
+                """,
+        },
+    )
+    assert ("train.py", "DDP021") not in _found([tmp_path / "train.py"])
+    only_zero = (tmp_path / "train.py").read_text().replace("args=(rank, size, main, args)", "args=(rank, size)")
+    (tmp_path / "train.py").write_text(only_zero.replace("init_processes(0, size, main, args)", "pass"))
+    (tmp_path / "train.py").write_text(
+        (tmp_path / "train.py").read_text().replace("fn(args)", "pass\n    if rank == 0:\n        main(args)")
+    )
+    assert ("train.py", "DDP021") in _found([tmp_path / "train.py"])
+
+
+def test_a_folder_leaves_out_pytest_modules_but_a_test_module_named_alone_is_read(tmp_path):
+    """ml-cvnets' tests/utils/test_common_utils.py wraps a toy model in DataParallel to test unwrapping it; rl_games'
+    tests import the trainer's module to test one function. pytest runs them, not a launcher: no program."""
+    _write(
+        tmp_path,
+        {
+            "train.py": """
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    model = DDP(nn.Linear(2, 2))
+                """,
+            "tests/test_utils.py": """
+                def test_unwrap():
+                    dist.init_process_group("gloo")
+                    model = nn.DataParallel(nn.Linear(2, 2))
+                    assert unwrap(model) is not model
+                """,
+        },
+    )
+    assert ("test_utils.py", "DDP001") not in _found([tmp_path])
+    assert ("test_utils.py", "DDP001") in _found([tmp_path / "tests" / "test_utils.py"])
+    scripted = (tmp_path / "tests" / "test_utils.py").read_text() + "\nif __name__ == '__main__':\n    test_unwrap()\n"
+    (tmp_path / "tests" / "test_utils.py").write_text(scripted)
+    assert ("test_utils.py", "DDP001") in _found([tmp_path])
+
+
+def test_a_shuffle_flag_set_true_on_the_training_arm_shuffles():
+    """UniTS' data_provider: `shuffle_flag = False` for test, `True` otherwise, then `DataLoader(data_set,
+    shuffle=shuffle_flag)` with no sampler in a DDP program: the training loader reads the whole set on every rank."""
+    source = """
+def data_provider(args, flag):
+    if flag == "test":
+        shuffle_flag = False
+    else:
+        shuffle_flag = True
+    return DataLoader(data_set, batch_size=args.batch_size, shuffle=shuffle_flag)
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(Net().cuda())
+for x in data_provider(args, "train"):
+    model(x).sum().backward()
+"""
+    assert "DDP018" in _rules(source)
+    assert "DDP018" not in _rules(source.replace("shuffle_flag = True", "shuffle_flag = False"))
+
+
+def test_a_module_importing_its_own_name_imports_the_package_of_that_name(tmp_path):
+    """SevenNet's console script sevenn/main/sevenn.py: `from sevenn.scripts.train import train` means the package
+    sevenn/, not the script itself (run as `python -m sevenn.main.sevenn` or an entry point)."""
+    _write(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "sevenn/__init__.py": "",
+            "sevenn/main/__init__.py": "",
+            "sevenn/scripts/__init__.py": "",
+            "sevenn/scripts/train.py": """
+                def train():
+                    dist.init_process_group("gloo")
+                    os.environ["MASTER_PORT"] = "29500"
+                """,
+            "sevenn/main/sevenn.py": """
+                from sevenn.scripts.train import train
+
+                if __name__ == "__main__":
+                    train()
+                """,
+        },
+    )
+    assert ("train.py", "DDP011") in _found([tmp_path / "sevenn" / "main" / "sevenn.py"])
+
+
+def test_a_port_option_under_a_group_prefix_is_a_port_option():
+    """ml-cvnets: `--ddp.dist-port` defaulting to 30786, read with `getattr(opts, "ddp.dist_port", 6006)` into
+    `tcp://{hostname}:{port}`."""
+    source = """
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--ddp.dist-port", type=int, default=30786)
+opts = parser.parse_args()
+port = getattr(opts, "ddp.dist_port", 6006)
+dist.init_process_group("gloo", init_method="tcp://{}:{}".format(socket.gethostname(), port), rank=0, world_size=1)
+"""
+    assert "DDP011" in _rules(source)
+    assert "DDP011" not in _rules(source.replace("default=30786", "default=None"))
+
+
+def test_a_subcommand_that_makes_no_process_group_saves_from_its_one_process(tmp_path):
+    """SevenNet's `sevenn` command: `if args.command == 'train': run(args)` makes the group; `elif args.command ==
+    'cp': checkpoint_cmd.run(args)` converts a checkpoint in one process and saves it: one writer."""
+    _write(
+        tmp_path,
+        {
+            "checkpoint_cmd.py": """
+                def run(args):
+                    torch.save(convert(args.checkpoint), "checkpoint_converted.pth")
+                """,
+            "cli.py": """
+                import checkpoint_cmd
+
+                def run(args):
+                    dist.init_process_group("gloo")
+                    model = DDP(Net())
+                    train(model)
+
+                def main():
+                    args = parser.parse_args()
+                    if args.command == "train":
+                        run(args)
+                    elif args.command == "cp":
+                        checkpoint_cmd.run(args)
+
+                if __name__ == "__main__":
+                    main()
+                """,
+        },
+    )
+    assert ("checkpoint_cmd.py", "DDP015") not in _found([tmp_path / "cli.py"])
+    (tmp_path / "cli.py").write_text(
+        (tmp_path / "cli.py")
+        .read_text()
+        .replace("        run(args)\n", "        run(args)\n        checkpoint_cmd.run(args)\n", 1)
+    )
+    assert ("checkpoint_cmd.py", "DDP015") in _found([tmp_path / "cli.py"])

@@ -50,8 +50,9 @@ class Sources:
     given_relative: Dict[Path, bool] = field(default_factory=dict)  # scope folder -> named by a relative path
     _parsed: Dict[Path, Optional[Module]] = field(default_factory=dict)
     _in_scope: Dict[str, bool] = field(default_factory=dict)
-    _absolute: Dict[Tuple[Path, str, int], List[Path]] = field(default_factory=dict)
+    _absolute: Dict[Tuple[Path, str, int, bool], List[Path]] = field(default_factory=dict)
     added: List[Path] = field(default_factory=list)  # folders the modules read put on sys.path (syspath.py)
+    named: Set[Path] = field(default_factory=set)  # files the user named themselves (not found in a folder)
     _resolved: Dict[Path, Path] = field(default_factory=dict)
 
     def resolved(self, path: Path) -> Path:
@@ -109,6 +110,7 @@ def gather(paths: Sequence[str]) -> Sources:
                     sources.shell_scripts.append(file)
         elif path.is_file():
             sources.add_named(repository_root(path.resolve().parent), path)
+            sources.named.add(path.resolve())
             _add(sources, path, str(path))
         else:
             sources.problems.append(f"{raw}: no such file or folder")
@@ -348,11 +350,14 @@ def _imported_by_name(module: Module) -> List[str]:
 
 
 def _absolute(sources: Sources, path: Path, name: str) -> List[Path]:
-    key = (path.parent, name, len(sources.added))  # every module of a folder looks an import up the same way
+    itself = name.split(".")[0] == path.stem  # `from sevenn import __version__` in sevenn/main/sevenn.py
+    key = (path.parent, name, len(sources.added), itself)  # every module of a folder looks an import up alike
     if key not in sources._absolute:
         sources._absolute[key] = []
         for base in _bases(sources, path):
             found = _module_files(name, base)
+            if found and itself and found[0] == path.parent / path.name:
+                continue  # a module importing itself by name means the package of that name (run as a module)
             if found:
                 sources._absolute[key] = found
                 break
@@ -445,9 +450,14 @@ def programs(sources: Sources) -> List[Program]:
     given = {m.file: m for m in sources.given}
     imported_by_others = {f for path in given for f in imports_of(path) if f != path}
     launched = _launched(sources)
-    entries = [p for p, m in given.items() if has_main_guard(m) or p in launched or p not in imported_by_others]
+    tests = {p for p, m in given.items() if p not in launched and p not in sources.named and _pytest_module(m)}
+    entries = [
+        p
+        for p, m in given.items()
+        if p not in tests and (has_main_guard(m) or p in launched or p not in imported_by_others)
+    ]
     found: List[Program] = []
-    covered: Set[Path] = set()
+    covered: Set[Path] = set(tests)
     pending = list(entries)
     while pending or len(covered) < len(given):
         if not pending:  # modules only reachable from each other (an import cycle): each is an entry too
@@ -458,6 +468,20 @@ def programs(sources: Sources) -> List[Program]:
         modules = [m for m in (given.get(p) or sources.read(p) for p in order) if m is not None]
         found.append(Program(given[entry], modules))
     return found
+
+
+def _pytest_module(module: Module) -> bool:
+    """A test module pytest collects (`tests/test_utils.py`: `def test_unwrap(): ...`, no `__main__` guard): its
+    functions run one by one under pytest, none of them a training program, so a folder's programs leave it out
+    (named alone, it is read as any file is)."""
+    name = module.file.name
+    if not (name.startswith("test_") or name.endswith("_test.py")) or has_main_guard(module):
+        return False
+    return any(
+        (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name.startswith("test"))
+        or (isinstance(s, ast.ClassDef) and s.name.startswith("Test"))
+        for s in module.tree.body
+    )
 
 
 def _closure(entry: Path, imports_of) -> List[Path]:

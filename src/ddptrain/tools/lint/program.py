@@ -122,50 +122,44 @@ def _child_nodes(node: ast.AST) -> List[ast.AST]:
     return found
 
 
-# Every indexed module's nodes in source order (preorder), each subtree a contiguous run: `walk` is a slice.
+# Every indexed module's nodes, each before its children (preorder): a subtree is a contiguous run, from its node
+# to its last descendant (the last child's last child ...), so `walk` is a slice.
 _PREORDER: List[ast.AST] = []
-_ENDS: List[int] = []  # where the subtree starting at each position of _PREORDER ends
 _POSITION: Dict[ast.AST, int] = {}  # a node's position in _PREORDER
 
 
 def _index(tree: ast.Module, parents: Dict[ast.AST, ast.AST]) -> List[ast.AST]:
-    """Every node of the tree, each before its children and those in their fields' order (a subtree's nodes together), without
-    the shared leaves, each child's parent noted on the way; where each subtree ends is kept for `walk`."""
+    """Every node of the tree, each before its children and those in their fields' order (a subtree's nodes
+    together), without the shared leaves, each child's parent noted on the way."""
     nodes: List[ast.AST] = []
-    ups: List[int] = []  # each node's parent's position in `nodes`
     stack: List[ast.AST] = [tree]
-    stack_ups: List[int] = [-1]
-    append, node_class = nodes.append, ast.AST
+    pop, push, append, node_class = stack.pop, stack.append, nodes.append, ast.AST
     while stack:  # _child_nodes inlined: this loop visits every node of every module once
-        node = stack.pop()
-        here = len(nodes)
+        node = pop()
         append(node)
-        ups.append(stack_ups.pop())
-        children: List[ast.AST] = []
-        for name in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
+        kind = type(node)
+        for name in _REVERSED_FIELDS.get(kind) or _reversed_fields(kind):  # pushed last to first: popped in order
             value = getattr(node, name, None)
             if type(value) is list:
-                for item in value:
+                for item in reversed(value):
                     if isinstance(item, node_class):
                         parents[item] = node
-                        children.append(item)
+                        push(item)
             elif isinstance(value, node_class):
                 parents[value] = node
-                children.append(value)
-        if children:
-            children.reverse()
-            stack.extend(children)
-            stack_ups.extend([here] * len(children))
-    base, count = len(_PREORDER), len(nodes)
-    ends = list(range(base + 1, base + count + 1))
-    for index in range(count - 1, 0, -1):  # children after their parent: a parent's end is its last child's
-        up = ups[index]
-        if ends[index] > ends[up]:
-            ends[up] = ends[index]
+                push(value)
+    base = len(_PREORDER)
     _PREORDER.extend(nodes)
-    _ENDS.extend(ends)
-    _POSITION.update(zip(nodes, range(base, base + count)))
+    _POSITION.update(zip(nodes, range(base, base + len(nodes))))
     return nodes
+
+
+_REVERSED_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def _reversed_fields(cls: type) -> Tuple[str, ...]:
+    fields = _REVERSED_FIELDS[cls] = tuple(reversed(_child_fields(cls)))
+    return fields
 
 
 _NODE_CACHES: List[Any] = []
@@ -190,7 +184,13 @@ def walk(node: ast.AST) -> Tuple[ast.AST, ...]:
     each of its calls, a test for each rule), hence a slice of its module's index, and kept."""
     position = _POSITION.get(node)
     if position is not None:
-        return tuple(_PREORDER[position : _ENDS[position]])
+        last = node
+        while True:  # the subtree ends at its last descendant
+            children = _child_nodes(last)
+            if not children:
+                break
+            last = children[-1]
+        return tuple(_PREORDER[position : _POSITION[last] + 1])
     found: List[ast.AST] = []
     stack = [node]  # a node no module indexed
     while stack:
@@ -405,7 +405,6 @@ def forget_trees() -> None:
     for cached in _NODE_CACHES:
         cached.cache_clear()
     _PREORDER.clear()
-    _ENDS.clear()
     _POSITION.clear()
 
 
@@ -868,7 +867,11 @@ class Program:
             name = owner.name
         elif owner is not None and _private(name):  # `self.__save()` is its own class's (Python mangles the name)
             return [(m, c) for m, c in self.sites_of(name) if m is module and owner in m.ancestors(c)]
-        sites = list(self.sites_of(name))
+        sites = [  # `main()` in a module that defines its own `main` runs that one (NVAE's fid/fid_score.py)
+            (m, c)
+            for m, c in self.sites_of(name)
+            if m is module or owner is not None or not isinstance(c.func, ast.Name) or name not in m.own_functions
+        ]
         for other in self.modules:
             for alias in [a for a, original in other.imported.items() if original == name and a != name]:
                 sites += [
@@ -955,7 +958,8 @@ class Program:
                 continue
             for imported in other.import_names:
                 source, _, last = imported.rpartition(".")
-                if (last in (name, "*") and source.rpartition(".")[2] in sources) or last in sources:
+                star = last == "*" and name not in other.own_functions  # (its own `def name` shadows the star's)
+                if ((last == name or star) and source.rpartition(".")[2] in sources) or last in sources:
                     return True
         return False
 
@@ -1337,10 +1341,12 @@ class Program:
             for m, call in sites
             if not branch_not_taken(module, function, node, call) and self.runs(m, call.lineno)
         ]
-        if not sites:  # never called by name: run where it is handed over (`Thread(target=_write, ...)`)
-            sites = reaching = [
-                (m, call) for m, call in self.handed_over(module, function) if self.runs(m, call.lineno)
-            ]
+        if not reaching:  # never called by name where the program runs: run where it is handed over
+            handed = [(m, call) for m, call in self.handed_over(module, function) if self.runs(m, call.lineno)]
+            sites, reaching = (
+                (handed, handed) if handed or not sites else (sites, reaching)
+            )  # (`Thread(target=_write)`,
+            # `Process(target=init_processes, args=(rank, size, main, args))`)
         return bool(sites) and all(self.guarded(m, call, depth - 1) for m, call in reaching)
 
     def _under_a_flag_set_on_some_ranks(self, module: Module, node: ast.AST) -> bool:
@@ -1388,6 +1394,7 @@ class Program:
             names = {function.name} | {a for a, original in other.imported.items() if original == function.name}
             for call in other.calls:
                 given = [*call.args, *(k.value for k in call.keywords)]
+                given += [e for v in given if isinstance(v, (ast.Tuple, ast.List)) for e in v.elts]  # `args=(.., main)`
                 if any(isinstance(value, ast.Name) and value.id in names for value in given):
                     found.append((other, call))
         return found

@@ -464,11 +464,17 @@ def _one_batch_looked_at(module: Module, call: ast.Call) -> bool:
 
 
 def _shuffles(program: Program, module: Module, call: ast.Call) -> bool:
-    """`shuffle=True`, or `shuffle=self.shuffle` kept from a parameter every construction gives True (a loader class
-    made with `CIFAR10Loader(path, 64, shuffle=True)`)."""
+    """`shuffle=True`; a name the function sets to True on some arm; or `shuffle=self.shuffle` kept from a parameter
+    every construction gives True (a loader class made with `CIFAR10Loader(path, 64, shuffle=True)`)."""
     shuffle = keyword(call, "shuffle")
     if is_const(shuffle, True):
         return True
+    if isinstance(shuffle, ast.Name):  # `shuffle_flag = True` on the training arm, `shuffle=shuffle_flag`
+        return any(
+            is_const(node.value, True) and any(isinstance(t, ast.Name) and t.id == shuffle.id for t in node.targets)
+            for node in walk(module.scope_of(call))
+            if isinstance(node, ast.Assign)
+        )
     if not isinstance(shuffle, ast.Attribute):
         return False
     given = [value for value in program.constructions_give(module, call, shuffle) if value is not None]
@@ -1693,9 +1699,9 @@ def _is_compute(call: ast.Call) -> bool:
 
 # ---- DDP011 ---------------------------------------------------------------------------------------
 TCP_ADDRESS = re.compile(r"^tcp://[^\s]*:\d{2,5}/?$")
-# `--master-port`, `--port`, `--portNum` (the option's name says which port only with a prefix)
+# `--master-port`, `--port`, `--portNum`, `--ddp.dist-port` (the option's name says which port only with a prefix)
 PORT_OPTIONS = re.compile(
-    r"^--?(master|dist|distributed|ddp|rdzv|tcp|main)?[_-]?port(?:[_-]?(?:num|number|no))?$", re.IGNORECASE
+    r"^--?(?:[a-z]+\.)?(master|dist|distributed|ddp|rdzv|tcp|main)?[_-]?port(?:[_-]?(?:num|number|no))?$", re.IGNORECASE
 )
 
 
@@ -2561,6 +2567,73 @@ def _class_decides_on_some_ranks(program: Program, module: Module, owner: ast.Cl
 
 
 # ---- DDP015 ---------------------------------------------------------------------------------------
+def _on_a_command_without_the_group(
+    program: Program, module: Module, node: ast.AST, depth: int = 3, caller: bool = False
+) -> bool:
+    """Reached only through arms of an `if`/`elif` chain that make no process group where another arm does: a
+    command-line tool's subcommands (SevenNet's `if args.command == 'train': run(args)` / `elif args.command ==
+    'cp': checkpoint_cmd.run(args)`): the other subcommands run in one process."""
+    arm = _arm_without_the_group(program, module, node)
+    if arm is not None:
+        return arm
+    function = module.function_of(node)
+    if function is None or depth == 0:
+        return False
+    named = [*program.sites_of_function(module, function), *program.handed_over(module, function)]
+    sites = [(m, c) for m, c in named if program.runs(m, c.lineno)]
+    if not sites:  # a caller that nothing the program runs calls (sevenn_cp's own `main()`) adds no path; the
+        # save's own function must have one; a method may be called without its name (`__call__`, a hook)
+        return caller and (bool(named) or isinstance(module.parents.get(function), ast.Module))
+    return all(_on_a_command_without_the_group(program, m, c, depth - 1, caller=True) for m, c in sites)
+
+
+def _arm_without_the_group(program: Program, module: Module, node: ast.AST) -> Optional[bool]:
+    """For the innermost `if`/`elif` chain around `node` (in its function) whose arms differ on the process group:
+    whether `node`'s arm makes none; None where no such chain holds it."""
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return None
+        if isinstance(parent, ast.If) and child is not parent.test:
+            top, above = parent, module.parents.get(parent)
+            while isinstance(above, ast.If) and above.orelse == [top]:  # up to the chain's first `if`
+                top, above = above, module.parents.get(above)
+            arms = _chain_arms(top)
+            makes = [_makes_the_group(program, module, arm) for arm in arms]
+            if any(makes) and not all(makes):
+                own = next(i for i, arm in enumerate(arms) if any(child is s for s in arm))
+                return not makes[own]
+        child = parent
+    return None
+
+
+def _function_makes_the_group(program: Program, module: Module, function: ast.FunctionDef, depth: int) -> bool:
+    key = ("makes the group", id(function), depth)
+    return bool(program.memo(key, lambda: _makes_the_group(program, module, function.body, depth)))
+
+
+def _chain_arms(branch: ast.If) -> List[List[ast.stmt]]:
+    arms = [branch.body]
+    while len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):
+        branch = branch.orelse[0]
+        arms.append(branch.body)
+    if branch.orelse:
+        arms.append(branch.orelse)
+    return arms
+
+
+def _makes_the_group(program: Program, module: Module, statements: List[ast.stmt], depth: int = 3) -> bool:
+    for statement in statements:
+        for call in (n for n in walk(statement) if isinstance(n, ast.Call)):
+            if last_name(call) == "init_process_group":
+                return True
+            if depth > 0:
+                for other, callee in program.resolve(call, module):
+                    if _function_makes_the_group(program, other, callee, depth - 1):
+                        return True
+    return False
+
+
 def same_path_every_rank(program: Program) -> Iterator[Hit]:
     if not program.distributed:
         return
@@ -2580,8 +2653,8 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue  # save_on_master and the like guard inside
         if function is not None and module.function_of(function) is None and not _may_be_called(program, function):
             continue  # a utility this program never calls (`utils.train.save_checkpoint(...)` calls its namesake)
-        if _on_single_process_path(module, call):
-            continue  # the else of `if args.distributed:`: one process, one writer
+        if _on_single_process_path(module, call) or _on_a_command_without_the_group(program, module, call):
+            continue  # the else of `if args.distributed:`, a subcommand that makes no group: one process, one writer
         if program.guarded(module, call) or _per_node_branch(program, module, call) is not None:
             continue
         if function is not None and _one_writer_wherever_called(program, module, function):
@@ -3212,8 +3285,18 @@ def shard_read_by_some_ranks(program: Program) -> Iterator[Hit]:
                 continue
             if module.on_a_single_process_arm(call) or program.branches_away(module, call):
                 continue
-            if program.guarded(module, call):
+            if program.guarded(module, call) and not _never_called(program, module, call):
                 yield module, call.lineno
+
+
+def _never_called(program: Program, module: Module, node: ast.AST) -> bool:
+    """The function around `node` has no call the program runs, by name or handed over (an imported script's `main`,
+    called only in its own `__main__` block): nothing there runs, on any rank."""
+    function = module.function_of(node)
+    if function is None or function.name.startswith("__"):
+        return False
+    sites = [*program.sites_of_function(module, function), *program.handed_over(module, function)]
+    return not any(program.runs(m, call.lineno) for m, call in sites)
 
 
 # ---- DDP023 ---------------------------------------------------------------------------------------
