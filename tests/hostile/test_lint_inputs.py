@@ -593,3 +593,49 @@ def test_rank_names_flags_environment_dictionaries_and_merges_in_odd_shapes_are_
     found = _found(tmp_path, source, capsys)
     assert ("DDP015", _line(source, "    torch.save(model.module.state_dict(), 'model.pt')")) in found
     assert not [rule for rule, _ in found if rule == "DDP009"]
+
+
+def test_listed_folders_self_imports_test_modules_and_command_chains_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The twenty-seventh set's reading in shapes that could trap or mislead: an imported name that is a FIFO, a
+    link to nowhere or a folder named like a module; a script that imports its own name where no package has it; a
+    `test_*.py` with test functions beside one with a `__main__` guard; a command chain whose arms call a function
+    that calls itself, nested chains, and `Process(args=(*rest, main))`. The run ends, nothing outside the
+    repository is read, the script with a guard is a program and the one that pytest collects is not, and the save
+    reached from the arm that makes the process group is found once."""
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    os.mkfifo(repo / "pkg" / "fifo_mod.py")
+    (repo / "pkg" / "gone.py").symlink_to(repo / "pkg" / "nowhere.py")
+    (repo / "pkg" / "folder_mod.py").mkdir()
+    (repo / "pkg" / "__init__.py").write_text("")
+    (repo / "selfish.py").write_text("import selfish\nfrom selfish import thing\n")
+    (repo / "test_units.py").write_text(
+        "import torch.nn as nn\ndef test_wrap():\n    assert nn.DataParallel(nn.Linear(1, 1))\n"
+    )
+    (repo / "test_script.py").write_text(
+        "import torch.distributed as dist\nimport torch.nn as nn\ndef test_x():\n    pass\n"
+        "if __name__ == '__main__':\n    dist.init_process_group('gloo')\n    nn.DataParallel(nn.Linear(1, 1))\n"
+    )
+    (repo / "cli.py").write_text(
+        "import torch, selfish\nimport torch.distributed as dist\n"
+        "from pkg import fifo_mod, gone, folder_mod\nfrom multiprocessing import Process\n"
+        "def loop(n):\n    return loop(n - 1) if n else 0\n"
+        "def run(args):\n    dist.init_process_group('gloo')\n    torch.save({}, 'every_rank.pt')\n"
+        "def convert(args):\n    loop(3)\n    torch.save({}, 'converted.pt')\n"
+        "def main(args):\n    if args.command == 'train':\n        run(args)\n"
+        "    elif args.command == 'cp':\n        if args.deep:\n            convert(args)\n"
+        "        elif args.deeper:\n            loop(2)\n    else:\n        loop(1)\n"
+        "if __name__ == '__main__':\n    Process(target=main, args=(*rest, main)).start()\n"
+        "    Process(target=main, args=[main]).start()\n"
+    )
+    assert run_lint([str(repo)], as_json=True) == 0  # (warnings only)
+    report = json.loads(capsys.readouterr().out)
+    found = [(Path(f["file"]).name, f["rule"], f["line"]) for f in report["findings"]]
+    assert ("cli.py", "DDP015", 9) in found and not [f for f in found if f[2] == 12]
+    assert ("test_script.py", "DDP001", 7) in found and not [f for f in found if f[0] == "test_units.py"]
+    read = {Path(p).resolve() for program in report["programs"] for p in program}
+    assert all(repo.resolve() in p.parents for p in read)
+    assert not {repo / "pkg" / "fifo_mod.py", repo / "pkg" / "gone.py"} & read
