@@ -4085,3 +4085,33 @@ def test_a_subcommand_that_makes_no_process_group_saves_from_its_one_process(tmp
         .replace("        run(args)\n", "        run(args)\n        checkpoint_cmd.run(args)\n", 1)
     )
     assert ("checkpoint_cmd.py", "DDP015") in _found([tmp_path / "cli.py"])
+
+
+def test_a_loader_factory_asked_for_the_test_split_two_callers_up_pads_the_evaluation():
+    """UniTS: `data_provider(args, config, flag, ddp=True)` builds `DistributedSampler(data_set)` for whatever split
+    `_get_data(flag)` passes on, and `test()` asks `_get_data(flag='test')`, then gathers every rank's predictions:
+    the padded samples are counted."""
+    source = """
+def data_provider(args, flag):
+    data_set = Data(args.root, flag=flag)
+    return DataLoader(data_set, batch_size=32, sampler=DistributedSampler(data_set))
+
+def get_data(args, flag):
+    return data_provider(args, flag)
+
+def test(model, args):
+    loader = get_data(args, flag="test")
+    model.eval()
+    preds = []
+    with torch.no_grad():
+        for x in loader:
+            preds.append(model(x))
+    dist.all_gather(gathered, torch.cat(preds))
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(Net().cuda())
+test(model, args)
+"""
+    assert "DDP016" in _rules(source)
+    assert "DDP016" not in _rules(source.replace('flag="test"', 'flag="train"'))

@@ -3596,9 +3596,19 @@ def _some_caller_asks_for_evaluation(program: Program, module: Module, call: ast
     if function is None:
         return False
     parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    return _asked_for_evaluation(program, module, function, call, parameters, depth=2)
+
+
+def _asked_for_evaluation(
+    program: Program, module: Module, function: ast.FunctionDef, node: ast.AST, parameters: List[str], depth: int
+) -> bool:
+    """Some running call of `function` gives one of `parameters` a validation split — or, `depth` callers up, a
+    parameter of its own that a call of its function gives one (UniTS: `_get_data(flag)` passes `flag` to
+    `data_provider(args, config, flag, ddp=True)`, and `test()` calls `_get_data(..., flag='test')`)."""
     for other, site in program.sites_of_function(module, function):
-        if branch_not_taken(module, function, call, site) or not program.runs(other, site.lineno):
+        if branch_not_taken(module, function, node, site) or not program.runs(other, site.lineno):
             continue
+        caller = other.function_of(site)
         for parameter in parameters:
             given = given_value(function, site, parameter)
             if (
@@ -3609,6 +3619,10 @@ def _some_caller_asks_for_evaluation(program: Program, module: Module, call: ast
                 and "train" not in given.value.lower()  # (`split='trainval'`: both)
             ) or (isinstance(given, ast.Attribute) and given.attr.lower() in EVAL_SPLITS):
                 return True  # (`dataset_builder(args, config.dataset.val)`: the validation split's settings)
+            if depth > 1 and isinstance(given, ast.Name) and caller is not None and caller is not function:
+                own = [a.arg for a in [*caller.args.posonlyargs, *caller.args.args, *caller.args.kwonlyargs]]
+                if given.id in own and _asked_for_evaluation(program, other, caller, site, [given.id], depth - 1):
+                    return True
     return False
 
 
