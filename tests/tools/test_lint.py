@@ -4115,3 +4115,285 @@ test(model, args)
 """
     assert "DDP016" in _rules(source)
     assert "DDP016" not in _rules(source.replace('flag="test"', 'flag="train"'))
+
+
+def test_a_wrapper_state_saved_and_loaded_back_into_the_wrapper_is_what_the_program_reads():
+    """DROID-SLAM, UniTS, TransBTS: `model = DDP(...)`, `model.load_state_dict(torch.load(args.ckpt))` to resume, and
+    `torch.save(model.state_dict(), PATH)` on rank 0: the files hold the keys the program reads back."""
+    source = """
+def train(gpu, args):
+    dist.init_process_group("nccl", rank=gpu, world_size=2)
+    torch.cuda.set_device(gpu)
+    model = DDP(Net().cuda(), device_ids=[gpu])
+    if args.ckpt is not None:
+        model.load_state_dict(torch.load(args.ckpt))
+    for step in range(10):
+        model(x).sum().backward()
+        if gpu == 0:
+            torch.save(model.state_dict(), "checkpoints/last.pth")
+"""
+    assert "DDP007" not in _rules(source)
+    assert "DDP007" in _rules(source.replace("model.load_state_dict", "model.module.load_state_dict"))
+
+
+def test_a_port_written_once_is_reported_once_and_gpu_rank_is_a_rank():
+    """PreSumm: `dist_init_method = 'tcp://localhost:10000'` then `init_process_group(init_method=dist_init_method)`
+    is one fixed port (reported where it is written); `if self.gpu_rank == 0: self._save(step)` has one writer."""
+    source = """
+class Trainer:
+    def __init__(self, gpu_rank):
+        self.gpu_rank = gpu_rank
+
+    def train(self, steps):
+        for step in range(steps):
+            if step % 100 == 0 and self.gpu_rank == 0:
+                self._save(step)
+
+    def _save(self, step):
+        torch.save(self.model.state_dict(), "model_step_%d.pt" % step)
+
+def multi_init(device_id, world_size, gpu_ranks):
+    dist_init_method = 'tcp://localhost:10000'
+    torch.distributed.init_process_group(
+        backend='nccl', init_method=dist_init_method, world_size=world_size, rank=gpu_ranks[device_id])
+    torch.cuda.set_device(device_id)
+    Trainer(gpu_ranks[device_id]).train(1000)
+"""
+    found = lint_source("script.py", HEADER + textwrap.dedent(source))
+    assert [f.rule for f in found if f.rule in ("DDP011", "DDP015")] == ["DDP011"]
+
+
+def test_each_process_shown_its_own_gpu_at_the_top_of_the_script_owns_cuda_0():
+    """tgl: `os.environ['CUDA_VISIBLE_DEVICES'] = str(args.local_rank)` before `import torch`, in a script each
+    process runs under torch.distributed.launch: `cuda:0` is that process's own GPU."""
+    source = """
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", type=int, default=-1)
+args = parser.parse_args()
+os.environ['CUDA_VISIBLE_DEVICES'] = str(args.local_rank)
+dist.init_process_group("nccl")
+model = DDP(Net().to("cuda:0"))
+"""
+    assert "DDP006" not in _rules(source)
+    assert "DDP006" in _rules(source.replace("str(args.local_rank)", "'0,1'"))
+
+
+def test_a_collective_on_a_group_of_its_own_may_be_called_by_that_groups_ranks_only():
+    """tgl: trainers `if args.rank < args.num_gpus:` run a DDP model made with `process_group=nccl_group` (the trainers'
+    group) and `barrier(group=nccl_group)`; the last rank, outside that group, never joins those collectives."""
+    source = """
+dist.init_process_group("gloo")
+nccl_group = dist.new_group(ranks=list(range(num_gpus)), backend="nccl")
+if dist.get_rank() < num_gpus:
+    torch.cuda.set_device(local_rank)
+    model = DDP(Net().cuda(), device_ids=[local_rank], process_group=nccl_group)
+    for x in loader:
+        model(x).sum().backward()
+        dist.barrier(group=nccl_group)
+"""
+    assert "DDP010" not in _rules(source)
+    assert "DDP010" in _rules(source.replace("dist.barrier(group=nccl_group)", "dist.barrier()"))
+
+
+def test_a_runner_class_made_only_without_the_process_group_evaluates_in_one_process():
+    """OpenP5: `SingleRunner(...)` is made in `single_main()`, run in the `else` of `if args.distributed and ngpus > 1:`;
+    `DistributedRunner(SingleRunner)` defines its own `test_dataset_task`, so the single runner's logged accuracy is
+    the whole test set's and its save has one writer."""
+    source = """
+class SingleRunner:
+    def test_dataset_task(self, loader):
+        self.model.eval()
+        correct = 0
+        with torch.no_grad():
+            for x, y in loader:
+                correct += (self.model(x).argmax(1) == y).sum().item()
+        print("accuracy", correct / len(loader.dataset))
+        torch.save(self.model.state_dict(), "best.pt")
+
+class DistributedRunner(SingleRunner):
+    def test_dataset_task(self, loader):
+        self.model.eval()
+        correct = torch.zeros(1)
+        with torch.no_grad():
+            for x, y in loader:
+                correct += (self.model(x).argmax(1) == y).sum()
+        dist.all_reduce(correct)
+
+def single_main(args):
+    SingleRunner().test_dataset_task(DataLoader(test_set))
+
+def distributed_main(rank, args):
+    dist.init_process_group("nccl", rank=rank, world_size=2)
+    torch.cuda.set_device(rank)
+    sampler = DistributedSampler(test_set, shuffle=False)
+    DistributedRunner().test_dataset_task(DataLoader(test_set, sampler=sampler))
+
+if args.distributed and ngpus > 1:
+    mp.spawn(distributed_main, args=(args,), nprocs=ngpus)
+else:
+    single_main(args)
+"""
+    found = _rules(source)
+    assert "DDP017" not in found and "DDP015" not in found
+    inherited = source.replace(
+        "class DistributedRunner(SingleRunner):\n    def test_dataset_task",
+        "class DistributedRunner(SingleRunner):\n    def other",
+    )
+    assert "DDP015" in _rules(inherited)
+
+
+def test_a_training_forward_through_the_inner_model_called_directly_bypasses_the_wrapper():
+    """OpenP5's DistributedRunner: `output = self.model.module(input_ids=..., labels=...)` then `loss.backward()`
+    with `self.model` the DDP wrapper: DDP's forward never runs, no gradient is averaged."""
+    source = """
+class Runner:
+    def __init__(self, model, rank):
+        self.model = DDP(model.cuda(), device_ids=[rank])
+
+    def train(self, loader):
+        for batch in loader:
+            output = self.model.module(input_ids=batch[0], labels=batch[1])
+            output["loss"].backward()
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+Runner(Net(), int(os.environ["LOCAL_RANK"])).train(loader)
+"""
+    assert "DDP020" in _rules(source)
+    assert "DDP020" not in _rules(source.replace("self.model.module(input_ids", "self.model(input_ids"))
+
+
+def test_a_class_looked_up_in_a_modules_dict_by_name_is_used_and_a_loader_only_data_parallel_is_no_path(tmp_path):
+    """ProPainter: `core.__dict__[version].__dict__['Trainer'](config)` makes the trainer, whose flow step runs
+    `self.netG.module.forward_bidirect_flow(...)`; RAFT's loader wraps in DataParallel only to load 'module.' keys,
+    then `model = model.module`."""
+    _write(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/trainer.py": """
+                def initialize_raft(path):
+                    model = torch.nn.DataParallel(RAFT())
+                    model.load_state_dict(torch.load(path, map_location="cpu"))
+                    model = model.module
+                    return model
+
+                class Trainer:
+                    def __init__(self, config):
+                        self.netG = DDP(Net().cuda(), device_ids=[config["local_rank"]])
+                        self.flow = initialize_raft("raft.pth")
+
+                    def train(self, loader):
+                        for x in loader:
+                            pred = self.netG.module.forward_bidirect_flow(x)
+                            pred.sum().backward()
+                """,
+            "train.py": """
+                import core
+                import core.trainer
+
+                def main_worker(rank, config):
+                    dist.init_process_group("nccl", init_method="env://", rank=rank, world_size=2)
+                    torch.cuda.set_device(rank)
+                    config["local_rank"] = rank
+                    trainer = core.__dict__["trainer"].__dict__["Trainer"](config)
+                    trainer.train(loader)
+
+                if __name__ == "__main__":
+                    mp.spawn(main_worker, args=(config,), nprocs=2)
+                """,
+        },
+    )
+    found = _found([tmp_path / "train.py"])
+    assert ("trainer.py", "DDP020") in found and ("trainer.py", "DDP001") not in found
+    (tmp_path / "core" / "trainer.py").write_text(
+        (tmp_path / "core" / "trainer.py").read_text().replace("    model = model.module\n", "    pass\n")
+    )
+    assert ("trainer.py", "DDP001") in _found([tmp_path / "train.py"])
+
+
+def test_a_sampler_whose_shuffle_flag_is_false_for_the_test_split_pads_the_evaluation():
+    """3detr: `for split in ["train", "test"]:` with `shuffle = True` for train and `False` otherwise, one
+    `DistributedSampler(datasets[split], shuffle=shuffle)` each, and the test outputs all-gathered into the AP."""
+    source = """
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(Net().cuda())
+loaders = {}
+for split in ["train", "test"]:
+    if split == "train":
+        shuffle = True
+    else:
+        shuffle = False
+    sampler = DistributedSampler(datasets[split], shuffle=shuffle)
+    loaders[split] = DataLoader(datasets[split], sampler=sampler)
+
+def evaluate(model, loader):
+    model.eval()
+    outputs = []
+    with torch.no_grad():
+        for x in loader:
+            outputs.append(model(x))
+    return all_gather_dict(outputs)
+
+evaluate(model, loaders["test"])
+"""
+    assert "DDP016" in _rules(source)
+    assert "DDP016" not in _rules(
+        source.replace('["train", "test"]', '["train"]').replace("shuffle = False", "shuffle = True")
+    )
+
+
+def test_a_folder_leaves_out_hidden_folders_and_virtual_environments(tmp_path):
+    """OpenP5 keeps Jupyter's autosaved `.ipynb_checkpoints/` copies of its scripts beside them; a repository may hold
+    its `.venv/`: no program runs from either."""
+    _write(
+        tmp_path,
+        {
+            "train.py": """
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    torch.save(model.state_dict(), "model.pt")
+                """,
+            ".ipynb_checkpoints/train-checkpoint.py": """
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    torch.save(model.state_dict(), "model.pt")
+                """,
+            ".venv/lib/site.py": "nn.DataParallel(model)\ndist.init_process_group('gloo')\n",
+        },
+    )
+    report = lint_paths([str(tmp_path)])
+    assert {Path(f.file).name for f in report.findings} == {"train.py"} and report.files == 1
+    assert ("train-checkpoint.py", "DDP015") in _found([tmp_path / ".ipynb_checkpoints" / "train-checkpoint.py"])
+
+
+def test_a_function_spawned_through_its_modules_name_is_handed_to_every_process(tmp_path):
+    """StudioGAN: `torch.multiprocessing.spawn(fn=loader.load_worker, ...)` under `if ddp and world_size > 1:`, and
+    `loader.load_worker(local_rank=rank, ...)` in the single-process `else`: the worker runs on every rank, so an
+    unguarded save in it has many writers."""
+    _write(
+        tmp_path,
+        {
+            "loader.py": """
+                def save_model(model):
+                    torch.save(model.module.state_dict(), "model.pt")
+
+                def load_worker(local_rank, cfgs):
+                    dist.init_process_group("nccl", rank=local_rank, world_size=2)
+                    torch.cuda.set_device(local_rank)
+                    save_model(model)
+                """,
+            "main.py": """
+                import loader
+
+                if __name__ == "__main__":
+                    if cfgs.distributed_data_parallel and world_size > 1:
+                        torch.multiprocessing.spawn(fn=loader.load_worker, args=(cfgs,), nprocs=world_size)
+                    else:
+                        loader.load_worker(local_rank=0, cfgs=cfgs)
+                """,
+        },
+    )
+    assert ("loader.py", "DDP015") in _found([tmp_path / "main.py"])

@@ -103,7 +103,7 @@ def gather(paths: Sequence[str]) -> Sources:
         path = Path(raw)
         if path.is_dir():
             sources.add_named(repository_root(path.resolve()), path)  # imports resolve as for a file in it
-            for file in sorted(p for p in path.rglob("*") if p.is_file()):
+            for file in sorted(p for p in _files_below(path) if p.is_file()):
                 if file.suffix == ".py":
                     _add(sources, file, str(Path(raw) / file.relative_to(path)))
                 elif file.suffix in SHELL_SUFFIXES:
@@ -115,6 +115,17 @@ def gather(paths: Sequence[str]) -> Sources:
         else:
             sources.problems.append(f"{raw}: no such file or folder")
     return sources
+
+
+def _files_below(folder: Path) -> List[Path]:
+    """The files below a folder the user named, not those in folders no program runs from: hidden ones (Jupyter's
+    autosaved `.ipynb_checkpoints/` copies, `.git`, `.venv`), virtual environments and caches. Links to folders are
+    not followed."""
+    found: List[Path] = []
+    for here, subfolders, names in os.walk(folder, followlinks=False):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".") and d not in configs.SKIPPED_FOLDERS]
+        found += [Path(here) / name for name in names]
+    return found
 
 
 def independent_groups(paths: Sequence[str]) -> List[List[str]]:

@@ -63,6 +63,7 @@ RANK_NAMES = {
     "world_rank",
     "proc_rank",  # NATSpeech's trainer
     "process_rank",
+    "gpu_rank",  # PreSumm's trainer: `gpu_ranks[device_id]`, the rank given to init_process_group
 }
 MULTIPROCESS_IMPORTS = (
     "distributed",
@@ -1389,13 +1390,22 @@ class Program:
             return []
         found = []
         for other in self.modules:
-            if other is not module and function.name not in other.imported.values():
+            if other is not module and not {function.name, module.stem} & set(other.imported.values()):
                 continue
             names = {function.name} | {a for a, original in other.imported.items() if original == function.name}
             for call in other.calls:
                 given = [*call.args, *(k.value for k in call.keywords)]
                 given += [e for v in given if isinstance(v, (ast.Tuple, ast.List)) for e in v.elts]  # `args=(.., main)`
-                if any(isinstance(value, ast.Name) and value.id in names for value in given):
+                if any(
+                    (isinstance(value, ast.Name) and value.id in names)
+                    or (  # `mp.spawn(loader.load_worker, ...)`: the function through its module's name
+                        isinstance(value, ast.Attribute)
+                        and value.attr == function.name
+                        and isinstance(value.value, ast.Name)
+                        and value.value.id in other.module_roots
+                    )
+                    for value in given
+                ):
                     found.append((other, call))
         return found
 
@@ -1685,6 +1695,9 @@ def _mentioned(node: ast.AST, own: FrozenSet[str] = frozenset()) -> Tuple[Frozen
                 owner = sub.args[0]  # type: ignore[attr-defined]  # attribute as `module.Trainer` would
                 root = _root(owner) if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
                 attributes.add((sub.args[1].value, root))  # type: ignore[attr-defined]
+        elif kind is ast.Subscript and _dict_entry_by_literal(sub):  # type: ignore[arg-type]
+            owner = sub.value.value  # type: ignore[attr-defined]  # `core.__dict__[v].__dict__['Trainer']`: the
+            attributes.add((sub.slice.value, _root(owner) if isinstance(owner, ast.Attribute) else ""))  # type: ignore
         elif kind is ast.Global or kind is ast.Nonlocal:
             declared.update(sub.names)  # type: ignore[attr-defined]
     local: Set[str] = set()
@@ -1695,6 +1708,16 @@ def _mentioned(node: ast.AST, own: FrozenSet[str] = frozenset()) -> Tuple[Frozen
         local = (local | stored) - declared
     names = {"=" + sub.id if sub.id in own and id(sub) in called else sub.id for sub in loaded if sub.id not in local}
     return frozenset(names), frozenset(attributes)
+
+
+def _dict_entry_by_literal(node: ast.Subscript) -> bool:
+    """`module.__dict__['Trainer']`: the module's attribute by its literal name (ProPainter's trainer lookup)."""
+    return (
+        isinstance(node.value, ast.Attribute)
+        and node.value.attr == "__dict__"
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    )
 
 
 def _getattr_by_literal(call: ast.Call) -> bool:

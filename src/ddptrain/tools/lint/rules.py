@@ -111,7 +111,28 @@ def data_parallel(program: Program) -> Iterator[Hit]:
         function = module.function_of(call)
         if function is not None and under_type_test(module, call, function):
             continue  # `if isinstance(module, DataParallel):` re-wrapping what the caller already made DataParallel
+        if _wrapped_to_load_only(module, call):
+            continue
         yield module, call.lineno
+
+
+def _wrapped_to_load_only(module: Module, call: ast.Call) -> bool:
+    """`model = torch.nn.DataParallel(RAFT(args))`, `model.load_state_dict(torch.load(path))`, `model = model.module`
+    (RAFT's loader, copied into many repositories): the wrapper only gives the checkpoint's 'module.' keys a home,
+    and nothing runs through it."""
+    assign = module.parents.get(call)
+    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1):
+        return False
+    unwrap = _unwrapped_after(module, assign, assign.targets[0])
+    if unwrap is None:
+        return False
+    held = call_name(assign.targets[0])
+    between = [c for c in module.calls_in(module.scope_of(call)) if assign.lineno < c.lineno < unwrap.lineno]
+    return all(
+        isinstance(c.func, ast.Attribute) and call_name(c.func.value) == held and c.func.attr in NOT_A_FORWARD
+        for c in between
+        if held in call_name(c.func) or any(call_name(a) == held for a in c.args)
+    )
 
 
 def _in_the_multi_process_arm(module: Module, node: ast.AST) -> bool:
@@ -535,6 +556,44 @@ def _on_single_process_path(module: Module, node: ast.AST) -> bool:
     return False
 
 
+def _runs_single_process_only(program: Program, module: Module, node: ast.AST, depth: int = 3) -> bool:
+    """Code that only a run without the process group reaches: on the single-process arm of `if args.distributed:`,
+    or in a function every running call of which is; for a method, in a class made only there whose every subclass
+    defines the method again (OpenP5's `SingleRunner.test_dataset_task`: `SingleRunner(...)` is made in
+    `single_main()`, called in the `else` of `if args.distributed and ngpus_per_node > 1:`, and
+    `DistributedRunner(SingleRunner)` has its own `test_dataset_task`)."""
+    if _on_single_process_path(module, node) or module.on_a_single_process_arm(node):
+        return True
+    function = module.function_of(node)
+    if function is None or depth == 0:
+        return False
+    key = ("single process only", id(function), depth)
+    return bool(program.memo(key, lambda: _single_process_function(program, module, function, depth)))
+
+
+def _single_process_function(program: Program, module: Module, function: ast.FunctionDef, depth: int) -> bool:
+    owner = module.parents.get(function)
+    if isinstance(owner, ast.ClassDef):
+        if not all(program._defines_without_super(sub, function.name) for sub in _all_subclasses(program, owner.name)):
+            return False  # a subclass's instances run this method too
+        sites = program.sites_of(owner.name)  # where the class is made
+    else:
+        sites = [*program.sites_of_function(module, function), *program.handed_over(module, function)]
+    running = [(m, call) for m, call in sites if program.runs(m, call.lineno)]
+    return bool(running) and all(_runs_single_process_only(program, m, call, depth - 1) for m, call in running)
+
+
+def _all_subclasses(program: Program, name: str) -> Set[str]:
+    found: Set[str] = set()
+    frontier = [name]
+    while frontier:
+        for sub in program._subclasses.get(frontier.pop(), ()):
+            if sub not in found:
+                found.add(sub)
+                frontier.append(sub)
+    return found
+
+
 NOT_A_CONSTANT = object()
 
 
@@ -827,7 +886,9 @@ def _set_again_from_local_rank(module: Module, site: ast.Call) -> bool:
 
 
 def _one_visible_device_per_process(program: Program) -> bool:
-    """`os.environ['CUDA_VISIBLE_DEVICES'] = str(devices[rank])` in each process: there, `cuda:0` is its own GPU."""
+    """`os.environ['CUDA_VISIBLE_DEVICES'] = str(devices[rank])` in each process: there, `cuda:0` is its own GPU —
+    in a worker function, or at the top of a script each process runs (tgl's `str(args.local_rank)` before `import
+    torch`, under `torch.distributed.launch`)."""
     for module in program.modules:
         if "CUDA_VISIBLE_DEVICES" not in module.source:
             continue
@@ -835,7 +896,8 @@ def _one_visible_device_per_process(program: Program) -> bool:
             visible = any(
                 isinstance(t, ast.Subscript) and is_const(t.slice, "CUDA_VISIBLE_DEVICES") for t in node.targets
             )
-            if visible and module.function_of(node) is not None and names_in(node.value) & (RANK_NAMES | {"gpu"}):
+            names = names_in(node.value)
+            if visible and (names & RANK_NAMES or (module.function_of(node) is not None and "gpu" in names)):
                 return True
     return False
 
@@ -1083,6 +1145,8 @@ def _forward_through_the_inner_model(module: Module) -> Iterator[Hit]:
                 continue  # under no_grad: a forward nothing back-propagates through
             receiver = func.value
             wrapper = _unwrapped_name(receiver) or inner.get(call_name(receiver), "")
+            if func.attr == "module":  # `self.model.module(input_ids=...)` (OpenP5): the inner model called
+                wrapper = call_name(receiver)
             if wrapper and not any(call_name(c.func) == wrapper for c in calls):
                 yield module, call.lineno
                 break
@@ -1151,8 +1215,23 @@ def saves_wrapped_state(program: Program) -> Iterator[Hit]:
     if any(_handles_the_prefix(m) for m in program.modules):
         return  # the program strips (or adds) the 'module.' prefix where it loads its files (`name = k[7:]`)
     hits = list(_wrapped_state_saves(program))
-    if hits and not _prefix_handled_beside(program):
+    if hits and not _prefix_handled_beside(program) and not _loads_into_the_wrapper(program):
         yield from hits
+
+
+def _loads_into_the_wrapper(program: Program) -> bool:
+    """The program loads its state dictionaries into the wrapper itself (`model = DDP(...)`, then
+    `model.load_state_dict(torch.load(args.ckpt))` to resume): its files keep the wrapper's keys, which is what it
+    reads back (and what `--fix` leaves alone)."""
+    for module in program.modules:
+        wraps = _wraps(module, program) if module.spells("load_state_dict") else []
+        for call in module.calls if wraps else []:
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == "load_state_dict"):
+                continue
+            if program.runs(module, call.lineno) and _is_wrapper(module, call, call_name(func.value), wraps):
+                return True
+    return False
 
 
 def _handles_the_prefix(module: Module) -> bool:
@@ -1552,7 +1631,7 @@ def _collective_at(
         yield module, call.lineno
         return
     if collective:
-        if not _paired(module, call, branch):
+        if not _paired(module, call, branch) and not _on_a_group_of_its_own(call):
             yield module, call.lineno
         return
     if _metric_compute(module, call):
@@ -1564,6 +1643,14 @@ def _collective_at(
         if program.reaches_collective(other, callee) or _runs_a_kept_wrapper(program, other, callee, wrappers):
             yield module, call.lineno
             return
+
+
+def _on_a_group_of_its_own(call: ast.Call) -> bool:
+    """A collective (or a DDP wrapper) given a process group the program made (`group=nccl_group`,
+    `process_group=nccl_group` with `nccl_group = dist.new_group(ranks=...)`): meant for that group's members, which a
+    rank test may be what selects (tgl's trainers `if args.local_rank < args.num_gpus:`)."""
+    group = keyword(call, "group") or keyword(call, "process_group")
+    return group is not None and not is_const(group, None) and "WORLD" not in call_name(group)
 
 
 def _runs_a_kept_wrapper(
@@ -1591,6 +1678,7 @@ def _broadcasting_wrappers(module: Module, program: Program) -> list:
         if isinstance(node.value, ast.Call)
         and (
             is_const(keyword(_unmoved(node.value), "broadcast_buffers"), False)
+            or _on_a_group_of_its_own(_unmoved(node.value))  # (its forward is that group's collective)
             or _wraps_a_model_without_buffers(program, module, node, node.value)
         )
     }
@@ -1706,6 +1794,9 @@ PORT_OPTIONS = re.compile(
 
 
 def hard_coded_port(program: Program) -> Iterator[Hit]:
+    literals = [hit for m in program.modules if "tcp://" in m.source for hit in _tcp_literals(program, m)]
+    yield from literals
+    written = {(id(m), line) for m, line in literals}
     for module in program.modules:
         for node in _port_sites(module):
             if isinstance(node, ast.Assign):
@@ -1716,6 +1807,8 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                 method = _port_value(program, module, node, keyword(node, "init_method") or ast.Constant(None))
                 literal = isinstance(method, ast.Constant) and str(method.value).startswith("tcp://")
                 literal = literal or _joined_with_a_fixed_port(method)
+                if _reported_literal(program, method, written):
+                    continue  # `init_method=url` with `url = 'tcp://localhost:10000'`: the port is reported there
                 if literal or _configured(program, module, node, method, address=True):
                     yield module, node.lineno
             elif last_name(node) == "TCPStore":
@@ -1724,8 +1817,15 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                     yield module, node.lineno
             elif _defines_an_option(node) and _option_with_a_fixed_port(program, node):
                 yield module, node.lineno  # `--master-port` defaulting to a fixed number
-        if "tcp://" in module.source:
-            yield from _tcp_literals(program, module)
+
+
+def _reported_literal(program: Program, method: ast.AST, written: Set[Tuple[int, int]]) -> bool:
+    """The address a process group is given is a `tcp://` literal written elsewhere in the program and reported
+    where it is written."""
+    for module in program.modules:
+        if method in module.parents:
+            return (id(module), getattr(method, "lineno", 0)) in written
+    return False
 
 
 def _port_sites(module: Module) -> List[Union[ast.Assign, ast.Call]]:
@@ -2653,7 +2753,7 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue  # save_on_master and the like guard inside
         if function is not None and module.function_of(function) is None and not _may_be_called(program, function):
             continue  # a utility this program never calls (`utils.train.save_checkpoint(...)` calls its namesake)
-        if _on_single_process_path(module, call) or _on_a_command_without_the_group(program, module, call):
+        if _runs_single_process_only(program, module, call) or _on_a_command_without_the_group(program, module, call):
             continue  # the else of `if args.distributed:`, a subcommand that makes no group: one process, one writer
         if program.guarded(module, call) or _per_node_branch(program, module, call) is not None:
             continue
@@ -3538,6 +3638,8 @@ def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
         return True
     if is_const(shuffle, False):  # unshuffled: evaluation, unless named for the training split (a pass that
         return "train" not in names.lower()  # caches each training image's features, `sampler_train`)
+    if isinstance(shuffle, ast.Name) and _unshuffled_split_in(module, call, shuffle.id):
+        return True
     if _some_caller_does_not_shuffle(program, module, call):
         return True  # BLIP's and ALBEF's create_sampler(datasets, [True, False, False], ...)
     if _some_caller_asks_for_evaluation(program, module, call):
@@ -3555,6 +3657,23 @@ def _for_evaluation(program: Program, module: Module, call: ast.Call) -> bool:
         if is_const(passed, False) or _is_eval_name(_sampler_target(other, site)):
             return True
     return False
+
+
+def _unshuffled_split_in(module: Module, call: ast.Call, flag: str) -> bool:
+    """3detr: `for split in ["train", "test"]:` ... `shuffle = True` for train, `False` otherwise, then
+    `DistributedSampler(datasets[split], shuffle=shuffle)`: the function sets the flag False on some arm and names an
+    evaluation split — the sampler serves the test set too."""
+    scope = module.scope_of(call)
+    unshuffled = any(
+        isinstance(node, ast.Assign)
+        and is_const(node.value, False)
+        and any(isinstance(t, ast.Name) and t.id == flag for t in node.targets)
+        for node in walk(scope)
+    )
+    return unshuffled and any(
+        isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in EVAL_SPLITS
+        for node in walk(scope)
+    )
 
 
 def _loaders_given(module: Module, sampler: ast.Call) -> List[ast.Call]:
@@ -3746,6 +3865,8 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
             calls = module.calls_in(function)
             if not (_evaluates(calls) or _evaluates_per_batch(program, module, function, calls)):
                 continue
+            if function.body and _runs_single_process_only(program, module, function.body[0]):
+                continue  # the single-process runner's evaluation (its subclass for DDP evaluates its own way)
             if _trains_beside(module, calls):  # (a training step that puts a teacher in eval() and no_grad is no
                 yield from _validations_within(program, module, function)  # evaluation; a loop under no_grad is)
                 continue
