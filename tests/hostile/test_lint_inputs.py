@@ -639,3 +639,42 @@ def test_listed_folders_self_imports_test_modules_and_command_chains_in_odd_shap
     read = {Path(p).resolve() for program in report["programs"] for p in program}
     assert all(repo.resolve() in p.parents for p in read)
     assert not {repo / "pkg" / "fifo_mod.py", repo / "pkg" / "gone.py"} & read
+
+
+def test_groups_visible_devices_dict_lookups_class_cycles_and_hidden_folders_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The twenty-eighth set's reading in shapes that could trap or mislead: `group=None`, `group=dist.group.WORLD`,
+    `process_group=make_group()`; `CUDA_VISIBLE_DEVICES` set from a rank in a loop and to an empty string;
+    `x.__dict__[0]`, `x.__dict__[name]`; classes that inherit from each other in a cycle, each made only on the
+    single-process arm; a hidden folder holding a link to its own parent. The run ends, a barrier given no real
+    group is still reported, the hidden folder is not read, and the folder named itself (hidden) is."""
+    repo = tmp_path / "repo"
+    (repo / ".cache").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    (repo / ".cache" / "loop").symlink_to(repo)
+    (repo / ".cache" / "copy.py").write_text("import torch.nn as nn\nnn.DataParallel(model)\n")
+    source = (
+        "import os, torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "for rank in range(2):\n    os.environ['CUDA_VISIBLE_DEVICES'] = str(rank)\n"
+        "os.environ['CUDA_VISIBLE_DEVICES'] = ''\n"
+        "trainer = core.__dict__[0]\ntrainer = core.__dict__[name]\n"
+        "class A(B):\n    def go(self):\n        torch.save({}, 'a.pt')\n"
+        "class B(A):\n    def go(self):\n        torch.save({}, 'b.pt')\n"
+        "dist.init_process_group('gloo')\n"
+        "if dist.get_rank() == 0:\n    dist.barrier(group=None)\n    dist.barrier(group=dist.group.WORLD)\n"
+        "    model = DDP(net, process_group=make_group())\n"
+        "if not args.distributed:\n    A().go()\n    B().go()\n"
+    )
+    (repo / "train.py").write_text(source)
+    assert run_lint([str(repo)], as_json=True) == 1
+    report = json.loads(capsys.readouterr().out)
+    found = [(Path(f["file"]).name, f["rule"], f["line"]) for f in report["findings"]]
+    barriers = [
+        _line(source, "    dist.barrier(group=None)"),
+        _line(source, "    dist.barrier(group=dist.group.WORLD)"),
+    ]
+    assert [("train.py", "DDP010", line) for line in barriers] == [f for f in found if f[1] == "DDP010"]
+    assert not [f for f in found if f[0] == "copy.py"] and report["files"] == 1
+    assert run_lint([str(repo / ".cache")], as_json=True) == 0
+    assert "copy.py" in json.loads(capsys.readouterr().out)["programs"][0][0]
