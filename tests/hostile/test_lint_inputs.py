@@ -678,3 +678,31 @@ def test_groups_visible_devices_dict_lookups_class_cycles_and_hidden_folders_in_
     assert not [f for f in found if f[0] == "copy.py"] and report["files"] == 1
     assert run_lint([str(repo / ".cache")], as_json=True) == 0
     assert "copy.py" in json.loads(capsys.readouterr().out)["programs"][0][0]
+
+
+def test_random_samplers_inner_models_and_evaluation_loaders_in_odd_shapes_are_read_without_a_guess(tmp_path, capsys):
+    """The twenty-ninth set's reading in shapes that could mislead: a sampler name assigned a RandomSampler on one
+    arm and a DistributedSampler on the other, `sampler=RandomSampler` given through `**kwargs`, an inner model kept
+    as `self.a.b = self.c.module`, an evaluation given `DataLoader(*parts)` or `DataLoader(ds, **options)`, and a
+    file named `script` where a converter folder is looked for. The run ends; only the loader that every rank reads
+    whole in its own order is reported."""
+    (tmp_path / "script").write_text("not a folder\n")
+    (tmp_path / ".git").mkdir()
+    source = (
+        DDP
+        + "import os, torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "if args.distributed:\n    s = DistributedSampler(ds)\nelse:\n    s = RandomSampler(ds)\n"
+        + "shared = DataLoader(ds, sampler=s)\n"
+        + "whole = DataLoader(ds, sampler=RandomSampler(ds))\n"
+        + "hidden = DataLoader(ds, **{'sampler': RandomSampler(ds)})\n"
+        + "class T:\n    def setup(self):\n        self.c = DDP(net)\n        self.a.b = self.c.module\n"
+        + "    def step(self, x):\n        self.c(x).sum().backward()\n"
+        + "def evaluate(model, loader):\n    return sum(model(x) for x in loader)\n"
+        + "acc = evaluate(net, DataLoader(*parts))\nacc2 = evaluate(net, DataLoader(ds, **options))\n"
+        + "print(acc, acc2)\n"
+        + "for x in shared:\n    T().step(x)\nfor x in whole:\n    T().step(x)\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    assert [rule for rule, line in found if rule == "DDP018"] == ["DDP018"]
+    assert ("DDP018", _line(source, "whole = DataLoader(ds, sampler=RandomSampler(ds))")) in found
+    assert not [rule for rule, _ in found if rule == "DDP020"]

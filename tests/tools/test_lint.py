@@ -4397,3 +4397,93 @@ def test_a_function_spawned_through_its_modules_name_is_handed_to_every_process(
         },
     )
     assert ("loader.py", "DDP015") in _found([tmp_path / "main.py"])
+
+
+def test_a_random_sampler_an_inner_model_kept_by_the_object_and_an_unsharded_evaluation_loader():
+    """hyperfuture's `sampler = data.RandomSampler(dataset) if mode == 'train' else ...` in a DDP program; cal-ql's
+    `self._policy_module = self.policy.module` used for the training forward in another method; AI-system-work-4's
+    `--eval_only` arm evaluating `DataLoader(val_dataset)` (no sampler) beside the sharded training arm."""
+    random = """
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(Net().cuda())
+sampler = data.RandomSampler(dataset) if mode == "train" else data.SequentialSampler(dataset)
+loader = data.DataLoader(dataset, batch_size=8, sampler=sampler, shuffle=False)
+for x in loader:
+    model(x).sum().backward()
+"""
+    assert "DDP018" in _rules(random)
+    assert "DDP018" not in _rules(random.replace("data.RandomSampler(dataset)", "DistributedSampler(dataset)"))
+    kept = """
+class BCTrainer:
+    def setup(self, local_rank):
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(local_rank)
+        self.policy = DDP(self.policy, device_ids=[local_rank])
+        self._policy_module = self.policy.module
+
+    def train(self, batch):
+        loss = -self._policy_module.log_prob(batch).mean()
+        loss.backward()
+
+trainer = BCTrainer()
+trainer.setup(int(os.environ["LOCAL_RANK"]))
+trainer.train(batch)
+"""
+    assert "DDP020" in _rules(kept)
+    assert "DDP020" not in _rules(kept.replace("self._policy_module.log_prob(batch)", "self.policy(batch)"))
+    eval_only = """
+def evaluate(model, loader):
+    model.eval()
+    scores = []
+    with torch.no_grad():
+        for x in loader:
+            scores.append(model(x))
+    return sum(scores) / len(scores)
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+model = DDP(Net().cuda())
+if not args.eval_only:
+    val_loader = DataLoader(val_dataset, sampler=DistributedSampler(val_dataset))
+    train(model)
+else:
+    val_loader = DataLoader(val_dataset, batch_size=32)
+    bleu = evaluate(model, val_loader)
+    if dist.get_rank() == 0:
+        print(f"Validation BLEU: {bleu:.2f}")
+"""
+    assert "DDP017" not in _rules(eval_only)
+    assert "DDP017" in _rules(
+        eval_only.replace(
+            "DataLoader(val_dataset, batch_size=32)", "DataLoader(val_dataset, sampler=DistributedSampler(val_dataset))"
+        )
+    )
+
+
+def test_a_converter_in_the_repositorys_script_folder_handles_the_prefix(tmp_path):
+    """3D-EMGP: `script/baselines/train_*.py` save the wrapper's state; `script/finetune_qm9.py` loads them with
+    `if k.startswith('module.model.'): new_dict[k[13:]] = v`."""
+    _write(
+        tmp_path,
+        {
+            "setup.py": "",
+            "script/finetune.py": """
+                def load_model(model, path):
+                    state = torch.load(path)
+                    new = {k[13:]: v for k, v in state.items() if k.startswith('module.model.')}
+                    model.load_state_dict(new)
+                """,
+            "script/baselines/train_gpt.py": """
+                if __name__ == "__main__":
+                    dist.init_process_group("nccl")
+                    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+                    model = DDP(Net().cuda())
+                    if dist.get_rank() == 0:
+                        torch.save(model.state_dict(), "model.pth")
+                """,
+        },
+    )
+    assert ("train_gpt.py", "DDP007") not in _found([tmp_path / "script" / "baselines"])
+    (tmp_path / "script" / "finetune.py").unlink()
+    assert ("train_gpt.py", "DDP007") in _found([tmp_path / "script" / "baselines"])

@@ -424,9 +424,10 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
     if not program.distributed or _library_gives_sampler(program) or program.any_call(*RANK_PARTITIONERS):
         return  # a library gives the loader its sampler, or the program splits its data by rank itself
     for module, call in program.calls_named("DataLoader"):
-        if not _shuffles(program, module, call):
+        random = _random_sampler(module, call)
+        if not (random or _shuffles(program, module, call)):
             continue
-        if _sampler_given(call, "sampler") or _sampler_given(call, "batch_sampler"):
+        if not random and (_sampler_given(call, "sampler") or _sampler_given(call, "batch_sampler")):
             continue
         if is_const(keyword(call, "use_ddp"), True):
             continue  # DGL's DataLoader, which splits its seeds over the ranks itself
@@ -444,6 +445,29 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
         if _one_batch_looked_at(module, call):
             continue
         yield module, call.lineno
+
+
+def _random_sampler(module: Module, call: ast.Call) -> bool:
+    """`sampler=RandomSampler(dataset)` — also through a name, `sampler = data.RandomSampler(dataset) if mode ==
+    'train' else data.SequentialSampler(dataset)` (hyperfuture) — in a module that never reads a rank: every rank
+    draws from the whole dataset."""
+    given = keyword(call, "sampler")
+    if given is None or any(_is_eval_name(call_name(k.value)) for k in call.keywords):
+        return False  # (`batch_size=args.eval_batch_size`: an evaluation's loader, every rank reading it all)
+    if module.words & RANK_NAMES:
+        return False  # a data module that reads the rank may shard by it (MetaICL loads `tensorize_path % local_rank`)
+    values: List[ast.AST] = [given]
+    if isinstance(given, ast.Name):  # every assignment of the name before the loader, on every arm
+        values = [
+            node.value
+            for node in walk(module.scope_of(call))
+            if isinstance(node, ast.Assign)
+            and node.lineno < call.lineno
+            and any(isinstance(t, ast.Name) and t.id == given.id for t in node.targets)
+            and not _on_single_process_path(module, node)
+        ]
+    names = {last_name(n) for value in values for n in walk(value) if isinstance(n, ast.Call)}
+    return "RandomSampler" in names and not any(name.endswith("DistributedSampler") for name in names)
 
 
 def _loader_reads(module: Module, call: ast.Call) -> List[ast.Name]:
@@ -1137,6 +1161,10 @@ def _forward_through_the_inner_model(module: Module) -> Iterator[Hit]:
         if not backward:
             continue
         inner = _inner_model_names(function)
+        owner = module.parents.get(function)
+        if isinstance(owner, ast.ClassDef):  # `self._policy_module = self.policy.module` in another method
+            kept = module.memo(("inner models kept", id(owner)), functools.partial(_inner_model_names, owner))
+            inner.update({name: wrapper for name, wrapper in kept.items() if name.startswith("self.")})
         for call in calls:
             func = call.func
             if not isinstance(func, ast.Attribute) or func.attr in NOT_A_FORWARD or call.lineno > backward[0].lineno:
@@ -1160,16 +1188,21 @@ def _unwrapped_name(node: ast.expr) -> str:
 
 
 def _inner_model_names(function: ast.AST) -> Dict[str, str]:
-    """Names the function assigns the inner model to: `core = agent.module if hasattr(agent, 'module') else agent`
-    (or plainly `core = agent.module`) -> {'core': 'agent'}."""
+    """Names the function (or class) assigns the inner model to: `core = agent.module if hasattr(agent, 'module') else
+    agent` (or plainly `core = agent.module`) -> {'core': 'agent'}; `self._policy_module = self.policy.module` ->
+    {'self._policy_module': 'self.policy'}."""
     found: Dict[str, str] = {}
     for node in walk(function):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], (ast.Name, ast.Attribute))
+        ):
             continue
         value = node.value.body if isinstance(node.value, ast.IfExp) else node.value
         wrapper = _unwrapped_name(value)
-        if wrapper:
-            found[node.targets[0].id] = wrapper
+        if wrapper and call_name(node.targets[0]):
+            found[call_name(node.targets[0])] = wrapper
     return found
 
 
@@ -1261,7 +1294,7 @@ def _prefix_handled_beside(program: Program) -> bool:
 
 
 # where a repository keeps its checkpoint converters (MedSAM's `utils/ckpt_convert.py`)
-CONVERTER_FOLDERS = ("utils", "util", "tools", "scripts")
+CONVERTER_FOLDERS = ("utils", "util", "tools", "scripts", "script")
 
 
 def _wrapped_state_saves(program: Program) -> Iterator[Hit]:
@@ -4184,6 +4217,8 @@ def _logged_by_callers(program: Program, name: str, named_results_only: bool = F
         results = {n.id for t in assign.targets for n in walk(t) if isinstance(n, ast.Name)}
         if named_results_only and not any(_is_eval_name(r) for r in results):
             continue
+        if _whole_set_loader_given(module, site):
+            continue  # `evaluate(model, DataLoader(val_dataset), ...)` with no sampler: every rank reads the whole set
         scope = module.scope_of(site)
         derived = sorted(  # `mean = torch.tensor(val_loss)`: what is computed from the result stands for it
             (n for n in walk(scope) if isinstance(n, ast.Assign) and n.lineno > site.lineno), key=lambda n: n.lineno
@@ -4207,6 +4242,21 @@ def _logged_by_callers(program: Program, name: str, named_results_only: bool = F
                 if logged and (_is_metric(logged) or _is_metric(_texts(call))):  # `cnt / total` as "accuracy"
                     yield module, call.lineno
                     break
+
+
+def _whole_set_loader_given(module: Module, site: ast.Call) -> bool:
+    """The call is given a loader made with no sampler (`val_loader = DataLoader(val_dataset, batch_size=...)` on
+    an `--eval_only` path, beside a sharded one on the training path): what it returns is the whole set's figure."""
+    for given in [*site.args, *(k.value for k in site.keywords)]:
+        value = _last_assignment(module, site, given) if isinstance(given, ast.Name) else given
+        if (
+            isinstance(value, ast.Call)
+            and last_name(value) == "DataLoader"
+            and not any(k.arg in ("sampler", "batch_sampler") or k.arg is None for k in value.keywords)
+            and len(value.args) <= 3  # (no sampler given by position either: it is the fourth)
+        ):
+            return True
+    return False
 
 
 # Lightning: `self.log(name, value)` of a plain tensor in a validation or test step logs each rank's own mean at
