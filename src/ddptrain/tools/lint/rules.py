@@ -449,13 +449,13 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
 
 def _random_sampler(module: Module, call: ast.Call) -> bool:
     """`sampler=RandomSampler(dataset)` — also through a name, `sampler = data.RandomSampler(dataset) if mode ==
-    'train' else data.SequentialSampler(dataset)` (hyperfuture) — in a module that never reads a rank: every rank
-    draws from the whole dataset."""
+    'train' else data.SequentialSampler(dataset)` (hyperfuture): every rank draws from the whole dataset (not in a
+    module that reads a file named by the rank)."""
     given = keyword(call, "sampler")
     if given is None or any(_is_eval_name(call_name(k.value)) for k in call.keywords):
         return False  # (`batch_size=args.eval_batch_size`: an evaluation's loader, every rank reading it all)
-    if module.words & RANK_NAMES:
-        return False  # a data module that reads the rank may shard by it (MetaICL loads `tensorize_path % local_rank`)
+    if _reads_a_file_per_rank(module):
+        return False  # the data is this rank's own part (MetaICL: `open(tensorize_path % self.local_rank, "rb")`)
     values: List[ast.AST] = [given]
     if isinstance(given, ast.Name):  # every assignment of the name before the loader, on every arm
         values = [
@@ -468,6 +468,21 @@ def _random_sampler(module: Module, call: ast.Call) -> bool:
         ]
     names = {last_name(n) for value in values for n in walk(value) if isinstance(n, ast.Call)}
     return "RandomSampler" in names and not any(name.endswith("DistributedSampler") for name in names)
+
+
+def _reads_a_file_per_rank(module: Module) -> bool:
+    """The module opens or loads a file named by the rank: each rank reads its own shard of the data."""
+    return bool(
+        module.memo(
+            ("reads a file per rank",),
+            lambda: any(
+                (last_name(call) == "open" or "load" in last_name(call).lower() or last_name(call).startswith("read"))
+                and call.args
+                and {n.rpartition(".")[2] for n in names_in(call.args[0])} & RANK_NAMES
+                for call in module.calls
+            ),
+        )
+    )
 
 
 def _loader_reads(module: Module, call: ast.Call) -> List[ast.Name]:
