@@ -1040,6 +1040,21 @@ class Program:
             for sub in used
         )
 
+    def redefines(self, name: str, method: str) -> bool:
+        """The class of that name defines the method again without calling its base's (`super().method(...)`)."""
+        return self._defines_without_super(name, method)
+
+    def subclasses_of(self, name: str) -> Set[str]:
+        """The program's classes that derive from the class of that name, at any depth."""
+        found: Set[str] = set()
+        frontier = [name]
+        while frontier:
+            for sub in self._subclasses.get(frontier.pop(), ()):
+                if sub not in found:
+                    found.add(sub)
+                    frontier.append(sub)
+        return found
+
     def _defines_without_super(self, name: str, method: str) -> bool:
         found = self.classes.get(name, [])
         for _, node in found:

@@ -613,24 +613,13 @@ def _runs_single_process_only(program: Program, module: Module, node: ast.AST, d
 def _single_process_function(program: Program, module: Module, function: ast.FunctionDef, depth: int) -> bool:
     owner = module.parents.get(function)
     if isinstance(owner, ast.ClassDef):
-        if not all(program._defines_without_super(sub, function.name) for sub in _all_subclasses(program, owner.name)):
+        if not all(program.redefines(sub, function.name) for sub in program.subclasses_of(owner.name)):
             return False  # a subclass's instances run this method too
         sites = program.sites_of(owner.name)  # where the class is made
     else:
         sites = [*program.sites_of_function(module, function), *program.handed_over(module, function)]
     running = [(m, call) for m, call in sites if program.runs(m, call.lineno)]
     return bool(running) and all(_runs_single_process_only(program, m, call, depth - 1) for m, call in running)
-
-
-def _all_subclasses(program: Program, name: str) -> Set[str]:
-    found: Set[str] = set()
-    frontier = [name]
-    while frontier:
-        for sub in program._subclasses.get(frontier.pop(), ()):
-            if sub not in found:
-                found.add(sub)
-                frontier.append(sub)
-    return found
 
 
 NOT_A_CONSTANT = object()
