@@ -706,3 +706,41 @@ def test_random_samplers_inner_models_and_evaluation_loaders_in_odd_shapes_are_r
     assert [rule for rule, line in found if rule == "DDP018"] == ["DDP018"]
     assert ("DDP018", _line(source, "whole = DataLoader(ds, sampler=RandomSampler(ds))")) in found
     assert not [rule for rule, _ in found if rule == "DDP020"]
+
+
+def test_unwrapping_arms_aliases_spawning_scripts_and_skipped_errors_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The thirtieth set's reading in shapes that could mislead: an arm beside one that unwraps another model, a
+    wrapper aliased to itself and in a cycle (`a = b`, `b = a`), `mp.spawn()` with nothing to start, a save in the
+    `__main__` block of a script that spawns nothing, `except: continue` with no backward after it, and a folder
+    holding an empty module, a module of definitions that fails to parse, and one that only imports. The run ends;
+    what is reported is what each shape is."""
+    source = (
+        DDP
+        + "import torch\nimport torch.multiprocessing as mp\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "class Net(torch.nn.Module):\n    def predict(self, x):\n        return x\n"
+        + "model = DDP(Net())\nother = DDP(Net())\n"
+        + "if flag:\n    other.module.predict(1)\nelse:\n    model.predict(1)\n"
+        + "a = model\nb = a\na = b\n"
+        + "for x in loader:\n    try:\n        y = model(x)\n    except Exception:\n        continue\n    print(y)\n"
+        + "mp.spawn()\n"
+        + "if __name__ == '__main__':\n    torch.save(a.state_dict(), 'same.pt')\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    assert ("DDP022", _line(source, "    model.predict(1)")) in found  # the other arm unwrapped another model
+    assert ("DDP015", _line(source, "    torch.save(a.state_dict(), 'same.pt')")) in found  # no process started
+    assert ("DDP007", _line(source, "    torch.save(a.state_dict(), 'same.pt')")) in found  # `a` is the wrapper
+    assert not [rule for rule, _ in found if rule == "DDP014"]  # nothing back-propagated after the skip
+    folder = tmp_path / "repo"
+    (folder / "models").mkdir(parents=True)
+    (folder / "models" / "__init__.py").write_text("")
+    (folder / "models" / "empty.py").write_text("")
+    (folder / "models" / "broken.py").write_text("class Broken(:\n    pass\n")
+    (folder / "models" / "imports.py").write_text("import torch\nfrom torch import nn\n")
+    (folder / "models" / "used.py").write_text("class Used:\n    pass\n")
+    (folder / "train.py").write_text(DDP + "from models.used import Used\nif __name__ == '__main__':\n    Used()\n")
+    assert run_lint([str(folder)], as_json=True) == 2  # broken.py does not parse: said, not hidden
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p[0]).name for p in report["programs"]] == ["train.py"]
+    assert len(report["errors"]) == 1 and "broken.py: cannot parse" in report["errors"][0]

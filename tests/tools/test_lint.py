@@ -2461,6 +2461,37 @@ model.generate_samples(4)
     )
 
 
+def test_a_model_method_in_the_arm_beside_one_that_unwraps_is_the_plain_models():
+    """A-LLMRec: `if args.multi_gpu: model.module.save_model(args)` / `else: model.save_model(args)` — the program
+    tells the wrapper from the plain model, and the `else` arm holds the plain one (no DDP022, no DDP007 for the
+    same shape of save). An arm beside one that unwraps another model tells nothing of this one."""
+    source = """
+class Net(nn.Module):
+    def forward(self, x):
+        return x
+
+    def save_model(self, path):
+        torch.save(self.state_dict(), path)
+
+dist.init_process_group("gloo")
+model = Net()
+if args.multi_gpu:
+    model = DDP(model)
+for step in range(10):
+    model(x).sum().backward()
+    if dist.get_rank() == 0:
+        if args.multi_gpu: model.module.save_model("last.pt")
+        else: model.save_model("last.pt")
+"""
+    assert "DDP022" not in _rules(source)
+    assert "DDP022" in _rules(source.replace("model.module.save_model", "other.module.save_model"))
+    saves = source.replace("model.module.save_model(", "torch.save(model.module.state_dict(), ").replace(
+        "model.save_model(", "torch.save(model.state_dict(), "
+    )
+    assert "DDP007" not in _rules(saves)
+    assert "DDP007" in _rules(saves.replace("model.module.state_dict()", "model.state_dict()"))
+
+
 def test_a_sampler_given_to_the_loader_only_when_it_shuffles_pads_no_evaluation():
     """FourCastNet's loader helper builds `DistributedSampler(ds, shuffle=train)` for both splits but gives the
     loader `sampler=sampler if train else None`: its validation loader has no sampler, so nothing is padded
@@ -4487,3 +4518,180 @@ def test_a_converter_in_the_repositorys_script_folder_handles_the_prefix(tmp_pat
     assert ("train_gpt.py", "DDP007") not in _found([tmp_path / "script" / "baselines"])
     (tmp_path / "script" / "finetune.py").unlink()
     assert ("train_gpt.py", "DDP007") in _found([tmp_path / "script" / "baselines"])
+
+
+def test_data_parallel_in_a_method_only_the_single_process_option_calls_is_its_multi_gpu_path():
+    """EfficientConformer: `model.parallel_strategy()` (DataParallel on each part) is called only under `if
+    args.parallel and not args.distributed:`, beside `model.distribute_strategy(rank)` (DDP): no DDP001. Called
+    on every run, it is."""
+    source = """
+class Transducer(nn.Module):
+    def distribute_strategy(self, rank):
+        self.encoder = DDP(self.encoder, device_ids=[rank])
+
+    def parallel_strategy(self):
+        self.encoder = nn.DataParallel(self.encoder)
+
+dist.init_process_group("nccl")
+model = Transducer()
+if args.distributed:
+    model.distribute_strategy(args.rank)
+if args.parallel and not args.distributed:
+    model.parallel_strategy()
+"""
+    assert "DDP001" not in _rules(source)
+    assert "DDP001" in _rules(source.replace("if args.parallel and not args.distributed:", "if args.parallel:"))
+
+
+def test_a_model_file_the_folders_programs_no_longer_import_is_no_program(tmp_path, capsys):
+    """EfficientConformer's `models/model_s2s.py` holds only definitions, and `main.py` imports `models/` modules
+    beside it but never it: nothing runs it, so its DataParallel is reported by no program. Where a module imports
+    by a computed name (`importlib.import_module(f"models.{name}")`), it may be the one loaded: still read."""
+    files = {
+        "models/__init__.py": "",
+        "models/transducer.py": """
+            class Transducer(nn.Module):
+                def forward(self, x):
+                    return x
+            """,
+        "models/model_s2s.py": """
+            class ModelS2S(nn.Module):
+                def distribute_strategy(self, local_rank):
+                    self.encoder = DDP(self.encoder, device_ids=[local_rank])
+
+                def parallel_strategy(self):
+                    self.encoder = nn.DataParallel(self.encoder)
+            """,
+        "main.py": """
+            from models.transducer import Transducer
+
+            if __name__ == "__main__":
+                dist.init_process_group("gloo")
+                model = DDP(Transducer())
+            """,
+    }
+    _write(tmp_path, files)
+    assert run_lint([str(tmp_path)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [Path(p[0]).name for p in report["programs"]] == ["main.py"]
+    assert not report["findings"]
+    (tmp_path / "main.py").write_text(
+        (tmp_path / "main.py").read_text() + "    importlib.import_module(f'models.{args.model}')\n"
+    )
+    assert run_lint([str(tmp_path)], as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert ("model_s2s.py", "DDP001") in {(Path(f["file"]).name, f["rule"]) for f in report["findings"]}
+
+
+def test_a_method_replaced_by_a_namesake_function_is_not_run_by_the_replacement(tmp_path, capsys):
+    """cramming's DeepSpeed backend sets `engine.save_training_checkpoint = partial(save_training_checkpoint,
+    self=engine)` (its own function); the torch backend's method of that name, called only by the training script
+    under `is_main_process()`, is not run by an evaluation script that reads both modules and never saves."""
+    _write(
+        tmp_path,
+        {
+            "backend.py": """
+                def save_training_checkpoint(self, path):
+                    pass
+
+                def load_deepspeed(engine):
+                    engine.save_training_checkpoint = partial(save_training_checkpoint, self=engine)
+                    return engine
+
+                class TorchEngine:
+                    def __init__(self, model):
+                        self.model = DDP(model)
+
+                    def save_training_checkpoint(self, path):
+                        torch.save(self.model.state_dict(), path)
+                """,
+            "eval.py": """
+                from backend import TorchEngine, load_deepspeed
+
+                if __name__ == "__main__":
+                    dist.init_process_group("gloo")
+                    engine = load_deepspeed(TorchEngine(model))
+                    engine.model.eval()
+                """,
+        },
+    )
+    assert run_lint([str(tmp_path / "eval.py")], as_json=True) == 0
+    assert "DDP015" not in {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    (tmp_path / "eval.py").write_text((tmp_path / "eval.py").read_text() + "    engine.save_training_checkpoint('x')\n")
+    assert run_lint([str(tmp_path / "eval.py")], as_json=True) == 0
+    assert "DDP015" in {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+
+
+def test_a_save_in_the_process_that_spawns_the_ranks_is_one_writer():
+    """graphlearn's IGBH example builds its dataset — writing fp16 copies of the features — in its `__main__`
+    block before `torch.multiprocessing.spawn(run_training_proc, ...)`: one process writes them. Built in the
+    spawned function, every rank writes the same files."""
+    source = """
+import torch.multiprocessing as mp
+
+class Features:
+    def __init__(self, path):
+        torch.save(torch.zeros(3), path + "/fp16.pt")
+
+def run_training_proc(rank, world_size, data):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    torch.cuda.set_device(rank)
+    model = DDP(nn.Linear(2, 2).cuda(), device_ids=[rank])
+
+if __name__ == "__main__":
+    data = Features(args.path)
+    mp.spawn(run_training_proc, args=(2, data), nprocs=2)
+"""
+    assert "DDP015" not in _rules(source)
+    moved = source.replace("    data = Features(args.path)\n", "    data = None\n").replace(
+        "    torch.cuda.set_device(rank)\n", "    torch.cuda.set_device(rank)\n    Features(args.path)\n"
+    )
+    assert "DDP015" in _rules(moved)
+    # the script's top level outside `__main__` runs again in each spawned process, which imports it
+    top = source.replace("    data = Features(args.path)\n", "    data = None\n").replace(
+        'if __name__ == "__main__":', 'Features(args.path)\n\nif __name__ == "__main__":'
+    )
+    assert "DDP015" in _rules(top)
+
+
+def test_a_wrapper_held_under_a_second_name_is_saved_as_the_wrapper():
+    """deepcam keeps `net_train = ddp_net` after `ddp_net = DDP(net, ...)` and saves `net_train.state_dict()`,
+    which its restart loads into the plain `net`: the 'module.' keys do not fit (DDP007). The inner model under a
+    second name saves plain keys."""
+    source = """
+net = nn.Linear(2, 2)
+dist.init_process_group("gloo")
+ddp_net = DDP(net)
+net_train = ddp_net
+for step in range(10):
+    net_train(x).sum().backward()
+if dist.get_rank() == 0:
+    torch.save({"model": net_train.state_dict()}, "last.cpt")
+net.load_state_dict(torch.load("last.cpt", weights_only=True)["model"])
+"""
+    assert "DDP007" in _rules(source)
+    assert "DDP007" not in _rules(source.replace("net_train = ddp_net", "net_train = net"))
+
+
+def test_a_step_skipped_on_a_ranks_own_error_before_the_backward_is_found():
+    """Music-Source-Separation-Training's `--safe_mode`: `try: loss = forward_step(...)` / `except Exception:
+    continue` before `scaler.scale(loss).backward()` — the rank that fails skips the backward the others wait in
+    (DDP014). Where the error is handled and the step goes on, or the skip comes after the backward, nothing."""
+    source = """
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+for x, y in loader:
+    try:
+        loss = model(x).sum()
+    except Exception as e:
+        print(f"Error: {e}")
+        continue
+    loss.backward()
+    opt.step()
+"""
+    assert "DDP014" in _rules(source)
+    assert "DDP014" not in _rules(source.replace("        continue\n", "        loss = model(x * 0).sum()\n"))
+    after = source.replace("    loss.backward()\n", "").replace(
+        "        loss = model(x).sum()\n", "        loss = model(x).sum()\n        loss.backward()\n"
+    )
+    assert "DDP014" not in _rules(after)

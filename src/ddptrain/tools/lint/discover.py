@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import configs
-from .program import Module
+from .program import Module, last_name
 from .syspath import path_additions
 
 SHELL_SUFFIXES = configs.SHELL_SUFFIXES
@@ -467,8 +467,10 @@ def programs(sources: Sources) -> List[Program]:
         for p, m in given.items()
         if p not in tests and (has_main_guard(m) or p in launched or p not in imported_by_others)
     ]
+    unused = _unused_library_modules(sources, entries, launched, imports_of)
+    entries = [p for p in entries if p not in unused]
     found: List[Program] = []
-    covered: Set[Path] = set(tests)
+    covered: Set[Path] = set(tests) | unused
     pending = list(entries)
     while pending or len(covered) < len(given):
         if not pending:  # modules only reachable from each other (an import cycle): each is an entry too
@@ -479,6 +481,43 @@ def programs(sources: Sources) -> List[Program]:
         modules = [m for m in (given.get(p) or sources.read(p) for p in order) if m is not None]
         found.append(Program(given[entry], modules))
     return found
+
+
+def _unused_library_modules(sources: Sources, entries: List[Path], launched: Set[Path], imports_of) -> Set[Path]:
+    """Modules of definitions only (no `__main__` guard, no statement at the top that does anything), launched by
+    no shell script and imported by no file given, in a folder whose other modules the folder's programs do
+    import: a model file the repository no longer uses (EfficientConformer's `models/model_s2s.py` beside the
+    `models/transducer.py` its `main.py` builds) is no program — nothing runs it. Kept as programs where any
+    module given imports by a computed name (`importlib.import_module(f"models.{name}")`): it may be that one."""
+    given = {m.file: m for m in sources.given}
+    if any(_imports_by_a_computed_name(m) for m in given.values()):
+        return set()
+    scripts = [p for p in entries if has_main_guard(given[p]) or p in launched]
+    used_folders = {f.parent for p in scripts for f in _closure(p, imports_of) if f != p}
+    return {
+        p
+        for p in entries
+        if p not in scripts and p.parent in used_folders and _definitions_only(given[p]) and p.name != "__init__.py"
+    }
+
+
+def _definitions_only(module: Module) -> bool:
+    """Nothing at the module's top level runs code of its own: imports, definitions, assignments, docstrings."""
+    return not any(
+        isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith))
+        or (isinstance(s, ast.Expr) and isinstance(s.value, (ast.Call, ast.Await)))
+        for s in module.tree.body
+    )
+
+
+def _imports_by_a_computed_name(module: Module) -> bool:
+    if "import_module" not in module.source and "__import__" not in module.source:
+        return False
+    return any(
+        last_name(call) in ("import_module", "__import__")
+        and not (call.args and isinstance(call.args[0], ast.Constant))
+        for call in module.calls
+    )
 
 
 def _pytest_module(module: Module) -> bool:

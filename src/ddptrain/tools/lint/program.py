@@ -327,6 +327,8 @@ def _single_process_only(test: ast.expr) -> bool:
             return True  # `not args.local_rank != -1`
         names = {name.lower() for name in names_in(inner)}
         return bool(names & SINGLE_PROCESS_FLAGS) or {"dist", "is_available"} <= names  # `not dist.is_available()`
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_single_process_only(v) for v in test.values)  # `args.parallel and not args.distributed`
     if _unset_rank(test, ast.Eq):
         return True  # `args.local_rank == -1`: the launchers' "not distributed"
     if (
@@ -1687,14 +1689,14 @@ def _with_subclasses(name: str, subclasses: Dict[str, Set[str]], depth: int) -> 
 
 
 def _mentioned(node: ast.AST, own: FrozenSet[str] = frozenset()) -> Tuple[FrozenSet[str], FrozenSet[Tuple[str, str]]]:
-    """The names under a node, and its attributes with the name each chain starts from (`torch.save`: save, torch).
-    A call of one of the module's `own` functions by its bare name is `=name`: that function, no method. In a
+    """The names under a node, and its attributes read with the name each chain starts from (`torch.save`: save,
+    torch). One of the module's `own` functions by its bare name, called or handed on (`partial(save, self=e)`), is
+    `=name`: that function, no method. In a
     function, its parameters and the names it assigns (not those it declares `global`) are its own variables
     throughout its body (`init = "svd"` ... `tucker(m, init=init)`): they name no module-level function."""
     loaded: List[ast.Name] = []
     stored: Set[str] = set()
     declared: Set[str] = set()
-    called: Set[int] = set()
     attributes: Set[Tuple[str, str]] = set()
     for sub in walk(node):
         kind = type(sub)
@@ -1703,9 +1705,9 @@ def _mentioned(node: ast.AST, own: FrozenSet[str] = frozenset()) -> Tuple[Frozen
                 stored.add(sub.id)  # type: ignore[attr-defined]
             loaded.append(sub)  # type: ignore[arg-type]
         elif kind is ast.Attribute:
-            attributes.add((sub.attr, _root(sub)))  # type: ignore[attr-defined,arg-type]
+            if type(sub.ctx) is ast.Load:  # type: ignore[attr-defined]  # (`engine.save_checkpoint = partial(...)`
+                attributes.add((sub.attr, _root(sub)))  # type: ignore[attr-defined,arg-type]  # sets, runs nothing)
         elif kind is ast.Call:
-            called.add(id(sub.func))  # type: ignore[attr-defined]
             if _getattr_by_literal(sub):  # type: ignore[arg-type]  # `getattr(module, "Trainer")` reads the
                 owner = sub.args[0]  # type: ignore[attr-defined]  # attribute as `module.Trainer` would
                 root = _root(owner) if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
@@ -1721,7 +1723,7 @@ def _mentioned(node: ast.AST, own: FrozenSet[str] = frozenset()) -> Tuple[Frozen
         local = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
         local |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
         local = (local | stored) - declared
-    names = {"=" + sub.id if sub.id in own and id(sub) in called else sub.id for sub in loaded if sub.id not in local}
+    names = {"=" + sub.id if sub.id in own else sub.id for sub in loaded if sub.id not in local}
     return frozenset(names), frozenset(attributes)
 
 

@@ -111,8 +111,8 @@ def data_parallel(program: Program) -> Iterator[Hit]:
         function = module.function_of(call)
         if function is not None and under_type_test(module, call, function):
             continue  # `if isinstance(module, DataParallel):` re-wrapping what the caller already made DataParallel
-        if _wrapped_to_load_only(module, call):
-            continue
+        if _wrapped_to_load_only(module, call) or _in_a_single_process_function(program, module, call):
+            continue  # (in a function only the program's single-process runs call: its multi-GPU path)
         yield module, call.lineno
 
 
@@ -610,14 +610,36 @@ def _runs_single_process_only(program: Program, module: Module, node: ast.AST, d
     return bool(program.memo(key, lambda: _single_process_function(program, module, function, depth)))
 
 
+def _in_a_single_process_function(program: Program, module: Module, node: ast.AST, depth: int = 3) -> bool:
+    """In a function every running call of which is on a single-process arm (not the arms around `node` in its own
+    function: DDP001 reads those itself, `if cfg.SYNC_BN: DDP(...)` / `else: DataParallel(...)` being no
+    single-process arm there)."""
+    function = module.function_of(node)
+    if function is None:
+        return False
+    key = ("single process only", id(function), depth)
+    return bool(program.memo(key, lambda: _single_process_function(program, module, function, depth)))
+
+
 def _single_process_function(program: Program, module: Module, function: ast.FunctionDef, depth: int) -> bool:
     owner = module.parents.get(function)
-    if isinstance(owner, ast.ClassDef):
-        if not all(program.redefines(sub, function.name) for sub in program.subclasses_of(owner.name)):
-            return False  # a subclass's instances run this method too
-        sites = program.sites_of(owner.name)  # where the class is made
-    else:
-        sites = [*program.sites_of_function(module, function), *program.handed_over(module, function)]
+    sites = [
+        (m, call)
+        for m, call in [*program.sites_of_function(module, function), *program.handed_over(module, function)]
+        if not (m is module and function in m.ancestors(call))  # (its own `super().name()`, a recursion)
+    ]
+    if isinstance(owner, ast.ClassDef) and all(
+        program.redefines(sub, function.name) for sub in program.subclasses_of(owner.name)
+    ):  # (a subclass's instances run this method too, unless each has its own)
+        made = program.sites_of(owner.name)  # where the class is made
+        if _only_single_process_runs(program, made, depth):
+            return True
+    # a function, or a method by the calls of its name (EfficientConformer's `model.parallel_strategy()`, called
+    # only under `if args.parallel and not args.distributed:`)
+    return _only_single_process_runs(program, sites, depth)
+
+
+def _only_single_process_runs(program: Program, sites: List[Tuple[Module, ast.Call]], depth: int) -> bool:
     running = [(m, call) for m, call in sites if program.runs(m, call.lineno)]
     return bool(running) and all(_runs_single_process_only(program, m, call, depth - 1) for m, call in running)
 
@@ -1019,6 +1041,23 @@ def _find_assigned_wraps(module: Module, program: Program) -> List[Tuple[str, in
             for _, name in named:
                 if isinstance(name, (ast.Name, ast.Attribute)) and _unwrapped_after(module, node, name) is None:
                     found.append((call_name(name), node.lineno, module.scope_of(node)))
+    return found + _aliases_of(module, found)
+
+
+def _aliases_of(module: Module, wraps: List[Tuple[str, int, ast.AST]]) -> List[Tuple[str, int, ast.AST]]:
+    """`net_train = ddp_net` after `ddp_net = DDP(net, ...)` in the same scope (deepcam): the other name holds the
+    same wrapper."""
+    found: List[Tuple[str, int, ast.AST]] = []
+    if not wraps:
+        return found
+    for node in module.of_type(ast.Assign):
+        if not isinstance(node.value, (ast.Name, ast.Attribute)) or len(node.targets) != 1:
+            continue
+        target, held, scope = node.targets[0], call_name(node.value), module.scope_of(node)
+        if isinstance(target, (ast.Name, ast.Attribute)) and any(
+            held == name and line < node.lineno and scope is where for name, line, where in wraps
+        ):
+            found.append((call_name(target), node.lineno, scope))
     return found
 
 
@@ -1368,8 +1407,8 @@ def _saves_state_of(module: Module, calls: List[ast.Call], wraps) -> Iterator[Hi
         owner = call_name(call.args[0] if whole else call.func.value)  # type: ignore[attr-defined]
         if isinstance(wraps, set) and _unwrapped_before(module, call, owner):
             continue  # `if args.distributed: model = model.module` in the helper, then `model.state_dict()`
-        if _the_other_arm_unwraps(module, call):
-            continue  # `model.module.state_dict() if num_gpus > 1 else model.state_dict()`
+        if _the_other_arm_unwraps(module, call) or _beside_an_arm_that_unwraps(module, call, owner):
+            continue  # `model.module.state_dict() if num_gpus > 1 else model.state_dict()`, also as statements
         if _is_wrapper(module, call, owner, wraps) and (
             whole
             or any(isinstance(p, ast.Call) and "save" in last_name(p).lower() for p in module.ancestors(call))
@@ -1390,6 +1429,32 @@ def _the_other_arm_unwraps(module: Module, call: ast.Call) -> bool:
             return False
         child = parent
     return False
+
+
+def _beside_an_arm_that_unwraps(module: Module, call: ast.Call, owner: str) -> bool:
+    """The call is in one arm of an `if` statement whose other arm reads `owner.module` (A-LLMRec's `if
+    args.multi_gpu: model.module.save_model(...)` / `else: model.save_model(...)`): the program tells the wrapper
+    from the plain model there, and this arm has the plain one."""
+    child: ast.AST = call
+    for parent in module.ancestors(call):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return False
+        if isinstance(parent, ast.If) and child is not parent.test and not _tells_data_parallel_only(parent.test):
+            other = parent.orelse if any(child is s for s in parent.body) else parent.body
+            if any(
+                isinstance(n, ast.Attribute) and n.attr == "module" and call_name(n.value) == owner
+                for statement in other
+                for n in walk(statement)
+            ):
+                return True
+        child = parent
+    return False
+
+
+def _tells_data_parallel_only(test: ast.expr) -> bool:
+    """`isinstance(model, nn.DataParallel)`: false for the DDP wrapper, whose state the other arm then saves."""
+    names = names_in(test)
+    return "DataParallel" in names and not names & {"DistributedDataParallel", "DDP"}
 
 
 def _unwrapped_before(module: Module, call: ast.Call, name: str) -> bool:
@@ -2565,6 +2630,7 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
     every rank takes the same turn)."""
     if "loss" not in module.source:
         return
+    yield from _skips_on_a_rank_own_error(module)
     for node in module.of_type(ast.Continue, ast.Break):
         branch = next((p for p in module.ancestors(node) if isinstance(p, ast.If)), None)
         loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
@@ -2594,6 +2660,23 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
             backward = [c for c in backward if c.lineno > branch.lineno]
         before = [c for c in calls if c.lineno < branch.lineno and is_collective(c, module)]
         if backward and not any(_shares(module, c, tested, loop, branch) for c in before):
+            yield module, node.lineno
+
+
+def _skips_on_a_rank_own_error(module: Module) -> Iterator[Hit]:
+    """`try: loss = forward_step(...)` / `except Exception: continue` before `scaler.scale(loss).backward()` in a
+    DDP training loop (Music-Source-Separation-Training's `--safe_mode`): an error is one rank's own — a sample it
+    alone reads, its own out-of-memory — so that rank skips the backward the others wait in."""
+    for node in module.of_type(ast.Continue, ast.Break):
+        handler = next((p for p in module.ancestors(node) if isinstance(p, ast.ExceptHandler)), None)
+        loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
+        if handler is None or loop is None or not any(p is loop for p in module.ancestors(handler)):
+            continue
+        attempt = module.parents.get(handler)
+        if not isinstance(attempt, ast.Try):
+            continue
+        backward = [c for c in walk(loop) if isinstance(c, ast.Call) and last_name(c) == "backward"]
+        if any(c.lineno > (attempt.end_lineno or attempt.lineno) for c in backward):
             yield module, node.lineno
 
 
@@ -2796,10 +2879,53 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
             continue
         if function is not None and _one_writer_wherever_called(program, module, function):
             continue  # `if parallel: if rank == 0: trainer.save()` / `else: trainer.save()`
-        if _in_a_dataset(module, call):
-            continue  # a per-sample cache written while loading: each rank loads (and writes) its own samples
+        if _in_a_dataset(module, call) or _in_the_launcher_only(program, module, call):
+            continue  # a per-sample cache written while loading; the one process that spawns the others
         if not _first_on_main(program, module, call):
             yield module, call.lineno
+
+
+# what starts one process per rank from the process that calls it (`mp.Process(target=run, ...)` too, made in a loop)
+PROCESS_STARTERS = ("spawn", "start_processes")
+
+
+def _in_the_launcher_only(program: Program, module: Module, node: ast.AST, depth: int = 3) -> bool:
+    """Reached only from the code of an entry script that starts its processes itself — its top level, its
+    `__main__` block, the function that calls `mp.spawn` — before or after it does: that code runs in one process
+    (graphlearn's IGBH example builds its dataset, writing fp16 copies of the features, before
+    `torch.multiprocessing.spawn(run_training_proc, ...)`)."""
+    entry = program.modules[0]
+    if not program.memo(("starts its processes",), lambda: _starts_its_processes(entry)):
+        return False
+    function = module.function_of(node)
+    if module is entry and (_in_the_main_block(module, node) or (function and _starts_processes_in(function))):
+        return True  # (not the script's top level outside `__main__`: each spawned process imports it again)
+    if function is None or depth == 0:
+        return False
+    sites = [
+        (m, call)
+        for m, call in [*program.sites_of_function(module, function), *program.handed_over(module, function)]
+        if program.runs(m, call.lineno) and not (m is module and function in m.ancestors(call))
+    ]
+    if any(last_name(call) in (*PROCESS_STARTERS, "Process") for _, call in sites):
+        return False  # the function each started process runs
+    return bool(sites) and all(_in_the_launcher_only(program, m, call, depth - 1) for m, call in sites)
+
+
+def _in_the_main_block(module: Module, node: ast.AST) -> bool:
+    top = _top_statement(module, node)
+    return isinstance(top, ast.If) and "__main__" in ast.unparse(top.test) and module.function_of(node) is None
+
+
+def _starts_its_processes(entry: Module) -> bool:
+    return any(_starts_processes_in(s) for s in entry.tree.body if not isinstance(s, ast.ClassDef))
+
+
+def _starts_processes_in(node: ast.AST) -> bool:
+    loops = [n for n in walk(node) if isinstance(n, (ast.For, ast.While))]
+    return any(isinstance(n, ast.Call) and last_name(n) in PROCESS_STARTERS and n.args for n in walk(node)) or any(
+        isinstance(n, ast.Call) and last_name(n) == "Process" and n.keywords for loop in loops for n in walk(loop)
+    )
 
 
 def _one_writer_wherever_called(program: Program, module: Module, function: ast.FunctionDef) -> bool:
@@ -3370,6 +3496,7 @@ def model_method_on_the_wrapper(program: Program) -> Iterator[Hit]:
                 and _is_wrapper(module, call, owner, wraps)
                 and not _unwrapped_before(module, call, owner)
                 and not _under_a_wrapper_test(module, call)
+                and not _beside_an_arm_that_unwraps(module, call, owner)
             ):
                 hits.append((module, call))
             for other, callee, parameter in _wrapper_passed(program, module, call, wraps):
@@ -3381,6 +3508,7 @@ def model_method_on_the_wrapper(program: Program) -> Iterator[Hit]:
                     and call_name(inner.func.value) == parameter
                     and not _unwrapped_before(other, inner, parameter)
                     and not _under_a_wrapper_test(other, inner)
+                    and not _beside_an_arm_that_unwraps(other, inner, parameter)
                 ]
             for hit_module, hit in hits:
                 if (id(hit_module), hit.lineno) not in seen:
