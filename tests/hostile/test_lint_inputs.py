@@ -744,3 +744,39 @@ def test_unwrapping_arms_aliases_spawning_scripts_and_skipped_errors_in_odd_shap
     report = json.loads(capsys.readouterr().out)
     assert [Path(p[0]).name for p in report["programs"]] == ["train.py"]
     assert len(report["errors"]) == 1 and "broken.py: cannot parse" in report["errors"][0]
+
+
+def test_replaced_loaders_dictionary_entries_skipped_ranks_settings_ports_and_shuffles_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The thirty-first set's reading in shapes that could mislead: a shuffling loader "replaced" by one with
+    `sampler=None`, loaders kept under an integer key, a computed key and beside `**others`, a rank skip in a
+    `while` loop, a settings field `master_port: str = "auto"`, `random.shuffle(self.paths)` and `random.seed()` with
+    no seed. The run ends; what is reported is what each shape is."""
+    source = (
+        DDP
+        + "import random\nimport torch\nfrom dataclasses import dataclass\n"
+        + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "from torch.utils.data import DataLoader, DistributedSampler\n"
+        + "@dataclass\nclass Settings:\n    master_port: str = 'auto'\n"
+        + "def work(cfg):\n    dist.init_process_group('gloo', init_method=f'tcp://{cfg.host}:{cfg.master_port}')\n"
+        + "work(Settings())\n"
+        + "model = DDP(torch.nn.Linear(2, 2))\n"
+        + "train_loader = DataLoader(ds, shuffle=True)\n"
+        + "if args.use_ddp:\n    train_loader = DataLoader(ds, sampler=None)\n"
+        + "loaders = {0: DataLoader(ds, sampler=DistributedSampler(ds)), **others}\n"
+        + "random.seed()\n"
+        + "paths = list(range(10))\nrandom.shuffle(paths)\ntrain, val = paths[:8], paths[8:]\n"
+        + "random.shuffle(self_paths.items)\n"
+        + "while True:\n    if dist.get_rank() != 0:\n        break\n"
+        + "    evaluate(loaders[0], model.module)\n    evaluate(loaders[key], model.module)\n    break\n"
+        + "for x in train_loader:\n    model(x).sum().backward()\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    assert ("DDP018", _line(source, "train_loader = DataLoader(ds, shuffle=True)")) in found  # no sampler came
+    assert ("DDP023", _line(source, "random.shuffle(paths)")) in found  # `random.seed()`: each rank its own seed
+    assert not [rule for rule, _ in found if rule == "DDP011"]  # no number in the field
+    # the integer key's entry is the sharded loader; a computed key names nothing known
+    assert [line for rule, line in found if rule == "DDP021"] == [
+        _line(source, "    evaluate(loaders[0], model.module)")
+    ]

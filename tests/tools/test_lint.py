@@ -4695,3 +4695,228 @@ for x, y in loader:
         "        loss = model(x).sum()\n", "        loss = model(x).sum()\n        loss.backward()\n"
     )
     assert "DDP014" not in _rules(after)
+
+
+def test_a_shuffling_loader_replaced_under_the_test_that_makes_ddp_is_the_single_process_one():
+    """DFC2025: `train_loader = DataLoader(trainset, shuffle=True)`, then `train_loader = DataLoader(trainset,
+    sampler=DistributedSampler(trainset))` under `if torch.cuda.device_count() > 1 and args.use_ddp == 1:`, the very
+    test under which the program makes its process group and wraps the model: no DDP018. Replaced under another
+    test (`if len(args.gpu_ids) > 1:`), a DDP run may keep the shuffling loader: DDP018."""
+    source = """
+def loaders(args):
+    train_loader = DataLoader(trainset, batch_size=8, shuffle=True)
+    if torch.cuda.device_count() > 1 and args.use_ddp == 1:
+        train_loader = DataLoader(trainset, sampler=DistributedSampler(trainset), batch_size=8)
+    return train_loader
+
+def main(args):
+    loader = loaders(args)
+    model = nn.Linear(2, 2)
+    if torch.cuda.device_count() > 1 and args.use_ddp == 1:
+        dist.init_process_group("gloo")
+        model = DDP(model)
+    for x in loader:
+        model(x).sum().backward()
+
+main(args)
+"""
+    assert "DDP018" not in _rules(source)
+    other = source.replace(
+        "    if torch.cuda.device_count() > 1 and args.use_ddp == 1:\n        train_loader",
+        "    if len(args.gpu_ids) > 1:\n        train_loader",
+    )
+    assert "DDP018" in _rules(other)
+
+
+def test_a_sampler_made_on_both_arms_of_a_rank_test_is_read_by_every_rank():
+    """SUEF: `if is_master(): create_data_loaders(...)` (which calls `create_train_loader`) / `else:
+    create_train_loader(...)` — the training loader's DistributedSampler is made on every rank (no DDP021). Made
+    only through the rank-0 arm, rank 0 reads its shard alone."""
+    source = """
+def create_train_loader(ds):
+    return DataLoader(ds, sampler=DistributedSampler(ds))
+
+def create_data_loaders(ds, val):
+    return create_train_loader(ds), DataLoader(val)
+
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+if dist.get_rank() == 0:
+    train_loader, val_loader = create_data_loaders(ds, val)
+else:
+    train_loader = create_train_loader(ds)
+for x in train_loader:
+    model(x).sum().backward()
+"""
+    assert "DDP021" not in _rules(source)
+    assert "DDP021" in _rules(source.replace("    train_loader = create_train_loader(ds)", "    train_loader = None"))
+
+
+def test_a_module_imported_whole_runs_no_namesake_of_the_importers_own_function(tmp_path, capsys):
+    """SUEF's single-process `main.py` calls its own `create_data_loaders`; `utils/utils.py` has a namesake that
+    builds a DistributedSampler, and `training.py` (which main imports) imports `utils.utils` for other names: main's
+    program runs none of utils' loaders, so it is no DDP program (no DDP018 on its RandomSampler loader). Called as
+    `utils.create_data_loaders(...)`, the namesake runs."""
+    _write(
+        tmp_path,
+        {
+            "utils/__init__.py": "",
+            "utils/utils.py": """
+                def create_data_loaders(ds):
+                    return DataLoader(ds, sampler=DistributedSampler(ds))
+
+                def log(x):
+                    print(x)
+                """,
+            "training.py": """
+                from utils import utils
+
+                def train(model, loader):
+                    for x in loader:
+                        utils.log(model(x))
+                """,
+            "main.py": """
+                from torch.utils.data import RandomSampler
+                from training import train
+
+                def create_data_loaders(ds):
+                    return DataLoader(ds, sampler=RandomSampler(ds))
+
+                if __name__ == "__main__":
+                    train(nn.Linear(2, 2), create_data_loaders(ds))
+                """,
+        },
+    )
+    assert run_lint([str(tmp_path / "main.py")], as_json=True) == 0
+    assert not json.loads(capsys.readouterr().out)["findings"]
+    text = (tmp_path / "training.py").read_text().replace("utils.log(model(x))", "utils.create_data_loaders(x)")
+    (tmp_path / "training.py").write_text(text)
+    run_lint([str(tmp_path / "main.py")], as_json=True)
+    assert "DDP018" in {f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]}
+
+
+def test_an_evaluation_every_caller_gives_an_unsampled_loader_logs_the_whole_set():
+    """HagAli22's final report: rank 0 calls `generate_evaluation_report(model, eval_loader, ...)` with `eval_loader
+    = test_loader` (made with no sampler) on one arm and `eval_loader = DataLoader(self.val_dataset, ...)` on the
+    other: the accuracy it logs is the whole set's (no DDP017). Given the training run's sharded loader, it is one
+    rank's."""
+    source = """
+def generate_report(model, loader):
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+    print(f"accuracy {correct / len(loader.dataset)}")
+
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+train_loader = DataLoader(ds, sampler=DistributedSampler(ds))
+val_loader = DataLoader(val_ds, sampler=DistributedSampler(val_ds, shuffle=False))
+for x, y in train_loader:
+    model(x).sum().backward()
+if dist.get_rank() == 0:
+    if test_ds is not None:
+        test_loader = DataLoader(test_ds, batch_size=8)
+        eval_loader = test_loader
+    else:
+        eval_loader = DataLoader(val_ds, batch_size=8)
+    generate_report(model.module, eval_loader)
+"""
+    assert "DDP017" not in _rules(source)
+    assert "DDP017" in _rules(
+        source.replace(
+            "    generate_report(model.module, eval_loader)", "    generate_report(model.module, train_loader)"
+        )
+    )
+
+
+def test_an_evaluation_on_some_ranks_of_the_sharded_training_loader_scores_one_shard():
+    """aswa: after `if device != 0: continue` in the epoch loop, and under `if device == 0:` after it, rank 0 calls
+    `utils.eval(loaders['train'], swa_model, ...)` — `loaders['train']` made with `sampler=DistributedSampler(...)`:
+    rank 0 scores its shard as the whole training set (DDP021). The unsampled validation loader is read whole; a
+    result kept under a name (`val_loss = evaluate(...)`) is DDP017's to follow."""
+    source = """
+loaders = {
+    "train": DataLoader(train_set, batch_size=8, sampler=DistributedSampler(train_set)),
+    "val": DataLoader(val_set, batch_size=8),
+}
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = DDP(nn.Linear(2, 2))
+for epoch in range(3):
+    for x in loaders["train"]:
+        model(x).sum().backward()
+    if rank != 0:
+        continue
+    print(evaluate(loaders["val"], model.module))
+    res = {"train": evaluate(loaders["train"], model.module)}
+if rank == 0:
+    print(evaluate(loaders["train"], model.module))
+"""
+    lines = source.splitlines()
+    found = {(f.rule, f.line) for f in lint_source("script.py", HEADER + textwrap.dedent(source))}
+    offset = HEADER.count("\n")
+    on_train = offset + lines.index('    res = {"train": evaluate(loaders["train"], model.module)}') + 1
+    final = offset + lines.index('    print(evaluate(loaders["train"], model.module))') + 1
+    val = offset + lines.index('    print(evaluate(loaders["val"], model.module))') + 1
+    assert {("DDP021", on_train), ("DDP021", final)} <= found
+    assert ("DDP021", val) not in found
+    everyone = source.replace("    if rank != 0:\n        continue\n", "").replace(
+        "if rank == 0:\n    print", "if True:\n    print"
+    )
+    assert "DDP021" not in _rules(everyone)
+
+
+def test_a_port_fixed_in_a_settings_dataclass_is_reported_where_it_is_declared():
+    """HagAli22's `DDPConfig` declares `master_port: str = "29500"`; the trainer joins it into
+    `init_method=f"tcp://{self.config.master_addr}:{self.config.master_port}"` (DDP011, at the declaration). A port
+    the class leaves without a default is the caller's."""
+    source = """
+from dataclasses import dataclass
+
+@dataclass
+class DDPConfig:
+    master_addr: str = "127.0.0.1"
+    master_port: str = "29500"
+
+class Trainer:
+    def __init__(self, config):
+        self.config = config
+
+    def worker(self, rank, world_size):
+        dist.init_process_group("gloo", init_method=f"tcp://{self.config.master_addr}:{self.config.master_port}",
+                                rank=rank, world_size=world_size)
+        model = DDP(nn.Linear(2, 2))
+
+Trainer(DDPConfig()).worker(0, 1)
+"""
+    found = {(f.rule, f.line) for f in lint_source("script.py", HEADER + textwrap.dedent(source))}
+    line = HEADER.count("\n") + source.splitlines().index('    master_port: str = "29500"') + 1
+    assert ("DDP011", line) in found
+    assert "DDP011" not in _rules(source.replace('    master_port: str = "29500"', "    master_port: str"))
+
+
+def test_a_shuffle_then_slice_split_each_rank_draws_its_own_way_unless_seeded_alike():
+    """DFC2025 seeds numpy and torch but never Python's `random`, then `random.shuffle(paths)` and `paths[:k]` /
+    `paths[k:]`: each rank splits differently (DDP023). `random.seed(args.seed)` on every rank, or a shuffle not
+    split, is not."""
+    source = """
+import random
+
+def loaders(paths, k):
+    random.shuffle(paths)
+    train, val = paths[:k], paths[k:]
+    return DataLoader(train, sampler=DistributedSampler(train)), DataLoader(val)
+
+dist.init_process_group("gloo")
+np.random.seed(0)
+torch.manual_seed(0)
+model = DDP(nn.Linear(2, 2))
+train_loader, val_loader = loaders(all_paths, 100)
+"""
+    assert "DDP023" in _rules(source)
+    assert "DDP023" not in _rules(source.replace("np.random.seed(0)", "random.seed(0)"))
+    assert "DDP023" in _rules(source.replace("np.random.seed(0)", "random.seed(0 + dist.get_rank())"))
+    assert "DDP023" not in _rules(
+        source.replace("    train, val = paths[:k], paths[k:]\n", "    train = val = paths\n")
+    )

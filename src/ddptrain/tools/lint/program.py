@@ -952,7 +952,8 @@ class Program:
 
     def _namesake_used(self, module: Module, name: str) -> bool:
         """A module-level function whose name another module's function shares runs where its own module's running
-        code mentions it, or where a module imports it (or its module) — not because a namesake is called."""
+        code mentions it, or where a module imports it (or its module, and an attribute of that name is read) — not
+        because a namesake is called (SUEF's `main.py` calls its own `create_data_loaders`, not `utils.utils`'s)."""
         if {name, "=" + name} & self._mentioned_in.get(id(module), set()):
             return True
         sources = {module.stem, module.file.parent.name if module.stem == "__init__" else module.stem}
@@ -962,8 +963,10 @@ class Program:
             for imported in other.import_names:
                 source, _, last = imported.rpartition(".")
                 star = last == "*" and name not in other.own_functions  # (its own `def name` shadows the star's)
-                if ((last == name or star) and source.rpartition(".")[2] in sources) or last in sources:
+                if (last == name or star) and source.rpartition(".")[2] in sources:
                     return True
+                if last in sources and name in self._mentioned_in.get(id(other), set()):
+                    return True  # the module imported whole, and `module.name(...)` run in the importer
         return False
 
     @functools.cached_property

@@ -164,15 +164,12 @@ def _beside_the_wrapping_arm(module: Module, node: ast.AST) -> bool:
     return False
 
 
-def _tests_making_the_group(module: Module) -> Set[str]:
+def _tests_making_the_group(module: Module, makers: Tuple[str, ...] = ("init_process_group",)) -> Set[str]:
+    """The tests of the module's `if`s whose body calls one of `makers` (the process group's, by default)."""
     return {
         ast.dump(branch.test)
         for branch in module.of_type(ast.If)
-        if any(
-            isinstance(n, ast.Call) and last_name(n) == "init_process_group"
-            for statement in branch.body
-            for n in walk(statement)
-        )
+        if any(isinstance(n, ast.Call) and last_name(n) in makers for statement in branch.body for n in walk(statement))
     }
 
 
@@ -442,9 +439,54 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue  # made or read where no gradient is taken (`@torch.no_grad()`: predictions, calibration)
         if program.branches_away(module, call):
             continue  # every call of the helper returns before it (`if return_datasets: return ...`, passed True)
-        if _one_batch_looked_at(module, call):
+        if _one_batch_looked_at(module, call) or _replaced_by_a_sharded_loader(module, call):
             continue
         yield module, call.lineno
+
+
+DDP_MAKERS = ("init_process_group", "DistributedDataParallel", "DDP")
+
+
+def _replaced_by_a_sharded_loader(module: Module, call: ast.Call) -> bool:
+    """`train_loader = DataLoader(ds, shuffle=True)`, then, later in the same function, `train_loader =
+    DataLoader(ds, sampler=DistributedSampler(ds))` under the very test whose `if` makes the process group or the
+    DDP wrapper (DFC2025's `if torch.cuda.device_count() > 1 and args.use_ddp == 1:`): the shuffling loader is what a
+    run without DDP keeps. (Replaced under another test — `if len(args.gpu_ids) > 1:` where DDP is made under `if
+    torch.cuda.device_count() > 1:` — a DDP run may keep it.)"""
+    assign = module.parents.get(call)
+    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1):
+        return False
+    held, scope = call_name(assign.targets[0]), module.scope_of(call)
+    making = module.memo(("tests that make DDP",), lambda: _tests_making_the_group(module, DDP_MAKERS))
+    return bool(held) and any(
+        node.lineno > call.lineno
+        and any(call_name(t) == held for t in node.targets)
+        and isinstance(node.value, ast.Call)
+        and last_name(node.value) == "DataLoader"
+        and (_sampler_given(node.value, "sampler") or _sampler_given(node.value, "batch_sampler"))
+        and not _random_sampler(module, node.value)
+        and _replaces_under(module, call, node, scope, making)
+        for node in walk(scope)
+        if isinstance(node, ast.Assign) and module.scope_of(node) is scope
+    )
+
+
+def _replaces_under(module: Module, first: ast.AST, node: ast.AST, scope: ast.AST, making: Set[str]) -> bool:
+    """Every `if` around `node` that is not around `first` holds it in its body, under a test that makes the
+    process group or the wrapper (not an `else`: `if args.mini_run: DataLoader(shuffle=True)` / `else:
+    DataLoader(batch_sampler=...)` are two arms, not a replacement)."""
+    around_first = {id(p) for p in module.ancestors(first)}
+    child = node
+    for parent in module.ancestors(node):
+        if parent is scope:
+            return True
+        if isinstance(parent, ast.If) and child is not parent.test:
+            if id(parent) in around_first or not any(child is s for s in parent.body):
+                return False
+            if ast.dump(parent.test) not in making:
+                return False
+        child = parent
+    return True
 
 
 def _random_sampler(module: Module, call: ast.Call) -> bool:
@@ -1913,12 +1955,37 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                     continue  # `init_method=url` with `url = 'tcp://localhost:10000'`: the port is reported there
                 if literal or _configured(program, module, node, method, address=True):
                     yield module, node.lineno
+                else:
+                    yield from _field_with_a_fixed_port(program, method)
             elif last_name(node) == "TCPStore":
                 port = _port_value(program, module, node, argument(node, 1, "port") or ast.Constant(None))
                 if isinstance(port, ast.Constant) and isinstance(port.value, (int, str)) and port.value:
                     yield module, node.lineno
             elif _defines_an_option(node) and _option_with_a_fixed_port(program, node):
                 yield module, node.lineno  # `--master-port` defaulting to a fixed number
+
+
+def _field_with_a_fixed_port(program: Program, method: ast.expr) -> Iterator[Hit]:
+    """`init_method=f"tcp://{self.config.master_addr}:{self.config.master_port}"` where a class of the program
+    declares `master_port: str = "29500"` (a dataclass of settings, HagAli22's `DDPConfig`): the port is fixed unless
+    a caller sets the field; reported where it is declared."""
+    if not (isinstance(method, ast.JoinedStr) and method.values and is_const_str(method.values[0], "tcp://")):
+        return
+    last = method.values[-1]
+    port = last.value if isinstance(last, ast.FormattedValue) else None
+    if not (isinstance(port, ast.Attribute) and "port" in port.attr.lower()):
+        return
+    for found in program.classes.values():
+        for module, node in found:
+            for statement in node.body:
+                if (
+                    isinstance(statement, ast.AnnAssign)
+                    and isinstance(statement.target, ast.Name)
+                    and statement.target.id == port.attr
+                    and isinstance(statement.value, ast.Constant)
+                    and re.fullmatch(r"\d{2,5}", str(statement.value.value)) is not None
+                ):
+                    yield module, statement.lineno
 
 
 def _reported_literal(program: Program, method: ast.AST, written: Set[Tuple[int, int]]) -> bool:
@@ -3550,8 +3617,98 @@ def shard_read_by_some_ranks(program: Program) -> Iterator[Hit]:
                 continue
             if module.on_a_single_process_arm(call) or program.branches_away(module, call):
                 continue
-            if program.guarded(module, call) and not _never_called(program, module, call):
+            if (
+                program.guarded(module, call)
+                and not _never_called(program, module, call)
+                and not _on_both_arms_of_a_rank_test(program, module, call)
+            ):
                 yield module, call.lineno
+        yield from _sharded_loader_evaluated_on_some_ranks(program, module)
+
+
+def _sharded_loader_evaluated_on_some_ranks(program: Program, module: Module) -> Iterator[Hit]:
+    """`if device == 0: print(utils.eval(loaders['train'], model, ...))`, the loader made with
+    `sampler=DistributedSampler(train_set)` for training (aswa): an evaluation on some ranks only reads a
+    loader sharded over every rank — rank 0 scores its shard as the whole set."""
+    if "DistributedSampler" not in module.source:
+        return
+    for call in module.calls:
+        if not _is_eval_name(last_name(call)) or not call.args:
+            continue
+        kept = module.parents.get(call)
+        if isinstance(kept, ast.Assign) and all(isinstance(t, ast.Name) for t in kept.targets):
+            continue  # `val_loss = evaluate(...)`, then logged: DDP017 follows the name
+        if not any(_sharded_loader(module, call, value) for value in call.args):
+            continue
+        some = module.rank_branch(call) is not None and program.guarded(module, call)
+        if program.runs(module, call.lineno) and (some or _after_other_ranks_skip(module, call)):
+            yield module, call.lineno
+
+
+def _after_other_ranks_skip(module: Module, node: ast.AST) -> bool:
+    """After `if device != 0: continue` (or `break`) earlier in the same loop's body: only the rank the test lets
+    through gets here."""
+    child = node
+    for parent in module.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+        if isinstance(parent, (ast.For, ast.While)):
+            top = next((s for s in parent.body if s is child), None)
+            before = parent.body[: parent.body.index(top)] if top is not None else []
+            return any(
+                isinstance(s, ast.If)
+                and module.selects_ranks_at(s)
+                and len(s.body) == 1
+                and isinstance(s.body[0], (ast.Continue, ast.Break))
+                and not s.orelse
+                for s in before
+            )
+        child = parent
+    return False
+
+
+def _sharded_loader(module: Module, at: ast.AST, value: ast.AST, depth: int = 2) -> bool:
+    """A loader made with a DistributedSampler: `DataLoader(ds, sampler=DistributedSampler(ds))`, through the name
+    it was last given in the function, or a literal dictionary's entry (`loaders['train']`)."""
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and isinstance(value.slice, ast.Constant):
+        held = _last_assignment(module, at, value.value)
+        if isinstance(held, ast.Dict):
+            return any(
+                is_const(key, value.slice.value) and _sharded_loader(module, at, entry, depth)
+                for key, entry in zip(held.keys, held.values)
+                if key is not None
+            )
+        return False
+    if isinstance(value, ast.Name) and depth > 0:
+        return _sharded_loader(module, at, _last_assignment(module, at, value), depth - 1)
+    if not (isinstance(value, ast.Call) and last_name(value) == "DataLoader"):
+        return False
+    sampler = keyword(value, "sampler") or keyword(value, "batch_sampler")
+    if isinstance(sampler, ast.Name) and depth > 0:
+        sampler = _last_assignment(module, at, sampler)
+    return isinstance(sampler, ast.Call) and last_name(sampler).endswith("DistributedSampler")
+
+
+def _on_both_arms_of_a_rank_test(program: Program, module: Module, node: ast.AST) -> bool:
+    """The function around `node` is reached from both arms of one rank test, directly or through callers (SUEF's
+    `if is_master(): create_data_loaders(...)` — which calls `create_train_loader` — / `else:
+    create_train_loader(...)`): every rank runs it."""
+    arms: Dict[int, Set[bool]] = {}
+    _rank_arms(program, module, node, arms, 3)
+    return any(len(sides) == 2 for sides in arms.values())
+
+
+def _rank_arms(program: Program, module: Module, node: ast.AST, arms: Dict[int, Set[bool]], depth: int) -> None:
+    branch = module.rank_branch(node)
+    if branch is not None:
+        inside = any(node is n for s in branch.body for n in walk(s))
+        arms.setdefault(id(branch), set()).add(inside)
+    function = module.function_of(node)
+    if function is None or depth == 0:
+        return
+    for other, site in program.sites_of_function(module, function):
+        if program.runs(other, site.lineno) and not (other is module and function in other.ancestors(site)):
+            _rank_arms(program, other, site, arms, depth - 1)
 
 
 def _never_called(program: Program, module: Module, node: ast.AST) -> bool:
@@ -3576,6 +3733,7 @@ def unshared_random_split(program: Program) -> Iterator[Hit]:
     subsets no longer partition the data."""
     if not program.distributed:
         return
+    yield from _unseeded_shuffle_split(program)
     splits = [(m, c) for m, c in program.calls_named("random_split") if _torch_split(program, m, c)]
     if not splits:
         return
@@ -3587,6 +3745,58 @@ def unshared_random_split(program: Program) -> Iterator[Hit]:
             continue  # split on one rank, or by the single-process run
         if not program.branches_away(module, call):
             yield module, call.lineno
+
+
+# what seeds every generator at once (Lightning's, transformers', the common helpers)
+SEED_ALL = ("seed_everything", "set_seed", "set_random_seed", "seed_all", "setup_seed", "init_seeds", "fix_seed")
+
+
+def _unseeded_shuffle_split(program: Program) -> Iterator[Hit]:
+    """`random.shuffle(paths)`, then `train = paths[:k]`, `val = paths[k:]`, in a program that never seeds Python's
+    `random` alike on every rank (DFC2025 seeds numpy and torch only): each rank shuffles its own way, so one rank's
+    validation images are another's training images. The same for `np.random.shuffle` without `np.random.seed`."""
+    for module, call in program.calls_named("shuffle"):
+        generator = call_name(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+        if generator not in ("random", "np.random", "numpy.random") or len(call.args) != 1:
+            continue
+        shuffled = call.args[0]
+        if not isinstance(shuffled, ast.Name) or not _split_after(module, call, shuffled.id):
+            continue
+        if _seeded_alike(program, generator) or program.guarded(module, call) or _on_single_process_path(module, call):
+            continue
+        if not program.branches_away(module, call):
+            yield module, call.lineno
+
+
+def _split_after(module: Module, call: ast.Call, name: str) -> bool:
+    """Both `name[:k]` and `name[k:]` read after `call` in its function: a split into two parts."""
+    halves = {
+        (node.slice.lower is None, node.slice.upper is None)
+        for node in walk(module.scope_of(call))
+        if isinstance(node, ast.Subscript)
+        and is_name(node.value, name)
+        and isinstance(node.slice, ast.Slice)
+        and node.lineno > call.lineno
+    }
+    return (True, False) in halves and (False, True) in halves
+
+
+def _seeded_alike(program: Program, generator: str) -> bool:
+    """The program seeds that generator (`random.seed(args.seed)`, `np.random.seed(...)`, or a helper that seeds
+    it among others) with a value that is not the rank's."""
+    owners = ("random",) if generator == "random" else ("np.random", "numpy.random")
+    for module, call in program.calls_named("seed", *SEED_ALL):
+        if last_name(call) == "seed":
+            if call_name(call).rpartition(".")[0] not in owners:
+                continue
+        else:
+            own = program.resolve(call, module)
+            if own and not any(f"{o}.seed(" in ast.unparse(f) for _, f in own for o in owners):
+                continue  # the program's own helper, seeding other generators only
+        given = [*call.args, *(k.value for k in call.keywords)]
+        if given and not any(names_in(v) & (RANK_NAMES | UNREPEATABLE_SEEDS) for v in given):
+            return True  # (`random.seed()` draws its seed from the system: each rank its own)
+    return False
 
 
 def _torch_split(program: Program, module: Module, call: ast.Call) -> bool:
@@ -4043,7 +4253,8 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
                 for c in calls
                 if _is_log_call(program, module, c) and _is_metric(_traced(module, function, _logged_names(c)))
             ]
-            if logged:  # logged on rank 0, or on every rank (each its own shard): the figure after the loop first
+            if logged and not _given_whole_set_loaders(program, module, function):
+                # logged on rank 0, or on every rank (each its own shard): the figure after the loop first
                 after = [c for c in logged if not _in_loop(module, c, function)]
                 yield module, (after or logged)[0].lineno
             loops = any(isinstance(n, (ast.For, ast.While)) for n in walk(function))
@@ -4052,6 +4263,14 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
                 # caller keeps its result as an evaluation's (`val_loss = self.run_epoch(val_dl, training=False)`)
                 yield from _logged_by_callers(program, function.name, not _is_eval_name(function.name))
         yield from _top_level_evaluations_logged(program, module)
+
+
+def _given_whole_set_loaders(program: Program, module: Module, function: ast.FunctionDef) -> bool:
+    """Every running call of the evaluation gives it a loader with no sampler (HagAli22's final report on rank 0,
+    given `DataLoader(self.val_dataset, ...)` "without DistributedSampler for full evaluation"): it logs the whole
+    set's figure."""
+    sites = [(m, c) for m, c in program.sites_of_function(module, function) if program.runs(m, c.lineno)]
+    return bool(sites) and all(_whole_set_loader_given(m, c) for m, c in sites)
 
 
 def _traced(module: Module, function: ast.AST, names: Set[str], depth: int = 3) -> Set[str]:
@@ -4379,16 +4598,21 @@ def _logged_by_callers(program: Program, name: str, named_results_only: bool = F
 def _whole_set_loader_given(module: Module, site: ast.Call) -> bool:
     """The call is given a loader made with no sampler (`val_loader = DataLoader(val_dataset, batch_size=...)` on
     an `--eval_only` path, beside a sharded one on the training path): what it returns is the whole set's figure."""
-    for given in [*site.args, *(k.value for k in site.keywords)]:
-        value = _last_assignment(module, site, given) if isinstance(given, ast.Name) else given
-        if (
-            isinstance(value, ast.Call)
-            and last_name(value) == "DataLoader"
-            and not any(k.arg in ("sampler", "batch_sampler") or k.arg is None for k in value.keywords)
-            and len(value.args) <= 3  # (no sampler given by position either: it is the fourth)
-        ):
-            return True
-    return False
+    return any(_unsampled_loader(module, site, given, 3) for given in [*site.args, *(k.value for k in site.keywords)])
+
+
+def _unsampled_loader(module: Module, site: ast.AST, value: ast.AST, depth: int) -> bool:
+    """`DataLoader(ds, batch_size=...)` with no sampler — also through the name last given one before `site` (an
+    alias followed: `eval_loader = test_loader`)."""
+    if isinstance(value, ast.Name) and depth > 0:
+        held = _last_assignment(module, site, value)
+        return held is not value and _unsampled_loader(module, site, held, depth - 1)
+    return (
+        isinstance(value, ast.Call)
+        and last_name(value) == "DataLoader"
+        and not any(k.arg in ("sampler", "batch_sampler") or k.arg is None for k in value.keywords)
+        and len(value.args) <= 3  # (no sampler given by position either: it is the fourth)
+    )
 
 
 # Lightning: `self.log(name, value)` of a plain tensor in a validation or test step logs each rank's own mean at
@@ -4677,11 +4901,11 @@ RULES: List[Rule] = [
     Rule(
         "DDP023",
         WARNING,
-        "random_split without a generator in a program whose ranks do not seed torch alike: every rank draws its "
-        "own split, so one rank's validation samples are another's training samples and the shards no longer "
-        "partition the data",
-        "give it a seeded generator (random_split(ds, lengths, generator=torch.Generator().manual_seed(0))), or "
-        "split once and save the indices",
+        "random_split without a generator (or random.shuffle, then slices) in a program whose ranks do not seed "
+        "that generator alike: every rank draws its own split, so one rank's validation samples are another's "
+        "training samples and the shards no longer partition the data",
+        "give it a seeded generator (random_split(ds, lengths, generator=torch.Generator().manual_seed(0)); "
+        "random.Random(0).shuffle(paths)), or split once and save the indices",
         unshared_random_split,
     ),
 ]
