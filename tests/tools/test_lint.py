@@ -4575,6 +4575,13 @@ def test_a_model_file_the_folders_programs_no_longer_import_is_no_program(tmp_pa
     report = json.loads(capsys.readouterr().out)
     assert [Path(p[0]).name for p in report["programs"]] == ["main.py"]
     assert not report["findings"]
+    # another repository given in the same call, which imports by a computed name, changes nothing here
+    other = tmp_path.parent / (tmp_path.name + "_other")
+    (other / ".git").mkdir(parents=True)
+    (tmp_path / ".git").mkdir()
+    (other / "run.py").write_text("import importlib\nimportlib.import_module(name)\n")
+    together, _ = fix_paths([str(tmp_path), str(other)])  # (--fix reads every path given in one process)
+    assert sorted(Path(p[0]).name for p in together.programs) == ["main.py", "run.py"]
     (tmp_path / "main.py").write_text(
         (tmp_path / "main.py").read_text() + "    importlib.import_module(f'models.{args.model}')\n"
     )

@@ -490,14 +490,17 @@ def _unused_library_modules(sources: Sources, entries: List[Path], launched: Set
     `models/transducer.py` its `main.py` builds) is no program — nothing runs it. Kept as programs where any
     module given imports by a computed name (`importlib.import_module(f"models.{name}")`): it may be that one."""
     given = {m.file: m for m in sources.given}
-    if any(_imports_by_a_computed_name(m) for m in given.values()):
-        return set()
+    dynamic = {repository_root(p.parent) for p, m in given.items() if _imports_by_a_computed_name(m)}
     scripts = [p for p in entries if has_main_guard(given[p]) or p in launched]
     used_folders = {f.parent for p in scripts for f in _closure(p, imports_of) if f != p}
     return {
         p
         for p in entries
-        if p not in scripts and p.parent in used_folders and _definitions_only(given[p]) and p.name != "__init__.py"
+        if p not in scripts
+        and p.parent in used_folders
+        and _definitions_only(given[p])
+        and p.name != "__init__.py"
+        and repository_root(p.parent) not in dynamic  # (each repository given is judged by its own imports)
     }
 
 
