@@ -780,3 +780,38 @@ def test_replaced_loaders_dictionary_entries_skipped_ranks_settings_ports_and_sh
     assert [line for rule, line in found if rule == "DDP021"] == [
         _line(source, "    evaluate(loaders[0], model.module)")
     ]
+
+
+def test_kept_ranks_half_context_managers_and_ports_without_a_group_in_odd_shapes_end_without_a_guess(tmp_path, capsys):
+    """The thirty-second set's reading in shapes that could mislead: `self.rank` set from the local rank in one
+    method and from the global rank in another, a class with `__enter__` and no `__exit__` holding a rank-0 barrier,
+    `__exit__` written as an attribute instead of a method, and `MASTER_PORT` set in a script that makes no group.
+    The run ends; a rank that may be the global one is still reported, the lone barrier too, the unused port not."""
+    source = (
+        DDP
+        + "import os, torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        + "class M:\n    def __init__(self, args):\n        self.rank = args.local_rank\n"
+        + "    def reset(self):\n        self.rank = dist.get_rank()\n"
+        + "    def wrap(self, m):\n        return DDP(m, device_ids=[self.rank])\n"
+        + "class Half:\n    __exit__ = None\n    def __enter__(self):\n        if dist.get_rank() == 0:\n            dist.barrier()\n"
+        + "M(args).wrap(torch.nn.Linear(2, 2))\nwith Half():\n    pass\n"
+    )
+    found = _found(tmp_path, source, capsys)
+    assert ("DDP013", _line(source, "        return DDP(m, device_ids=[self.rank])")) in found
+    assert ("DDP010", _line(source, "            dist.barrier()")) in found
+    single = tmp_path / "single"
+    single.mkdir()
+    assert (
+        run_lint(
+            [str(_written(single, "import os\nos.environ['MASTER_PORT'] = '29500'\nprint('one process')\n"))],
+            as_json=True,
+        )
+        == 0
+    )
+    assert not json.loads(capsys.readouterr().out)["findings"]
+
+
+def _written(folder: Path, text: str) -> Path:
+    script = folder / "train.py"
+    script.write_text(text)
+    return script

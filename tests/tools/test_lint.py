@@ -523,7 +523,10 @@ def test_entry_points_are_found_by_main_guard_shell_script_or_python_m(tmp_path,
 
 def test_select_and_ignore_take_rules_prefixes_and_categories(tmp_path, capsys):
     script = tmp_path / "train.py"
-    script.write_text(HEADER + 'state = torch.load("m.pt", weights_only=False)\nos.environ["MASTER_PORT"] = "1"\n')
+    script.write_text(
+        HEADER
+        + 'state = torch.load("m.pt", weights_only=False)\nos.environ["MASTER_PORT"] = "1"\ndist.init_process_group("gloo")\n'
+    )
 
     def rules(**selection) -> set:
         code = run_lint([str(script)], as_json=True, **selection)
@@ -567,7 +570,7 @@ def test_an_ignore_comment_silences_one_rule_on_one_line():
 
 def test_warnings_exit_0_unless_strict_and_errors_exit_1(tmp_path, capsys):
     warned, failed = tmp_path / "warned.py", tmp_path / "failed.py"
-    warned.write_text(HEADER + 'os.environ["MASTER_PORT"] = "12355"\n')
+    warned.write_text(HEADER + 'os.environ["MASTER_PORT"] = "12355"\ndist.init_process_group("gloo")\n')
     failed.write_text(HEADER + 'dist.init_process_group("nccl")\ndist.barrier()\n')
     assert run_lint([str(warned)], as_json=False) == 0
     assert run_lint([str(warned)], as_json=False, strict=True) == 1
@@ -589,7 +592,7 @@ def test_tutorial_shaped_script_gets_exactly_its_marked_findings(capsys):
 
 def test_findings_read_file_line_rule_severity_message_and_fix(tmp_path, capsys):
     script = tmp_path / "train.py"
-    script.write_text(HEADER + 'os.environ["MASTER_PORT"] = "12355"\n')
+    script.write_text(HEADER + 'os.environ["MASTER_PORT"] = "12355"\ndist.init_process_group("gloo")\n')
     assert run_lint([str(script)], as_json=False) == 0  # a warning
     line = capsys.readouterr().out.strip()
     assert line.startswith(f"{script}:8 DDP011 warning hard-coded rendezvous port") and "-> let the launcher" in line
@@ -4927,3 +4930,73 @@ train_loader, val_loader = loaders(all_paths, 100)
     assert "DDP023" not in _rules(
         source.replace("    train, val = paths[:k], paths[k:]\n", "    train = val = paths\n")
     )
+
+
+def test_a_rank_the_object_keeps_from_the_local_rank_is_the_local_one():
+    """pretraining_different_gpt's DistributedManager keeps `self.rank = args.local_rank` and wraps with
+    `device_ids=[self.rank]`: the local rank (no DDP013). Kept from the global rank, it is DDP013."""
+    source = """
+class Manager:
+    def __init__(self, args):
+        self.rank = args.local_rank
+
+    def wrap(self, model):
+        return DDP(model, device_ids=[self.rank], output_device=self.rank)
+
+dist.init_process_group("nccl", init_method="env://")
+torch.cuda.set_device(args.local_rank)
+model = Manager(args).wrap(nn.Linear(2, 2).cuda())
+"""
+    assert "DDP013" not in _rules(source)
+    assert "DDP013" in _rules(source.replace("self.rank = args.local_rank", "self.rank = dist.get_rank()"))
+
+
+def test_barriers_in_a_context_managers_enter_and_exit_pair_up():
+    """pretraining_different_gpt's `prioritize_thread`: `__enter__` waits at a barrier on the ranks that are not
+    the chosen one, `__exit__` on the chosen one — every rank reaches one barrier (no DDP010). Only the `__exit__`
+    half, the other ranks never meet it."""
+    source = """
+class prioritize_thread:
+    def __init__(self, local_rank, selected_rank):
+        self.local_rank = local_rank
+        self.selected_rank = selected_rank
+
+    def __enter__(self):
+        if self.local_rank != self.selected_rank:
+            dist.barrier()
+
+    def __exit__(self, kind, value, traceback):
+        if self.local_rank == self.selected_rank:
+            dist.barrier()
+
+dist.init_process_group("gloo")
+with prioritize_thread(args.local_rank, 0):
+    data = load()
+model = DDP(nn.Linear(2, 2))
+"""
+    assert "DDP010" not in _rules(source)
+    half = source.replace(
+        "        if self.local_rank != self.selected_rank:\n            dist.barrier()\n", "        pass\n"
+    )
+    assert "DDP010" in _rules(half)
+
+
+def test_a_port_set_where_nothing_makes_a_process_group_is_not_reported():
+    """KoGPT2-Summarization's single-process `train.py` sets `os.environ['MASTER_PORT'] = '29500'` in its set-up
+    and makes no process group: nothing reads the port (no DDP011). Its `distributed_train.py`, which makes one, is
+    reported; so is a program handing the port to a framework that makes the group, or holding the worker that
+    makes it where nothing is seen to call it (annotated-transformer's notebook)."""
+    source = """
+def init_process(config):
+    os.environ['MASTER_ADDR'] = '127.0.0.1'
+    os.environ['MASTER_PORT'] = '29500'
+    torch.manual_seed(config.seed)
+
+init_process(config)
+model = nn.Linear(2, 2)
+"""
+    assert "DDP011" not in _rules(source)
+    assert "DDP011" in _rules(source + 'dist.init_process_group("nccl")\n')
+    assert "DDP011" in _rules("import lightning\n" + source)
+    # a worker that makes the group, in a notebook-like script whose spawning function nothing calls
+    assert "DDP011" in _rules(source + 'def worker(gpu):\n    dist.init_process_group("nccl", rank=gpu)\n')

@@ -6,3 +6,4 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 port = os.environ["MASTER_PORT"]
+dist.init_process_group("gloo")  # the process group that reads the port

@@ -6,3 +6,4 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 os.environ["MASTER_PORT"] = "12355"  # expect: DDP011
+dist.init_process_group("gloo")  # the process group that reads the port

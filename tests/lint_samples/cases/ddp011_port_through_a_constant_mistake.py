@@ -7,3 +7,4 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 PORT = 29500
 os.environ["MASTER_PORT"] = str(PORT)  # expect: DDP011
+dist.init_process_group("gloo")  # the process group that reads the port

@@ -16,6 +16,7 @@ from .configs import CUT_KEY, fixed_settings, launched_on_one_node, scripts_spel
 from .discover import repository_root
 from .program import (
     COLLECTIVES,
+    GROUP_MAKERS,
     PROCESS_COUNT_NAMES,
     RANK_NAMES,
     Module,
@@ -1720,9 +1721,11 @@ def _exclusive(module: Module, a: ast.AST, b: ast.AST) -> bool:
 # ---- DDP010 ---------------------------------------------------------------------------------------
 def _paired(module: Module, call: ast.Call, branch: ast.If) -> bool:
     """`if rank != 0: barrier()` ... `if rank == 0: barrier()` (the "main process first" idiom), or a context
-    manager yielding between them: the same collective on the other ranks elsewhere in the function."""
+    manager yielding between them — also a class's `__enter__` and `__exit__`, one waiting on the other ranks, the
+    other on the chosen one (pretraining_different_gpt's `prioritize_thread`): the same collective on the other ranks
+    elsewhere in the function."""
     scope = module.scope_of(call)
-    for other in walk(scope):
+    for other in [*walk(scope), *_context_partner_nodes(module, scope)]:
         if other is call or not isinstance(other, ast.Call) or last_name(other) != last_name(call):
             continue
         other_branch = module.rank_branch(other)
@@ -1731,6 +1734,16 @@ def _paired(module: Module, call: ast.Call, branch: ast.If) -> bool:
         if other_branch is None and branch is not None:
             return True  # also called on every rank: the rank-0 call pairs with a later one elsewhere
     return both_arms_call(branch, last_name(call))
+
+
+def _context_partner_nodes(module: Module, scope: ast.AST) -> List[ast.AST]:
+    """For a class's `__enter__`, the nodes of its `__exit__` (and the other way round)."""
+    names = {"__enter__": "__exit__", "__exit__": "__enter__"}
+    owner = module.parents.get(scope)
+    if not (isinstance(scope, ast.FunctionDef) and scope.name in names and isinstance(owner, ast.ClassDef)):
+        return []
+    partner = next((s for s in owner.body if isinstance(s, ast.FunctionDef) and s.name == names[scope.name]), None)
+    return list(walk(partner)) if partner is not None else []
 
 
 def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
@@ -1944,6 +1957,8 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for node in _port_sites(module):
             if isinstance(node, ast.Assign):
+                if not _may_make_a_group(program):
+                    continue  # `os.environ['MASTER_PORT'] = '29500'` where nothing makes a process group to read it
                 fixed = _fixed_port(program, module, node)
                 if fixed is not None and not _only_when_unset(module, node):
                     yield fixed
@@ -1963,6 +1978,17 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
                     yield module, node.lineno
             elif _defines_an_option(node) and _option_with_a_fixed_port(program, node):
                 yield module, node.lineno  # `--master-port` defaulting to a fixed number
+
+
+def _may_make_a_group(program: Program) -> bool:
+    """The program makes a process group or a DDP wrapper (also in code it is not seen to run: a notebook's
+    `train_distributed_model()` spawning the worker that makes it), or imports a framework that may make one
+    (KoGPT2-Summarization's single-process `train.py` sets `MASTER_PORT` and has no process group anywhere)."""
+    return (
+        program.distributed
+        or bool(program.calls_named("init_process_group"))
+        or any(name.split(".")[0] in GROUP_MAKERS for module in program.modules for name in module.import_names)
+    )
 
 
 def _field_with_a_fixed_port(program: Program, method: ast.expr) -> Iterator[Hit]:
@@ -2426,7 +2452,8 @@ def _global_rank(module: Module, at: ast.AST, expression: ast.expr) -> bool:
 
 def _attribute_from_process_index(program: Program, attr: str) -> bool:
     """Every `x.rank = ...` the program runs stores a plain parameter (`args.rank = gpu` in the function mp.spawn
-    starts): one process per GPU of one node, where that index is the local rank. (A helper module's
+    starts: one process per GPU of one node, where that index is the local rank) or the local rank itself
+    (`self.rank = args.local_rank`, pretraining_different_gpt's DistributedManager). (A helper module's
     `args.rank = int(os.environ["RANK"])` for torchrun, which this program never calls, sets nothing here.)"""
     stores = [
         (module, node)
@@ -2436,7 +2463,9 @@ def _attribute_from_process_index(program: Program, attr: str) -> bool:
         and program.runs(module, node.lineno)
     ]
     return bool(stores) and all(
-        isinstance(_last_assignment(module, node, node.value), ast.Name) for module, node in stores
+        isinstance(_last_assignment(module, node, node.value), ast.Name)
+        or {n.rpartition(".")[2] for n in names_in(node.value)} & {"local_rank", "LOCAL_RANK"}
+        for module, node in stores
     )
 
 
