@@ -4930,6 +4930,10 @@ train_loader, val_loader = loaders(all_paths, 100)
     assert "DDP023" not in _rules(
         source.replace("    train, val = paths[:k], paths[k:]\n", "    train = val = paths\n")
     )
+    helper = "def set_seed(seed):\n    {}.seed(seed)\n    torch.manual_seed(seed)\n\n"
+    seeded = source.replace("np.random.seed(0)\ntorch.manual_seed(0)", "set_seed(0)")
+    assert "DDP023" not in _rules(helper.format("random") + seeded)
+    assert "DDP023" in _rules(helper.format("np.random") + seeded)  # (a helper seeding numpy only)
 
 
 def test_a_rank_the_object_keeps_from_the_local_rank_is_the_local_one():

@@ -829,7 +829,7 @@ class Program:
         function = module.function_of(node)
         if function is None:
             return False
-        sites = [(m, call) for m, call in self.sites_of_function(module, function) if self.runs(m, call.lineno)]
+        sites = self.running_sites(module, function)
         if sites and all(
             branch_not_taken(module, function, node, call, functools.partial(self._constant_for, m, call))
             for m, call in sites
@@ -882,13 +882,27 @@ class Program:
                 ]
         return sites
 
+    def running_sites(
+        self, module: Module, function: ast.FunctionDef, handed: bool = False
+    ) -> List[Tuple[Module, ast.Call]]:
+        """The calls of `function` that the program runs (with `handed`, also the calls it is handed to by name:
+        `mp.spawn(train, ...)`), less its calls of itself (a recursion, its own `super().name()`), which bring no
+        caller of their own."""
+        named = self.sites_of_function(module, function)
+        sites = [*named, *self.handed_over(module, function)] if handed else named
+        return [
+            (m, call)
+            for m, call in sites
+            if self.runs(m, call.lineno) and not (m is module and function in m.ancestors(call))
+        ]
+
     def _constant_for(self, module: Module, call: ast.Call, name: ast.Name) -> Optional[ast.expr]:
         """The constant that `name`, passed by `call`, stands for: a parameter of the caller that every call of the
         caller the program runs gives the same constant (one level up)."""
         caller = module.function_of(call)
         if caller is None:
             return None
-        sites = [(m, c) for m, c in self.sites_of_function(module, caller) if self.runs(m, c.lineno)]
+        sites = self.running_sites(module, caller)
         values = [given_value(caller, c, name.id) for _, c in sites]
         if not values or not all(isinstance(v, ast.Constant) for v in values):
             return None
@@ -990,7 +1004,7 @@ class Program:
     def entry_is_script(self) -> bool:
         """The entry module has a `__main__` guard: what runs is its top level and that block; a function it defines
         and nothing mentions is dead code. (A file without one may be a library linted alone: read whole.)"""
-        return any(_is_main_guard(s) for s in self.modules[0].tree.body)
+        return any(is_main_guard(s) for s in self.modules[0].tree.body)
 
     def _library_package_holds(self, module: Module) -> bool:
         entry = self.modules[0]
@@ -1134,7 +1148,7 @@ class Program:
                 return True
         else:
             for statement in module.tree.body:
-                if _is_main_guard(statement) and statement.lineno <= line <= (statement.end_lineno or line):
+                if is_main_guard(statement) and statement.lineno <= line <= (statement.end_lineno or line):
                     return False
             if self._library_package_holds(module):
                 return True
@@ -1541,7 +1555,7 @@ class Program:
         values = module.flag_values(kept, init)
         if len(values) != 1 or not isinstance(values[0], ast.Name):
             return None
-        sites = [(m, c) for m, c in self.sites_of_function(module, init) if self.runs(m, c.lineno)]
+        sites = self.running_sites(module, init)
         return values[0].id, sites
 
     def _given_on_some_ranks(self, module: Module, init: ast.FunctionDef, attribute: str, depth: int) -> bool:
@@ -1557,7 +1571,7 @@ class Program:
     def _given_rank_test(self, module: Module, init: ast.FunctionDef, parameter: str, depth: int = 2) -> bool:
         """Every construction the program runs gives `init`'s `parameter` False or a rank test (directly, through
         the caller's name for it, or through a subclass's `__init__` that hands its own parameter to `super()`)."""
-        sites = [(m, c) for m, c in self.sites_of_function(module, init) if self.runs(m, c.lineno)]
+        sites = self.running_sites(module, init)
         sites += self._super_calls(module, init)
         if not sites:
             return False
@@ -1676,7 +1690,7 @@ def _called_implicitly(name: str) -> bool:
     )
 
 
-def _is_main_guard(statement: ast.stmt) -> bool:
+def is_main_guard(statement: ast.AST) -> bool:
     return isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test)
 
 
@@ -1779,7 +1793,7 @@ def _mentioned_at_import(
     """What a module's top level mentions when it is imported (or run, with `main`: its `__main__` block too); not
     function bodies (a class body runs; its methods only when called)."""
     found: Set[str] = set()
-    pending: List[ast.AST] = [s for s in tree.body if main or not _is_main_guard(s)]
+    pending: List[ast.AST] = [s for s in tree.body if main or not is_main_guard(s)]
     while pending:
         node = pending.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

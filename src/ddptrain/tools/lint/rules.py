@@ -29,6 +29,7 @@ from .program import (
     given_value,
     is_collective,
     is_const,
+    is_main_guard,
     keyword,
     last_name,
     names_in,
@@ -666,15 +667,11 @@ def _in_a_single_process_function(program: Program, module: Module, node: ast.AS
 
 def _single_process_function(program: Program, module: Module, function: ast.FunctionDef, depth: int) -> bool:
     owner = module.parents.get(function)
-    sites = [
-        (m, call)
-        for m, call in [*program.sites_of_function(module, function), *program.handed_over(module, function)]
-        if not (m is module and function in m.ancestors(call))  # (its own `super().name()`, a recursion)
-    ]
+    sites = program.running_sites(module, function, handed=True)
     if isinstance(owner, ast.ClassDef) and all(
         program.redefines(sub, function.name) for sub in program.subclasses_of(owner.name)
     ):  # (a subclass's instances run this method too, unless each has its own)
-        made = program.sites_of(owner.name)  # where the class is made
+        made = [(m, c) for m, c in program.sites_of(owner.name) if program.runs(m, c.lineno)]  # where it is made
         if _only_single_process_runs(program, made, depth):
             return True
     # a function, or a method by the calls of its name (EfficientConformer's `model.parallel_strategy()`, called
@@ -682,8 +679,7 @@ def _single_process_function(program: Program, module: Module, function: ast.Fun
     return _only_single_process_runs(program, sites, depth)
 
 
-def _only_single_process_runs(program: Program, sites: List[Tuple[Module, ast.Call]], depth: int) -> bool:
-    running = [(m, call) for m, call in sites if program.runs(m, call.lineno)]
+def _only_single_process_runs(program: Program, running: List[Tuple[Module, ast.Call]], depth: int) -> bool:
     return bool(running) and all(_runs_single_process_only(program, m, call, depth - 1) for m, call in running)
 
 
@@ -926,7 +922,7 @@ def _default_every_caller_replaces(program: Program, module: Module, call: ast.C
     """`device = device if device is not None else torch.device("cuda:0")` (or `if device is None: device = ...`) in a
     helper every call of which in the program passes a device: the GPU-0 default is never used."""
     parameter = _none_default_of(module, call, function)
-    sites = [(m, site) for m, site in program.sites_of_function(module, function) if program.runs(m, site.lineno)]
+    sites = program.running_sites(module, function)
     return (
         parameter is not None
         and bool(sites)
@@ -2896,7 +2892,7 @@ def _on_a_command_without_the_group(
     if function is None or depth == 0:
         return False
     named = [*program.sites_of_function(module, function), *program.handed_over(module, function)]
-    sites = [(m, c) for m, c in named if program.runs(m, c.lineno)]
+    sites = program.running_sites(module, function, handed=True)
     if not sites:  # a caller that nothing the program runs calls (sevenn_cp's own `main()`) adds no path; the
         # save's own function must have one; a method may be called without its name (`__call__`, a hook)
         return caller and (bool(named) or isinstance(module.parents.get(function), ast.Module))
@@ -2998,11 +2994,7 @@ def _in_the_launcher_only(program: Program, module: Module, node: ast.AST, depth
         return True  # (not the script's top level outside `__main__`: each spawned process imports it again)
     if function is None or depth == 0:
         return False
-    sites = [
-        (m, call)
-        for m, call in [*program.sites_of_function(module, function), *program.handed_over(module, function)]
-        if program.runs(m, call.lineno) and not (m is module and function in m.ancestors(call))
-    ]
+    sites = program.running_sites(module, function, handed=True)
     if any(last_name(call) in (*PROCESS_STARTERS, "Process") for _, call in sites):
         return False  # the function each started process runs
     return bool(sites) and all(_in_the_launcher_only(program, m, call, depth - 1) for m, call in sites)
@@ -3010,7 +3002,7 @@ def _in_the_launcher_only(program: Program, module: Module, node: ast.AST, depth
 
 def _in_the_main_block(module: Module, node: ast.AST) -> bool:
     top = _top_statement(module, node)
-    return isinstance(top, ast.If) and "__main__" in ast.unparse(top.test) and module.function_of(node) is None
+    return is_main_guard(top) and module.function_of(node) is None
 
 
 def _starts_its_processes(entry: Module) -> bool:
@@ -3026,7 +3018,7 @@ def _starts_processes_in(node: ast.AST) -> bool:
 
 def _one_writer_wherever_called(program: Program, module: Module, function: ast.FunctionDef) -> bool:
     """Every call of the function the program runs is on some ranks only, or on the single-process arm."""
-    sites = [(m, c) for m, c in program.sites_of_function(module, function) if program.runs(m, c.lineno)]
+    sites = program.running_sites(module, function)
     return bool(sites) and all(
         program.guarded(m, c) or _on_single_process_path(m, c) or m.on_a_single_process_arm(c) for m, c in sites
     )
@@ -3102,7 +3094,7 @@ def _first_on_main(program: Program, module: Module, node: ast.AST, depth: int =
     function = module.function_of(node)
     if function is None or depth == 0:
         return False
-    sites = [(m, c) for m, c in program.sites_of_function(module, function) if program.runs(m, c.lineno)]
+    sites = program.running_sites(module, function)
     return bool(sites) and all(program.guarded(m, c) or _first_on_main(program, m, c, depth - 1) for m, c in sites)
 
 
@@ -3735,9 +3727,8 @@ def _rank_arms(program: Program, module: Module, node: ast.AST, arms: Dict[int, 
     function = module.function_of(node)
     if function is None or depth == 0:
         return
-    for other, site in program.sites_of_function(module, function):
-        if program.runs(other, site.lineno) and not (other is module and function in other.ancestors(site)):
-            _rank_arms(program, other, site, arms, depth - 1)
+    for other, site in program.running_sites(module, function):
+        _rank_arms(program, other, site, arms, depth - 1)
 
 
 def _never_called(program: Program, module: Module, node: ast.AST) -> bool:
@@ -3746,8 +3737,7 @@ def _never_called(program: Program, module: Module, node: ast.AST) -> bool:
     function = module.function_of(node)
     if function is None or function.name.startswith("__"):
         return False
-    sites = [*program.sites_of_function(module, function), *program.handed_over(module, function)]
-    return not any(program.runs(m, call.lineno) for m, call in sites)
+    return not program.running_sites(module, function, handed=True)
 
 
 # ---- DDP023 ---------------------------------------------------------------------------------------
@@ -3810,6 +3800,11 @@ def _split_after(module: Module, call: ast.Call, name: str) -> bool:
     return (True, False) in halves and (False, True) in halves
 
 
+def _seeds(function: ast.AST, owners: Tuple[str, ...]) -> bool:
+    """The function calls `random.seed(...)` (`np.random.seed(...)`: any of `owners`) itself."""
+    return any(isinstance(n, ast.Call) and call_name(n) in {o + ".seed" for o in owners} for n in walk(function))
+
+
 def _seeded_alike(program: Program, generator: str) -> bool:
     """The program seeds that generator (`random.seed(args.seed)`, `np.random.seed(...)`, or a helper that seeds
     it among others) with a value that is not the rank's."""
@@ -3820,7 +3815,7 @@ def _seeded_alike(program: Program, generator: str) -> bool:
                 continue
         else:
             own = program.resolve(call, module)
-            if own and not any(f"{o}.seed(" in ast.unparse(f) for _, f in own for o in owners):
+            if own and not any(_seeds(f, owners) for _, f in own):
                 continue  # the program's own helper, seeding other generators only
         given = [*call.args, *(k.value for k in call.keywords)]
         if given and not any(names_in(v) & (RANK_NAMES | UNREPEATABLE_SEEDS) for v in given):
@@ -4298,7 +4293,7 @@ def _given_whole_set_loaders(program: Program, module: Module, function: ast.Fun
     """Every running call of the evaluation gives it a loader with no sampler (HagAli22's final report on rank 0,
     given `DataLoader(self.val_dataset, ...)` "without DistributedSampler for full evaluation"): it logs the whole
     set's figure."""
-    sites = [(m, c) for m, c in program.sites_of_function(module, function) if program.runs(m, c.lineno)]
+    sites = program.running_sites(module, function)
     return bool(sites) and all(_whole_set_loader_given(m, c) for m, c in sites)
 
 
