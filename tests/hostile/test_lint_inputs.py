@@ -815,3 +815,81 @@ def _written(folder: Path, text: str) -> Path:
     script = folder / "train.py"
     script.write_text(text)
     return script
+
+
+def test_local_rank_options_plain_state_loads_and_handed_down_configs_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The thirty-third set's reading in shapes that could mislead: a `--local_rank` option the program also sets
+    from LOCAL_RANK, a usage note naming both launchers, `load_state_dict(**kw)` and a checkpoint read by a
+    computed key, a dictionary saved with `**extra`, a config read through a computed key and a parameter handed to
+    itself, a loader kept in a tuple by the spawning process. The run ends; what cannot be told is not reported,
+    the plain load by a constant key still is."""
+    header = DDP + "import argparse, os, torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+    option = (
+        "p = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int, default=0)\nargs = p.parse_args()\n"
+    )
+    used = "torch.cuda.set_device(args.local_rank)\n"
+    set_in_code = header + "# torchrun --nproc_per_node=2 train.py\n" + option
+    set_in_code += "args.local_rank = int(os.environ['LOCAL_RANK'])\n" + used
+    assert "DDP024" not in {rule for rule, _ in _found(tmp_path, set_in_code, capsys)}
+    both = header + "# torchrun train.py, or python -m torch.distributed.launch train.py\n" + option + used
+    assert "DDP024" not in {rule for rule, _ in _found(tmp_path, both, capsys)}
+    loads = (
+        header
+        + "model = DDP(torch.nn.Linear(2, 2))\nkw = {}\nkey = 'net'\nck = torch.load('a.pt', weights_only=True)\n"
+        + "model.load_state_dict(**kw)\nmodel.load_state_dict(ck[key])\nmodel.load_state_dict(ck[0])\n"
+        + "model.load_state_dict(ck['net'])\n"
+        + "torch.save({**kw, 'net': model.module.state_dict()}, 'a.pt')\n"
+    )
+    assert [hit for hit in _found(tmp_path, loads, capsys) if hit[0] == "DDP025"] == [
+        ("DDP025", _line(loads, "model.load_state_dict(ck['net'])"))
+    ]
+    configs = (
+        header
+        + "def train(hp, depth):\n    dist.init_process_group('gloo', init_method=hp.dist_url)\n"
+        + "    if depth:\n        train(hp, depth - 1)\n"
+        + "name = 'x'\ncfg = load(args)\ntrain(cfg[name].hparams, 2)\ntrain(load(args).hparams, 2)\n"
+    )
+    assert "DDP011" not in {rule for rule, _ in _found(tmp_path, configs, capsys)}
+    (tmp_path / "config.yaml").write_text('hparams:\n  dist_url: "tcp://localhost:12345"\n')
+    init = "    dist.init_process_group('gloo', init_method=hp.dist_url)"
+    assert ("DDP011", _line(configs, init)) in _found(tmp_path, configs, capsys)  # (through the second call)
+    own = (  # an object's own setting, read in a method called with no arguments
+        header
+        + "class T:\n    def setup(self):\n        os.environ['MASTER_PORT'] = str(self.cfg.port)\n"
+        + "        dist.init_process_group('gloo')\nT().setup()\n"
+    )
+    assert "DDP011" not in {rule for rule, _ in _found(tmp_path, own, capsys)}
+    spawned = (
+        header
+        + "import torch.multiprocessing as mp\nfrom torch.utils.data import DataLoader\n"
+        + "def run(rank, data):\n    model = DDP(torch.nn.Linear(2, 2))\n"
+        + "if __name__ == '__main__':\n    a, b = DataLoader(x, shuffle=True), DataLoader(y, shuffle=True)\n"
+        + "    mp.spawn(run, args=(a,), nprocs=2)\n"
+    )
+    found = _found(tmp_path, spawned, capsys)
+    assert ("DDP018", _line(spawned, "    a, b = DataLoader(x, shuffle=True), DataLoader(y, shuffle=True)")) in found
+    odd_spawns = (  # a spawned method, a lambda, a recursive helper, a name deleted in the block, a walrus
+        header
+        + "import torch.multiprocessing as mp\n"
+        + "def helper(n):\n    return helper(n - 1) if n else cfg\n"
+        + "def run(rank):\n    model = DDP(torch.nn.Linear(2, 2))\n    return helper(3)\n"
+        + "class T:\n    def go(self, rank):\n        return cfg\n"
+        + "if __name__ == '__main__':\n    del os\n    if (cfg := 1):\n        pass\n"
+        + "    mp.spawn(T().go, nprocs=2)\n    mp.spawn(lambda r: cfg, nprocs=2)\n    mp.spawn(run, nprocs=2)\n"
+    )
+    assert [hit for hit in _found(tmp_path, odd_spawns, capsys) if hit[0] == "DDP026"] == [
+        ("DDP026", _line(odd_spawns, "    return helper(n - 1) if n else cfg"))
+    ]
+    ranked = (  # names bound on rank 0 by a walrus, a loop, a comprehension, a tuple; read at the top level
+        header
+        + "model = DDP(torch.nn.Linear(2, 2))\nif dist.get_rank() == 0:\n    writer = open('log.txt', 'w')\n"
+        + "    if (n := 3):\n        pass\n    for i in range(2):\n        pass\n    sq = [j * j for j in range(3)]\n"
+        + "    a, (b, *c) = 1, (2, 3)\n"
+        + "print([j for j in range(2)], n, i, b, c)\nwriter.close()\n"
+    )
+    found = [hit for hit in _found(tmp_path, ranked, capsys) if hit[0] == "DDP027"]
+    assert found == [("DDP027", _line(ranked, "print([j for j in range(2)], n, i, b, c)"))]  # (once, at the first read)
+    starred = "from settings import *\n" + odd_spawns
+    assert "DDP026" not in {rule for rule, _ in _found(tmp_path, starred, capsys)}

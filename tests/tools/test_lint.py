@@ -5004,3 +5004,183 @@ model = nn.Linear(2, 2)
     assert "DDP011" in _rules("import lightning\n" + source)
     # a worker that makes the group, in a notebook-like script whose spawning function nothing calls
     assert "DDP011" in _rules(source + 'def worker(gpu):\n    dist.init_process_group("nccl", rank=gpu)\n')
+
+
+def test_a_method_called_in_the_init_before_it_wraps_the_attribute_is_the_plain_models():
+    """srgan_cosmo2d's Trainer logs `self.G_model.short_summary()` in `__init__`, then wraps `self.G_model =
+    DDP(self.G_model)` further down: the call runs on the plain model (no DDP022). In another method, or after the
+    wrap, the attribute holds the wrapper."""
+    source = """
+class Generator(nn.Module):
+    def short_summary(self):
+        return "G"
+
+class Trainer:
+    def __init__(self, local_rank):
+        self.G_model = Generator().cuda()
+        print(self.G_model.short_summary())
+        self.G_model = DDP(self.G_model, device_ids=[local_rank])
+
+    def report(self):
+        return 1
+
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+trainer = Trainer(int(os.environ["LOCAL_RANK"]))
+trainer.report()
+"""
+    assert "DDP022" not in _rules(source)
+    after = source.replace("        print(self.G_model.short_summary())\n", "").replace(
+        "device_ids=[local_rank])\n", "device_ids=[local_rank])\n        print(self.G_model.short_summary())\n"
+    )
+    assert "DDP022" in _rules(after)
+    elsewhere = source.replace("        return 1\n", "        return self.G_model.short_summary()\n")
+    assert "DDP022" in _rules(elsewhere)
+
+
+def test_a_shuffling_loader_the_spawning_process_keeps_to_itself_is_no_ranks():
+    """GrainGraphNN's `__main__` block makes `dummy_loader = DataLoader(..., shuffle=True)` for a warm-up pass,
+    then `mp.spawn(dist_train, args=(..., train_list, ...))`: one process reads it, no rank trains on it (no
+    DDP018). Handed to the ranks, every rank reads all of it."""
+    source = """
+import torch.multiprocessing as mp
+
+def dist_train(rank, world_size, data):
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    model = DDP(nn.Linear(2, 2))
+    for x in data:
+        model(x).sum().backward()
+
+if __name__ == "__main__":
+    dummy_loader = DataLoader(train_list[:128], batch_size=4, shuffle=True)
+    for x in dummy_loader:
+        nn.Linear(2, 2)(x)
+    mp.spawn(dist_train, args=(2, train_list), nprocs=2, join=True)
+"""
+    assert "DDP018" not in _rules(source)
+    assert "DDP018" in _rules(source.replace("args=(2, train_list)", "args=(2, dummy_loader)"))
+
+
+def test_a_plain_state_loaded_into_the_wrapper_unless_the_load_comes_before_the_wrap():
+    """CMUNeXt saves `{"net": model.module.state_dict()}` and resumes with `model.load_state_dict(checkpoint["net"])`
+    after `model = DDP(model)`: the keys lack `module.` (DDP025). The DDP tutorial's Trainer loads its snapshot in
+    a method its `__init__` calls before it wraps `self.model`: the plain model takes the plain keys."""
+    source = """
+class Trainer:
+    def __init__(self, model, path):
+        self.model = model
+        if os.path.exists(path):
+            self._load_snapshot(path)
+        self.model = DDP(self.model)
+
+    def _load_snapshot(self, path):
+        snapshot = torch.load(path, weights_only=True)
+        self.model.load_state_dict(snapshot["MODEL_STATE"])
+
+    def _save_snapshot(self, path):
+        torch.save({"MODEL_STATE": self.model.module.state_dict()}, path)
+
+dist.init_process_group("gloo")
+trainer = Trainer(nn.Linear(2, 2), "snap.pt")
+trainer._save_snapshot("snap.pt")
+"""
+    assert "DDP025" not in _rules(source)
+    late = source.replace(
+        "            self._load_snapshot(path)\n        self.model = DDP(self.model)\n",
+        "            pass\n        self.model = DDP(self.model)\n        self._load_snapshot(path)\n",
+    )
+    assert "DDP025" in _rules(late)
+    script = """
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+checkpoint = torch.load("best.pth", weights_only=True)
+model.load_state_dict(checkpoint["net"])
+torch.save({"net": model.module.state_dict(), "epoch": 1}, "best.pth")
+"""
+    assert "DDP025" in _rules(script)
+    assert "DDP025" not in _rules(
+        script.replace('model.load_state_dict(checkpoint["net"])', 'model.module.load_state_dict(checkpoint["net"])')
+    )
+    assert "DDP025" not in _rules(script.replace('"net": model.module.state_dict()', '"net": model.state_dict()'))
+
+
+def test_a_name_only_the_main_block_defines_is_undefined_in_the_processes_spawn_starts():
+    """GrainGraphNN's `criterion`, reached from the function `mp.spawn` starts, reads `args`, which only the
+    `__main__` block assigns: spawn imports the script again without running that block, so every rank raises
+    NameError (DDP026, also from inside a comprehension). Not where the name is also set at the top level, passed
+    as a parameter, or where the processes are forked."""
+    source = """
+import torch.multiprocessing as mp
+
+def criterion(out):
+    return out.sum() * args.scale
+
+def worker(rank, world_size):
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    model = DDP(nn.Linear(2, 2))
+    criterion(model(torch.randn(2, 2))).backward()
+
+if __name__ == "__main__":
+    args = parse()
+    mp.spawn(worker, args=(2,), nprocs=2)
+"""
+    found = {(f.rule, f.line) for f in lint_source("script.py", HEADER + textwrap.dedent(source))}
+    assert ("DDP026", HEADER.count("\n") + source.splitlines().index("    return out.sum() * args.scale") + 1) in found
+    comprehension = source.replace("out.sum() * args.scale", "sum([o * args.scale for o in out])")
+    assert "DDP026" in _rules(comprehension)
+    assert "DDP026" not in _rules("args = None\n" + source)
+    raised = source.replace("return out.sum() * args.scale", "raise ValueError(args.scale)")
+    assert "DDP026" not in _rules(raised)  # (PointNeXt's unsupported dataset: an error either way)
+    passed = source.replace("def criterion(out):", "def criterion(out, args=None):")
+    assert "DDP026" not in _rules(passed)
+    forked = source.replace(
+        "mp.spawn(worker, args=(2,), nprocs=2)", "mp.start_processes(worker, args=(2,), nprocs=2, start_method='fork')"
+    )
+    assert "DDP026" not in _rules(forked)
+
+
+def test_a_name_assigned_on_rank_0_only_and_read_on_every_rank_is_unbound_on_the_others():
+    """GrainGraphNN's `train` sets `test_loss` under `if rank == 0:` in the epoch loop and prints it after the loop
+    on every rank: UnboundLocalError on the other ranks (DDP027). Not where the name has a value before the test,
+    where the other arm sets it, where the read is under the same test, or in a `try`."""
+    source = """
+def train(model, rank):
+    for epoch in range(3):
+        model(torch.randn(2, 2)).sum().backward()
+        if rank == 0:
+            test_loss = evaluate(model.module)
+    print("loss", test_loss)
+
+dist.init_process_group("gloo")
+train(DDP(nn.Linear(2, 2)), dist.get_rank())
+"""
+    assert "DDP027" in _rules(source)
+    assert "DDP027" not in _rules(
+        source.replace("    for epoch in range(3):\n", "    test_loss = None\n    for epoch in range(3):\n")
+    )
+    both = source.replace(
+        "            test_loss = evaluate(model.module)\n",
+        "            test_loss = evaluate(model.module)\n        else:\n            test_loss = 0.0\n",
+    )
+    assert "DDP027" not in _rules(both)
+    same_test = source.replace(
+        '    print("loss", test_loss)\n', '    if rank == 0:\n        print("loss", test_loss)\n'
+    )
+    assert "DDP027" not in _rules(same_test)
+    caught = source.replace(
+        '    print("loss", test_loss)\n',
+        '    try:\n        print("loss", test_loss)\n    except NameError:\n        pass\n',
+    )
+    assert "DDP027" not in _rules(caught)
+    chain = source.replace(
+        "        if rank == 0:\n            test_loss = evaluate(model.module)\n",
+        "        if rank == 0:\n            test_loss = 1\n        elif rank == 1:\n            test_loss = 2\n"
+        "        else:\n            raise ValueError(rank)\n",
+    )
+    assert "DDP027" not in _rules(chain)  # (every arm assigns or raises: coordconv's tensor ranks)
+    assert "DDP027" in _rules(chain.replace("            raise ValueError(rank)\n", "            pass\n"))
+    halves = source.replace(
+        "        if rank == 0:\n            test_loss = evaluate(model.module)\n",
+        "        if rank % 8 == 0:\n            test_loss = 1\n        if rank % 8 != 0:\n            test_loss = 2\n",
+    )
+    assert "DDP027" not in _rules(halves)  # (two tests that may cover every rank between them)

@@ -235,3 +235,46 @@ def test_a_script_beside_the_trainer_that_strips_the_wrappers_prefix_makes_the_s
     (repo / "rename.py").write_text(RENAME)
     run_lint([str(repo / "train.py")], as_json=True)
     assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+SECTIONED = """\
+import argparse
+import torch
+from torch.distributed import init_process_group
+from torch.nn.parallel import DistributedDataParallel
+from utils import get_config_from_file
+
+def train(rank, args, hp):
+    torch.cuda.set_device(rank)
+    init_process_group(backend="nccl", init_method=hp.dist_url, world_size=args.num_gpus, rank=rank)
+    model = DistributedDataParallel(torch.nn.Linear(2, 2).cuda(), device_ids=[rank])
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--num_gpus", type=int, default=1)
+    args = parser.parse_args()
+    hp = get_config_from_file(args.config).hparams
+    train(rank=args.rank, args=args, hp=hp)
+"""
+
+
+def _rules_at(path: Path, capsys) -> list:
+    run_lint([str(path)], as_json=True)
+    return sorted((f["rule"], f["line"]) for f in json.loads(capsys.readouterr().out)["findings"])
+
+
+def test_a_config_object_handed_down_from_its_section_keeps_the_sections_key(tmp_path, capsys):
+    """text2semantic_t5: `hp = get_config_from_file(args.config).hparams`, then `train(..., hp=hp)` reads
+    `hp.dist_url`, which the YAML fixes under `hparams:` as `tcp://localhost:12345` — a fixed port (DDP011), and a
+    rendezvous on this host: one node, where the rank is the GPU's (no DDP013). Another host's address may be
+    one of several nodes."""
+    config = 'hparams:\n    batch_size: 4\n    # distributed\n    dist_url: "tcp://localhost:12345"\n'
+    files = {"train.py": SECTIONED, "utils.py": "def get_config_from_file(path):\n    pass\n"}
+    repo = _repository(tmp_path / "repo", {**files, "configs/train.yaml": config})
+    assert _rules_at(repo / "train.py", capsys) == [("DDP011", 9)]
+    (repo / "configs" / "train.yaml").write_text(config.replace("localhost", "10.0.0.1"))
+    assert _rules_at(repo / "train.py", capsys) == [("DDP011", 9), ("DDP013", 8), ("DDP013", 10)]
+    (repo / "configs" / "train.yaml").write_text(config.replace("hparams:", "other:"))
+    assert _rules_at(repo / "train.py", capsys) == [("DDP013", 8), ("DDP013", 10)]

@@ -108,6 +108,12 @@ def launched_on_one_node(root: Path, entry: Path) -> bool:
     `--nnodes=1`), and there is at least one: the program's authors run it on one machine. A command names the
     entry by a path relative to the folder it runs in, which a script does not say: `train.py` and
     `../tools/train.py` both name `tools/train.py`."""
+    mine = commands_launching(root, entry)
+    return bool(mine) and all(ONE_NODE.search(c) for c in mine)
+
+
+def commands_launching(root: Path, entry: Path) -> List[str]:
+    """The launch commands of the repository's shell scripts that name `entry`."""
     relative = entry.relative_to(root).as_posix() if entry.is_relative_to(root) else entry.name
 
     def names_entry(command: str) -> bool:
@@ -117,8 +123,7 @@ def launched_on_one_node(root: Path, entry: Path) -> bool:
                 return True
         return False
 
-    mine = [c for c in launch_commands(root) if names_entry(c)]
-    return bool(mine) and all(ONE_NODE.search(c) for c in mine)
+    return [c for c in launch_commands(root) if names_entry(c)]
 
 
 CUT_KEY_PATTERN = r"\b(?:k|key|name|n)\[\s*7\s*:\s*\]"  # a key cut after its first seven characters: `k[7:]`

@@ -233,7 +233,9 @@ def keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
 
 def argument(call: ast.Call, position: Optional[int], name: str) -> Optional[ast.expr]:
     """What a call passes for a parameter: by its name, else at its position (None: keyword-only)."""
-    return keyword(call, name) or (call.args[position] if position is not None and len(call.args) > position else None)
+    return keyword(call, name) or (
+        call.args[position] if position is not None and 0 <= position < len(call.args) else None
+    )
 
 
 def call_position(function: ast.FunctionDef, name: str) -> Optional[int]:

@@ -8,11 +8,19 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import symtable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-from .configs import CUT_KEY, fixed_settings, launched_on_one_node, scripts_spell_the_prefix
+from .configs import (
+    CUT_KEY,
+    Setting,
+    commands_launching,
+    fixed_settings,
+    launched_on_one_node,
+    scripts_spell_the_prefix,
+)
 from .discover import repository_root
 from .program import (
     COLLECTIVES,
@@ -443,7 +451,21 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue  # every call of the helper returns before it (`if return_datasets: return ...`, passed True)
         if _one_batch_looked_at(module, call) or _replaced_by_a_sharded_loader(module, call):
             continue
+        if _kept_by_the_launcher(program, module, call):
+            continue
         yield module, call.lineno
+
+
+def _kept_by_the_launcher(program: Program, module: Module, call: ast.Call) -> bool:
+    """A loader made in the process that spawns the ranks and not handed to them (GrainGraphNN's `dummy_loader`,
+    a warm-up pass in the `__main__` block before `mp.spawn(dist_train, args=(..., train_list, ...))`): one
+    process reads it, no rank trains on it."""
+    assign = module.parents.get(call)
+    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+        return False
+    held = assign.targets[0].id
+    starts = [c for c in module.calls if last_name(c) in (*PROCESS_STARTERS, "Process")]
+    return _in_the_launcher_only(program, module, call) and not any(held in names_in(c) for c in starts)
 
 
 DDP_MAKERS = ("init_process_group", "DistributedDataParallel", "DDP")
@@ -1318,6 +1340,26 @@ def _trains_between(module: Module, first: ast.stmt, last: ast.stmt) -> bool:
     return False
 
 
+def _before_in_the_same_method(module: Module, call: ast.Call, scope: ast.AST, line: int) -> bool:
+    """`self.G_model.short_summary()` in the `__init__` that wraps `self.G_model = DDP(self.G_model)` further down
+    (srgan_cosmo2d's Trainer), or in a method that `__init__` alone calls before it wraps (the DDP tutorial's
+    `self._load_snapshot(path)` ahead of `self.model = DDP(self.model, ...)`): the attribute still holds the plain
+    model there."""
+    if module.scope_of(call) is scope:
+        return _before(module, call, line)
+    method = module.function_of(call)
+    if method is None or module.parents.get(method) is not module.parents.get(scope):
+        return False
+    sites = [c for c in module.calls if call_name(c.func) == "self." + method.name]
+    return bool(sites) and all(module.scope_of(c) is scope and _before(module, c, line) for c in sites)
+
+
+def _before(module: Module, node: ast.AST, line: int) -> bool:
+    return getattr(node, "lineno", line) < line and not any(
+        isinstance(p, (ast.For, ast.While)) for p in module.ancestors(node)
+    )
+
+
 def _same_instance(module: Module, call: ast.AST, scope: ast.AST, name: str) -> bool:
     """`self.model = DDP(...)` in one method and `self.model.state_dict()` in another of the same class."""
     if not name.startswith("self."):
@@ -1411,7 +1453,7 @@ def _is_wrapper(module: Module, call: ast.Call, owner: str, wraps) -> bool:
     return any(
         owner == name
         and (
-            _same_instance(module, call, scope, name)
+            (_same_instance(module, call, scope, name) and not _before_in_the_same_method(module, call, scope, line))
             or (call.lineno > line and module.scope_of(call) is scope)
             or _global_seen_in_function(module, call, scope, name)
         )
@@ -2097,11 +2139,19 @@ def _configured(program: Program, module: Module, at: ast.AST, value: ast.expr, 
     """A port (`address`: an init_method) read from a configuration whose YAML or JSON files in the program's
     repository fix it: `init_method=hp.dist_config.dist_url` with `dist_url: "tcp://localhost:54321"` under `dist_config:`,
     or a `port` parameter filled from `**opt['dist_params']` with `port: 29500` under `dist_params:`."""
+    return bool(_configured_settings(program, module, at, value, address))
+
+
+def _configured_settings(
+    program: Program, module: Module, at: ast.AST, value: ast.expr, address: bool
+) -> List[Setting]:
     entry = program.modules[0].file if program.modules else Path()
     if entry == Path() or not entry.is_absolute():
-        return False  # source given as text: no repository to read
+        return []  # source given as text: no repository to read
     root = repository_root(entry.parent)
-    return any(fixed_settings(keys, root, address) for keys in _config_keys(program, module, at, value, depth=3))
+    return [
+        s for keys in _config_keys(program, module, at, value, depth=3) for s in fixed_settings(keys, root, address)
+    ]
 
 
 def _config_keys(program: Program, module: Module, at: ast.AST, value: ast.expr, depth: int) -> List[Tuple[str, ...]]:
@@ -2110,7 +2160,7 @@ def _config_keys(program: Program, module: Module, at: ast.AST, value: ast.expr,
     port)), through `**kwargs` passed on, a few calls deep."""
     keys = _chain(value, module)
     if keys:
-        return [keys]
+        return [keys, *((*above, *keys) for above in _keys_above(program, module, at, value, depth))]
     function = module.function_of(at)
     if depth <= 0 or function is None or not isinstance(value, ast.Name):
         return []
@@ -2142,36 +2192,68 @@ def _parameter_keys(program: Program, function: ast.FunctionDef, name: str, dept
     return found
 
 
-def _chain(node: ast.expr, module: Module) -> Tuple[str, ...]:
-    """The keys of a configuration read as attributes, string subscripts or `.get("key")` below a local name;
-    () for anything else (a module's constant, an environment variable, a computed key)."""
+def _keys_above(program: Program, module: Module, at: ast.AST, value: ast.AST, depth: int) -> List[Tuple[str, ...]]:
+    """The keys the configuration object itself sits under: `hp.dist_url` in `train(rank, args, hp)`, called with
+    `hp = get_config_from_file(args.config).hparams` (text2semantic_t5): (hparams,)."""
+    base, _ = _split_chain(value)
+    if depth <= 0 or not isinstance(base, ast.Name):
+        return []
+    held = _last_assignment(module, at, base)
+    if held is not base:
+        return [k for k in _config_path(program, module, at, held, depth - 1) if k]
+    function = module.function_of(at)
+    if function is None or base.id in ("self", "cls"):
+        return []  # (an object's own settings: its constructions say nothing of them here)
+    if base.id not in [a.arg for a in function.args.args + function.args.kwonlyargs]:
+        return []
+    position = call_position(function, base.id)
+    found: List[Tuple[str, ...]] = []
+    for caller, site in program.sites_of(function.name):
+        given = argument(site, position, base.id)
+        if given is not None:
+            found += [k for k in _config_path(program, caller, site, given, depth - 1) if k]
+    return found
+
+
+def _config_path(program: Program, module: Module, at: ast.AST, node: ast.AST, depth: int) -> List[Tuple[str, ...]]:
+    """The keys from where a configuration is loaded down to `node`: `load_config(path).hparams` -> (hparams,); a
+    name or parameter holding one, followed back."""
+    base, keys = _split_chain(node)
+    if keys is None:
+        return []
+    if isinstance(base, ast.Call):
+        return [keys]
+    return [(*above, *keys) for above in _keys_above(program, module, at, node, depth)]
+
+
+def _split_chain(node: ast.AST) -> Tuple[ast.AST, Optional[Tuple[str, ...]]]:
+    """`cfg.hparams["train"]` -> (`cfg`, (hparams, train)); keys None where one is computed."""
     keys: List[str] = []
     while True:
         if isinstance(node, ast.Attribute):
             keys.append(node.attr)
             node = node.value
-        elif (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.slice, ast.Constant)
-            and isinstance(node.slice.value, str)
-        ):
+        elif isinstance(node, ast.Subscript):
+            if not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+                return node, None
             keys.append(node.slice.value)
             node = node.value
-        elif (
-            isinstance(node, ast.Call)
-            and last_name(node) == "get"
-            and isinstance(node.func, ast.Attribute)
-            and node.args
-        ):
-            if not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-                return ()
+        elif isinstance(node, ast.Call) and last_name(node) == "get" and isinstance(node.func, ast.Attribute):
+            if not (node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                return node, None
             keys.append(node.args[0].value)
             node = node.func.value
         else:
-            break
-    if not keys or not isinstance(node, ast.Name) or node.id in module.imported or node.id in ("os", "environ"):
+            return node, tuple(reversed(keys))
+
+
+def _chain(node: ast.expr, module: Module) -> Tuple[str, ...]:
+    """The keys of a configuration read as attributes, string subscripts or `.get("key")` below a local name;
+    () for anything else (a module's constant, an environment variable, a computed key)."""
+    base, keys = _split_chain(node)
+    if not keys or not isinstance(base, ast.Name) or base.id in module.imported or base.id in ("os", "environ"):
         return ()
-    return tuple(reversed(keys))
+    return keys
 
 
 def is_name(node: ast.AST, name: str) -> bool:
@@ -2552,6 +2634,10 @@ def _rendezvous_on_this_host(program: Program) -> bool:
             and program.runs(module, call.lineno)
         ):
             return True
+        if address is not None and not isinstance(address, ast.Constant) and program.runs(module, call.lineno):
+            settings = _configured_settings(program, module, call, address, address=True)
+            if settings and all(s.value.startswith(local) for s in settings):
+                return True  # `init_method=hp.dist_url`, its config's `dist_url: "tcp://localhost:12345"`
     return False
 
 
@@ -4749,6 +4835,311 @@ def _dotted_root(module: Module, call: ast.Call) -> str:
     return (module.import_tops.get(root) or "") + "." + name
 
 
+# ---- DDP024 ---------------------------------------------------------------------------------------
+DEVICE_TAKERS = ("set_device", "device", "DistributedDataParallel", "DDP", "cuda", "to")
+
+
+def local_rank_option_under_torchrun(program: Program) -> Iterator[Hit]:
+    """`parser.add_argument("--local_rank", type=int, default=0)`, then `torch.cuda.set_device(args.local_rank)`, in
+    a program launched with torchrun — its own text says so (a help string, a usage note: "torchrun
+    --nproc_per_node=2 ddp_train.py") or its repository's scripts do — which passes no `--local_rank`, only the
+    LOCAL_RANK environment variable: every rank keeps the option's default and takes the same GPU (or none: -1).
+    Not where the program reads LOCAL_RANK itself or sets the option in code, nor where its launch is said to be
+    `torch.distributed.launch` (which passes the option)."""
+    if not program.distributed or not program.modules:
+        return
+    options = [
+        call
+        for module in program.modules
+        if "local" in module.source
+        for call in module.calls
+        if last_name(call) == "add_argument" and option_dest(call).replace("-", "_") == "local_rank"
+    ]
+    if not options or any("LOCAL_RANK" in m.source for m in program.modules) or not _launched_by_torchrun(program):
+        return
+    uses = [
+        (module, call)
+        for module, call in program.calls_named(*DEVICE_TAKERS)
+        if _local_rank_option_given(call) and program.runs(module, call.lineno)
+    ]
+    held = {call_name(_local_rank_option_given(call).value) for _, call in uses}  # type: ignore[union-attr]
+    if uses and not _local_rank_set(program, held):
+        module, call = uses[0]
+        yield module, call.lineno
+
+
+def _local_rank_set(program: Program, held: Set[str]) -> bool:
+    """`args.local_rank = dist.get_rank() % torch.cuda.device_count()`: the program gives the option its value
+    (`held`: the names the device is read from, `args`)."""
+    return any(
+        isinstance(t, ast.Attribute)
+        and t.attr == "local_rank"
+        and call_name(t.value) in held
+        and "local_rank" not in names_in(node.value)
+        for module in program.modules
+        for node in module.of_type(ast.Assign)
+        for t in node.targets
+    )
+
+
+def _launched_by_torchrun(program: Program) -> bool:
+    entry = program.modules[0]
+    said = [entry.source]
+    if entry.file.is_absolute():
+        said += commands_launching(repository_root(entry.file.parent), entry.file)
+    return any("torchrun" in text for text in said) and not any("distributed.launch" in text for text in said)
+
+
+def _local_rank_option_given(call: ast.Call) -> Optional[ast.Attribute]:
+    name = last_name(call)
+    if name in ("DistributedDataParallel", "DDP"):
+        ids = keyword(call, "device_ids")
+        given = list(ids.elts) if isinstance(ids, (ast.List, ast.Tuple)) else []
+    elif name == "device":
+        given = call.args[1:2]
+    elif name in ("cuda", "to"):
+        given = call.args[:1] if _is_move(call) else []
+    else:
+        given = call.args[:1]
+    return next((g for g in given if isinstance(g, ast.Attribute) and g.attr == "local_rank"), None)
+
+
+# ---- DDP025 ---------------------------------------------------------------------------------------
+def plain_state_into_the_wrapper(program: Program) -> Iterator[Hit]:
+    """`model = DDP(model)`, then a resume `model.load_state_dict(checkpoint["net"])` of a file the program saves
+    with `"net": model.module.state_dict()` (CMUNeXt, Medical_image_classification): the file's keys lack the
+    wrapper's `module.` prefix, so the load raises on missing and unexpected keys in every distributed resume.
+    Not where the program handles the prefix, nor on an arm the program tells from the wrapper's."""
+    if not program.distributed:
+        return
+    for module in program.modules:
+        if not module.spells("load_state_dict") or _handles_the_prefix(module):
+            continue
+        wraps = _wraps(module, program)
+        for call in module.calls if wraps else []:
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == "load_state_dict" and call.args):
+                continue
+            owner = call_name(func.value)
+            if is_const(keyword(call, "strict"), False) or not _is_wrapper(module, call, owner, wraps):
+                continue
+            if _under_a_wrapper_test(module, call) or _beside_an_arm_that_unwraps(module, call, owner):
+                continue
+            if program.runs(module, call.lineno) and _saved_unwrapped(program, owner, call.args[0]):
+                yield module, call.lineno
+
+
+def _saved_unwrapped(program: Program, owner: str, loaded: ast.expr) -> bool:
+    """The program saves `owner.module.state_dict()` where `loaded` reads it back: under the same key of a
+    checkpoint dictionary (`checkpoint["net"]` and `{"net": model.module.state_dict()}`), or whole."""
+    plain = owner + ".module.state_dict"
+    key = loaded.slice.value if isinstance(loaded, ast.Subscript) and isinstance(loaded.slice, ast.Constant) else None
+    for module in program.modules:
+        if plain not in module.source.replace(" ", ""):
+            continue
+        if key is not None:
+            for node in module.of_type(ast.Dict):
+                if any(
+                    is_const(k, key) and any(isinstance(n, ast.Call) and call_name(n) == plain for n in walk(v))
+                    for k, v in zip(node.keys, node.values)
+                ):
+                    return True
+        elif any(call_name(c) == "torch.save" and c.args and call_name(c.args[0]) == plain for c in module.calls):
+            return True
+    return False
+
+
+# ---- DDP026 ---------------------------------------------------------------------------------------
+def global_of_the_main_block_in_spawned_code(program: Program) -> Iterator[Hit]:
+    """`mp.spawn(dist_train, ...)` in the `__main__` block that also sets `args = parser.parse_args()`, and a
+    function `dist_train` reaches reading the global `args` (GrainGraphNN's `criterion`): spawn starts each process
+    by importing the script again as `__mp_main__`, where the `__main__` block does not run — the name is not
+    defined there, and the first read raises NameError on every rank. Reported once per function, at its first
+    read of such a name."""
+    entry = program.modules[0] if program.modules else None
+    if entry is None or "spawn" not in entry.source or "__main__" not in entry.source:
+        return
+    top = entry.tree.body
+    if any(isinstance(s, ast.ImportFrom) and any(a.name == "*" for a in s.names) for s in top):
+        return  # (names that come from elsewhere)
+    main = [s for s in top if is_main_guard(s)]
+    only_main = _bound_at_the_top(main) - _bound_at_the_top([s for s in top if not is_main_guard(s)])
+    only_main -= {n for node in entry.of_type(ast.Global) for n in node.names}  # (a function may set them)
+    functions = {s.name: s for s in top if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    started = [
+        call.args[0].id
+        for call in entry.calls
+        if last_name(call) in PROCESS_STARTERS
+        and call.args
+        and isinstance(call.args[0], ast.Name)
+        and keyword(call, "start_method") is None  # (`start_method="fork"`: the children inherit the names)
+    ]
+    reached = _reached_by_name([f for f in started if f in functions], functions)
+    if not only_main or not reached:
+        return
+    try:
+        table = symtable.symtable(entry.source, str(entry.file), "exec")
+    except (SyntaxError, ValueError):
+        return
+    scopes = {(t.get_name(), t.get_lineno()): t for t in table.get_children()}
+    for name in reached:
+        function = functions[name]
+        scope = scopes.get((name, function.lineno))
+        if scope is None:
+            continue
+        missing = _globals_read(scope) & only_main
+        loads = [
+            n.lineno
+            for n in walk(function)
+            if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)
+            and n.id in missing
+            and not any(isinstance(p, ast.Raise) for p in entry.ancestors(n))  # (an error raised either way)
+        ]
+        if loads:
+            yield entry, min(loads)
+
+
+def _bound_at_the_top(statements: List[ast.stmt]) -> Set[str]:
+    """The module-level names these statements bind (not those of the functions and classes they define)."""
+    bound: Set[str] = set()
+    pending: List[ast.AST] = list(statements)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        pending.extend(ast.iter_child_nodes(node))
+    return bound
+
+
+def _reached_by_name(start: List[str], functions: Mapping[str, ast.AST]) -> List[str]:
+    """The module's functions `start` calls by bare name, transitively."""
+    seen = list(dict.fromkeys(start))
+    for name in seen:
+        for node in walk(functions[name]):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                callee = node.func.id
+                if callee in functions and callee not in seen:
+                    seen.append(callee)
+    return seen
+
+
+def _globals_read(scope: symtable.SymbolTable) -> Set[str]:
+    """The global names a function (and the lambdas, comprehensions and functions inside it) refers to."""
+    found = {s.get_name() for s in scope.get_symbols() if s.is_global() and s.is_referenced()}
+    for child in scope.get_children():
+        found |= _globals_read(child)
+    return found
+
+
+# ---- DDP027 ---------------------------------------------------------------------------------------
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def name_set_on_some_ranks(program: Program) -> Iterator[Hit]:
+    """`if rank == 0: test_loss = ...` inside the epoch loop, then `print('loss', test_loss)` after it on every
+    rank (GrainGraphNN's `train`): the name is only ever assigned on the ranks the test lets through, so the others
+    raise UnboundLocalError (NameError at a module's top level) where they read it. Not where another arm of the
+    same test assigns it too, nor where the read is itself on some ranks only."""
+    if not program.distributed:
+        return
+    for module in program.modules:
+        scopes = {
+            id(scope): scope
+            for branch in module.of_type(ast.If)
+            if module.selects_ranks_at(branch)
+            for scope in [module.scope_of(branch)]
+        }
+        for scope in scopes.values():
+            hit = _read_where_unset(program, module, scope)
+            if hit is not None:
+                yield module, hit
+
+
+def _read_where_unset(program: Program, module: Module, scope: ast.AST) -> Optional[int]:
+    stores: Dict[str, List[ast.Name]] = {}
+    loads: Dict[str, List[ast.Name]] = {}
+    for node in walk(scope):
+        if not isinstance(node, ast.Name) or module.scope_of(node) is not scope:
+            continue
+        if any(isinstance(p, (*COMPREHENSIONS, ast.Lambda)) for p in module.ancestors(node)):
+            continue  # (their own scopes)
+        if isinstance(node.ctx, ast.Store):
+            stores.setdefault(node.id, []).append(node)
+        elif isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node)
+    declared = {n for node in walk(scope) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+    arguments = scope.args if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    parameters = {a.arg for a in ast.walk(arguments) if isinstance(a, ast.arg)} if arguments is not None else set()
+    found = []
+    for name, assigned in stores.items():
+        if name in declared or name in parameters or name not in loads or not _only_on_some_ranks(module, assigned):
+            continue
+        if not all(program.guarded(module, s) for s in assigned):
+            continue
+        first = min(s.lineno for s in assigned)
+        found += [
+            load.lineno
+            for load in loads[name]
+            if load.lineno > first
+            and module.rank_branch(load) is None
+            and not _under_a_test(module, load)
+            and not program.guarded(module, load)
+            and program.runs(module, load.lineno)
+        ]
+    return min(found) if found else None
+
+
+def _only_on_some_ranks(module: Module, assigned: List[ast.Name]) -> bool:
+    """Every assignment is inside one chain of rank tests (`if rank == 0:` ... `elif` ... `else`), and some arm of it
+    neither assigns the name nor leaves (`raise`, `return`, `continue`, `break`). Assignments under two separate
+    tests (`if rank % 8 == 0:` and `if rank % 8 != 0:`, consistency_models' evaluator) may cover every rank between
+    them: not read here."""
+    tops = []
+    for store in assigned:
+        branch = module.rank_branch(store)
+        if branch is None:
+            return False
+        top, above = branch, module.parents.get(branch)
+        while isinstance(above, ast.If) and above.orelse == [top]:  # up to the chain's first `if`
+            top, above = above, module.parents.get(above)
+        tops.append(top)
+    if any(top is not tops[0] for top in tops):
+        return False
+    last = tops[0]
+    while len(last.orelse) == 1 and isinstance(last.orelse[0], ast.If):
+        last = last.orelse[0]
+    if not last.orelse:
+        return True  # (no `else`: the ranks the tests leave out assign nothing)
+    arms = _chain_arms(tops[0])
+    return any(
+        not any(store is n for s in arm for n in walk(s) for store in assigned)
+        and not isinstance(arm[-1], (ast.Raise, ast.Return, ast.Continue, ast.Break))
+        for arm in arms
+    )
+
+
+def _under_a_test(module: Module, node: ast.AST) -> bool:
+    """An `if` statement or expression, a `while` loop, an `and`/`or` chain or a `try` block holds `node` in its
+    function: a read there may be skipped, caught, or on ranks a test this rule cannot read lets through (`if
+    self.verb:` with `params['verb'] = args.verb * (rank == 0)`; `if 0:`)."""
+    for parent in module.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+            return False
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While, ast.BoolOp, ast.Try)):
+            return True
+    return False
+
+
 RULES: List[Rule] = [
     Rule(
         "DDP001",
@@ -4931,6 +5322,41 @@ RULES: List[Rule] = [
         "give it a seeded generator (random_split(ds, lengths, generator=torch.Generator().manual_seed(0)); "
         "random.Random(0).shuffle(paths)), or split once and save the indices",
         unshared_random_split,
+    ),
+    Rule(
+        "DDP024",
+        ERROR,
+        "the device from a --local_rank option in a program launched with torchrun, which passes no --local_rank "
+        "(only the LOCAL_RANK environment variable): every rank keeps the option's default and takes the same GPU",
+        "read the local rank from the environment: local_rank = int(os.environ['LOCAL_RANK']) (keep the option "
+        "only as a fallback for torch.distributed.launch)",
+        local_rank_option_under_torchrun,
+    ),
+    Rule(
+        "DDP025",
+        ERROR,
+        "a state saved from the inner model (model.module.state_dict(): keys without 'module.') loaded into the DDP "
+        "wrapper, whose keys all start with 'module.': load_state_dict raises on missing and unexpected keys",
+        "load it into the inner model (model.module.load_state_dict(...)), or before wrapping the model in DDP",
+        plain_state_into_the_wrapper,
+    ),
+    Rule(
+        "DDP026",
+        ERROR,
+        "a name only the __main__ block defines, read by a function mp.spawn runs: spawn starts each process by "
+        "importing the script again, where the __main__ block does not run, so the name is undefined there "
+        "(NameError on every rank)",
+        "pass the value to the function (mp.spawn(fn, args=(..., args))) and read the parameter, or define the "
+        "name at the module's top level",
+        global_of_the_main_block_in_spawned_code,
+    ),
+    Rule(
+        "DDP027",
+        ERROR,
+        "a name assigned only on some ranks (inside `if rank == 0:`) and read on every rank: the other ranks "
+        "raise UnboundLocalError (NameError) there",
+        "give it a value on every rank before the test (test_loss = None), or read it inside the same test",
+        name_set_on_some_ranks,
     ),
 ]
 
