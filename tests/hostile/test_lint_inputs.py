@@ -823,8 +823,10 @@ def test_local_rank_options_plain_state_loads_and_handed_down_configs_in_odd_sha
     """The thirty-third set's reading in shapes that could mislead: a `--local_rank` option the program also sets
     from LOCAL_RANK, a usage note naming both launchers, `load_state_dict(**kw)` and a checkpoint read by a
     computed key, a dictionary saved with `**extra`, a config read through a computed key and a parameter handed to
-    itself, a loader kept in a tuple by the spawning process. The run ends; what cannot be told is not reported,
-    the plain load by a constant key still is."""
+    itself, a loader kept in a tuple by the spawning process, odd spawns (a method, a lambda, a recursive helper),
+    names bound on rank 0 by a walrus, a loop or a tuple, and group calls in the spawning process made on other
+    objects or inside a lambda. The run ends; what cannot be told is not reported, the plain load by a constant
+    key, the unset names and the spawning process's own barrier still are."""
     header = DDP + "import argparse, os, torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
     option = (
         "p = argparse.ArgumentParser()\np.add_argument('--local_rank', type=int, default=0)\nargs = p.parse_args()\n"
@@ -891,5 +893,14 @@ def test_local_rank_options_plain_state_loads_and_handed_down_configs_in_odd_sha
     )
     found = [hit for hit in _found(tmp_path, ranked, capsys) if hit[0] == "DDP027"]
     assert found == [("DDP027", _line(ranked, "print([j for j in range(2)], n, i, b, c)"))]  # (once, at the first read)
+    launcher = (  # group calls of other objects, a full name, one in a lambda the block never calls
+        header
+        + "import torch.multiprocessing as mp\ndef run(rank):\n    model = DDP(torch.nn.Linear(2, 2))\n"
+        + "if __name__ == '__main__':\n    mp.spawn(run, nprocs=2)\n    pool.barrier()\n    comm_stats.get_rank()\n"
+        + "    later = lambda: dist.barrier()\n    torch.distributed.barrier()\n"
+    )
+    assert [hit for hit in _found(tmp_path, launcher, capsys) if hit[0] == "DDP028"] == [
+        ("DDP028", _line(launcher, "    torch.distributed.barrier()"))
+    ]
     starred = "from settings import *\n" + odd_spawns
     assert "DDP026" not in {rule for rule, _ in _found(tmp_path, starred, capsys)}

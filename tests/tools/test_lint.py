@@ -5184,3 +5184,36 @@ train(DDP(nn.Linear(2, 2)), dist.get_rank())
         "        if rank % 8 == 0:\n            test_loss = 1\n        if rank % 8 != 0:\n            test_loss = 2\n",
     )
     assert "DDP027" not in _rules(halves)  # (two tests that may cover every rank between them)
+
+
+def test_a_group_call_in_the_process_that_spawns_the_ranks_raises_there():
+    """GrainGraphNN's `__main__` block calls `dist.destroy_process_group()` after `mp.spawn(dist_train, ...)`: the
+    spawning process never joined a group, so the call raises (DDP028); `dist.get_rank()` there too. Not in the
+    function each process runs, not where the block makes a group itself, nor in a script that asks
+    `dist.is_initialized()`."""
+    source = """
+import torch.multiprocessing as mp
+
+def run(rank, world_size):
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    model = DDP(nn.Linear(2, 2))
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(2,), nprocs=2)
+    dist.destroy_process_group()
+"""
+    assert "DDP028" in _rules(source)
+    assert "DDP028" in _rules(source.replace("dist.destroy_process_group()", "print(dist.get_rank())"))
+    inside = source.replace("    dist.destroy_process_group()\n", "").replace(
+        "    model = DDP(nn.Linear(2, 2))\n", "    model = DDP(nn.Linear(2, 2))\n    dist.destroy_process_group()\n"
+    )
+    assert "DDP028" not in _rules(inside)
+    own = source.replace(
+        "    mp.spawn(run, args=(2,), nprocs=2)\n",
+        "    if spawn:\n        mp.spawn(run, args=(2,), nprocs=2)\n    else:\n        run(0, 1)\n",
+    )
+    assert "DDP028" not in _rules(own)
+    asked = source.replace(
+        "    dist.destroy_process_group()\n", "    if dist.is_initialized():\n        dist.destroy_process_group()\n"
+    )
+    assert "DDP028" not in _rules(asked)

@@ -5140,6 +5140,38 @@ def _under_a_test(module: Module, node: ast.AST) -> bool:
     return False
 
 
+# ---- DDP028 ---------------------------------------------------------------------------------------
+GROUP_QUERIES = ("destroy_process_group", "get_rank", "get_world_size")  # what raises where no group was made
+
+
+def group_call_in_the_launcher(program: Program) -> Iterator[Hit]:
+    """`mp.spawn(dist_train, ...)`, then `dist.destroy_process_group()` in the same `__main__` block (GrainGraphNN):
+    the process that starts the ranks never joined their process group, so the call raises ("Default process group
+    has not been initialized"; "Process group cannot be None"). The same for a collective, `get_rank()` and
+    `get_world_size()` there — in the `__main__` block or the function that calls `mp.spawn`. Not where that
+    process makes a group itself, nor in a script that asks `is_initialized()`."""
+    entry = program.modules[0] if program.modules else None
+    if entry is None or not program.memo(("starts its processes",), lambda: _starts_its_processes(entry)):
+        return
+    main = [s for s in entry.tree.body if is_main_guard(s)]
+    if _makes_the_group(program, entry, main):
+        return  # (`else: main(local_rank)`: a torchrun launch makes the group in this very process)
+    if "is_initialized" in entry.source:
+        return  # (it asks whether a group exists, in forms a flag or an `and` may carry)
+    for call in entry.calls:
+        name = call_name(call)
+        if last_name(call) not in (*GROUP_QUERIES, *COLLECTIVES):
+            continue
+        if not (is_collective(call, entry) or name.rpartition(".")[0] in ("dist", "torch.distributed")):
+            continue
+        if any(isinstance(p, ast.Lambda) for p in entry.ancestors(call)):
+            continue  # (run when something calls it, if ever)
+        function = entry.function_of(call)
+        launcher = _in_the_main_block(entry, call) or (function is not None and _starts_processes_in(function))
+        if launcher and program.runs(entry, call.lineno):  # (the launcher's own code, not what it hands on)
+            yield entry, call.lineno
+
+
 RULES: List[Rule] = [
     Rule(
         "DDP001",
@@ -5357,6 +5389,14 @@ RULES: List[Rule] = [
         "raise UnboundLocalError (NameError) there",
         "give it a value on every rank before the test (test_loss = None), or read it inside the same test",
         name_set_on_some_ranks,
+    ),
+    Rule(
+        "DDP028",
+        ERROR,
+        "a process-group call (destroy_process_group, a collective, get_rank) in the process that starts the ranks "
+        "with mp.spawn, which never joined their group: it raises 'Default process group has not been initialized'",
+        "make the call in the function each started process runs (before it returns), not after mp.spawn",
+        group_call_in_the_launcher,
     ),
 ]
 
