@@ -3075,15 +3075,21 @@ def _in_the_launcher_only(program: Program, module: Module, node: ast.AST, depth
     entry = program.modules[0]
     if not program.memo(("starts its processes",), lambda: _starts_its_processes(entry)):
         return False
-    function = module.function_of(node)
-    if module is entry and (_in_the_main_block(module, node) or (function and _starts_processes_in(function))):
+    if module is entry and _launcher_code(module, node):
         return True  # (not the script's top level outside `__main__`: each spawned process imports it again)
+    function = module.function_of(node)
     if function is None or depth == 0:
         return False
     sites = program.running_sites(module, function, handed=True)
     if any(last_name(call) in (*PROCESS_STARTERS, "Process") for _, call in sites):
         return False  # the function each started process runs
     return bool(sites) and all(_in_the_launcher_only(program, m, call, depth - 1) for m, call in sites)
+
+
+def _launcher_code(entry: Module, node: ast.AST) -> bool:
+    """`node` is in the entry script's `__main__` block or in the function that calls `mp.spawn`."""
+    function = entry.function_of(node)
+    return _in_the_main_block(entry, node) or (function is not None and _starts_processes_in(function))
 
 
 def _in_the_main_block(module: Module, node: ast.AST) -> bool:
@@ -4935,7 +4941,7 @@ def _saved_unwrapped(program: Program, owner: str, loaded: ast.expr) -> bool:
     plain = owner + ".module.state_dict"
     key = loaded.slice.value if isinstance(loaded, ast.Subscript) and isinstance(loaded.slice, ast.Constant) else None
     for module in program.modules:
-        if plain not in module.source.replace(" ", ""):
+        if not module.spells(".module.state_dict"):
             continue
         if key is not None:
             for node in module.of_type(ast.Dict):
@@ -5166,9 +5172,7 @@ def group_call_in_the_launcher(program: Program) -> Iterator[Hit]:
             continue
         if any(isinstance(p, ast.Lambda) for p in entry.ancestors(call)):
             continue  # (run when something calls it, if ever)
-        function = entry.function_of(call)
-        launcher = _in_the_main_block(entry, call) or (function is not None and _starts_processes_in(function))
-        if launcher and program.runs(entry, call.lineno):  # (the launcher's own code, not what it hands on)
+        if _launcher_code(entry, call) and program.runs(entry, call.lineno):  # (not what it hands on)
             yield entry, call.lineno
 
 
