@@ -217,6 +217,27 @@ def test_a_file_name_built_from_the_rank_a_line_before_is_one_file_per_rank(name
 
 
 @pytest.mark.parametrize(
+    "test, found",
+    [
+        ('__name__ == "__main__"', False),  # a script: a function nothing calls never runs
+        ('"__main__" == __name__', False),
+        ('__name__ in ("__main__",)', False),
+        ('MODE == "__main__"', True),  # no `__main__` block: a library linted alone is read whole
+    ],
+)
+def test_a_main_block_tests_the_modules_name(test, found):
+    source = f"""
+    MODE = "__main__"
+    def build(model):
+        return DDP(model.to("cuda:0"), device_ids=[0])
+    dist.init_process_group("gloo")
+    if {test}:
+        pass
+    """
+    assert ("DDP006" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
     "guard, found",
     [
         ("not args.distributed", False),  # the single-process arm: the plain model

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from . import configs
-from .program import Module, last_name
+from .program import Module, has_main_guard, last_name
 from .syspath import path_additions
 
 SHELL_SUFFIXES = configs.SHELL_SUFFIXES
@@ -424,13 +424,6 @@ def _relative(target: Path, names: Sequence[str]) -> List[Path]:
 
 
 # ---- entry points and their programs ---------------------------------------------------------------
-def has_main_guard(module: Module) -> bool:
-    return any(
-        isinstance(s, ast.If) and "__main__" in ast.unparse(s.test) and "__name__" in ast.unparse(s.test)
-        for s in module.tree.body
-    )
-
-
 def _launched(sources: Sources) -> Set[Path]:
     """Files the folder's shell scripts run (`python x.py`, `torchrun ... x.py`, `python -m pkg.mod`)."""
     wanted_files, wanted_modules = set(), set()

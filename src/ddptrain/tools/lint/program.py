@@ -1006,7 +1006,7 @@ class Program:
     def entry_is_script(self) -> bool:
         """The entry module has a `__main__` guard: what runs is its top level and that block; a function it defines
         and nothing mentions is dead code. (A file without one may be a library linted alone: read whole.)"""
-        return any(is_main_guard(s) for s in self.modules[0].tree.body)
+        return has_main_guard(self.modules[0])
 
     def _library_package_holds(self, module: Module) -> bool:
         entry = self.modules[0]
@@ -1693,7 +1693,21 @@ def _called_implicitly(name: str) -> bool:
 
 
 def is_main_guard(statement: ast.AST) -> bool:
-    return isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test)
+    """`if __name__ == "__main__":` in any spelling that names both (`"__main__" == __name__`, `in ("__main__",)`)."""
+    if not isinstance(statement, ast.If):
+        return False
+    names = constants = False
+    for node in ast.walk(statement.test):
+        if isinstance(node, ast.Name) and node.id == "__name__":
+            names = True
+        elif isinstance(node, ast.Constant) and node.value == "__main__":
+            constants = True
+    return names and constants
+
+
+def has_main_guard(module: Module) -> bool:
+    """The module's top level has a `__main__` block: run as a script, not (only) imported."""
+    return any(is_main_guard(s) for s in module.tree.body)
 
 
 def _with_subclasses(name: str, subclasses: Dict[str, Set[str]], depth: int) -> Set[str]:

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .program import Module, call_name, is_main_guard, last_name
+from .program import Module, call_name, has_main_guard, last_name
 
 PATH_FUNCTIONS = ("dirname", "abspath", "realpath", "normpath", "join")
 SCRIPT_FOLDER = "sys.path[0]"  # env key: what a script finds at sys.path[0]
@@ -31,7 +31,7 @@ def path_additions(module: Module) -> List[Path]:
         return []
     adders = _adders(module)
     env: Dict[str, str] = {}
-    if any(is_main_guard(statement) for statement in module.tree.body):
+    if has_main_guard(module):
         env[SCRIPT_FOLDER] = os.path.dirname(str(module.file))
     found: List[Path] = []
     for statement in _top_level(module.tree.body):
