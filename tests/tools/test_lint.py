@@ -178,6 +178,31 @@ def test_a_save_on_local_rank_0_that_also_asks_for_the_jobs_rank_0_writes_once(g
 
 
 @pytest.mark.parametrize(
+    "start, found",
+    [
+        ("mp.spawn(main, args=(2, 0), nprocs=2)", True),  # every run on port 12355
+        ("mp.spawn(main, args=(2, int(sys.argv[1])), nprocs=2)", False),  # the user gives each run its own
+        ("main(0, 2, 3)", True),  # called, not spawned: a number all the same
+        ("main(0, 2, int(sys.argv[1]))", False),
+    ],
+)
+def test_a_port_offset_by_a_parameter_is_fixed_where_every_caller_gives_a_number(start, found):
+    source = f"""
+    import sys
+    import torch.multiprocessing as mp
+    def setup(rank, world_size, unique_num):
+        os.environ["MASTER_ADDR"] = "localhost"
+        os.environ["MASTER_PORT"] = str(12355 + unique_num)
+        dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    def main(rank, world_size, unique_num):
+        setup(rank, world_size, unique_num)
+    if __name__ == "__main__":
+        {start}
+    """
+    assert ("DDP011" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
     "init, found",
     [
         ('dist.init_process_group("nccl", init_method=args.dist_url)', True),

@@ -2082,12 +2082,63 @@ def _fixed_port(program: Program, module: Module, node: ast.Assign) -> Optional[
     function's parameter that a caller leaves, or a configured value that the repository's YAML or JSON files fix;
     the default itself where it is a caller's (the number to change is there); None for a port not fixed."""
     value = _port_value(program, module, node, node.value)
-    if isinstance(value, ast.Constant):
+    if isinstance(value, ast.Constant) or _number_plus_a_fixed_parameter(program, module, value):
         return module, node.lineno
     source = _default_used(program, module, value)
     if source is not None:
         return (module, node.lineno) if source[0] is module and source[1] in _lines_of(module, node) else source
     return (module, node.lineno) if _configured(program, module, node, value, address=False) else None
+
+
+def _number_plus_a_fixed_parameter(program: Program, module: Module, value: ast.expr) -> bool:
+    """`str(12355 + unique_num)` where every call the program runs gives `unique_num` a number, also through
+    `mp.spawn(main, args=(world_size, cfg, 0))` and a caller's own such parameter (tauLDR): the port is fixed."""
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return False
+    sides = [value.left, value.right]
+    numbers = [side for side in sides if isinstance(side, ast.Constant) and _is_number(side.value)]
+    names = [side for side in sides if isinstance(side, ast.Name)]
+    return len(numbers) == 1 and len(names) == 1 and _always_a_number(program, module, names[0], 2)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _always_a_number(program: Program, module: Module, name: ast.Name, depth: int) -> bool:
+    """Every call the program runs of the function whose parameter `name` is gives it a number (a caller's own
+    parameter followed `depth` levels up); False where no call is seen or one is not read."""
+    function = module.function_of(name)
+    if function is None or name.id not in _parameter_names(function):
+        return False
+    sites = program.running_sites(module, function, handed=True)
+    for site_module, call in sites:
+        given = (
+            _spawned_value(function, call, name.id) if _starts(call, function) else given_value(function, call, name.id)
+        )
+        if isinstance(given, ast.Constant) and _is_number(given.value):
+            continue
+        if not (isinstance(given, ast.Name) and depth > 0 and _always_a_number(program, site_module, given, depth - 1)):
+            return False
+    return bool(sites)
+
+
+def _starts(call: ast.Call, function: ast.FunctionDef) -> bool:
+    """`call` is given `function` itself to run, not called as it."""
+    return call_name(call) != function.name and last_name(call) != function.name
+
+
+def _spawned_value(function: ast.FunctionDef, call: ast.Call, name: str) -> Optional[ast.expr]:
+    """What `mp.spawn(function, args=(...))` gives the parameter `name`: the process index comes first, then the
+    tuple's items; None for any other starter or a tuple not written out."""
+    if last_name(call) not in PROCESS_STARTERS:
+        return None
+    given = argument(call, 1, "args")
+    parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    position = parameters.index(name) - 1 if name in parameters else -1
+    if not isinstance(given, ast.Tuple) or not 0 <= position < len(given.elts):
+        return None
+    return given.elts[position]
 
 
 def _lines_of(module: Module, node: ast.AST) -> range:
