@@ -56,6 +56,7 @@ def test_a_plain_port_option_with_a_fixed_default_is_the_rendezvous_port_however
     init = f"args = p.parse_args()\nurl = {address}\ndist.init_process_group('gloo', init_method=url)\n"
     assert _rules(options + 'p.add_argument("--port", default="23456")\n' + init) == {"DDP011"}
     assert _rules(options + 'p.add_argument("--port", default=None)\n' + init) == set()
+    assert _rules(options + 'p.add_argument("--port", default="0000")\n' + init) == set()  # 0: any free port
     visdom = 'p.add_argument("--port", default="8097")\nargs = p.parse_args()\nviz = Visdom(port=int(args.port))\n'
     assert (
         _rules(
@@ -155,6 +156,31 @@ def test_leaving_the_training_loop_on_this_ranks_own_loss(stop, found):
 
 
 @pytest.mark.parametrize(
+    "init, found",
+    [
+        ('dist.init_process_group("nccl", rank=dist_rank, world_size=world_size)', True),
+        ('dist.init_process_group("nccl", rank=config["local_rank"], world_size=world_size)', False),  # LSR-MP
+        ('dist.init_process_group("nccl", init_method="tcp://127.0.0.1:" + port, rank=dist_rank, world_size=2)', False),
+    ],
+)
+def test_a_program_ranked_by_its_local_rank_or_meeting_on_this_host_runs_on_one_node(init, found):
+    """One node: the local rank is the job's rank, so a save on local rank 0 is written once (DDP019)."""
+    source = f"""
+    config = {{"local_rank": int(os.environ["LOCAL_RANK"])}}
+    dist_rank = int(os.environ["RANK"])
+    world_size = torch.cuda.device_count()
+    port = os.environ["MASTER_PORT"]
+    torch.cuda.set_device(config["local_rank"])
+    {init}
+    model = DDP(nn.Linear(2, 2).cuda(), device_ids=[config["local_rank"]])
+    for epoch in range(3):
+        if config["local_rank"] == 0:
+            torch.save(model.module.state_dict(), "last.pt")
+    """
+    assert ("DDP019" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
     "guard, found",
     [
         ("local_rank == 0", True),  # rank 0 of every node: each node writes the path
@@ -175,6 +201,64 @@ def test_a_save_on_local_rank_0_that_also_asks_for_the_jobs_rank_0_writes_once(g
             torch.save(model.module.state_dict(), "last.pt")
     """
     assert ("DDP019" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "port, found",
+    [
+        ("'8888' if backend == 'nccl' else '8989'", True),  # RAMiT: one fixed port per backend
+        ("'8888' if backend == 'nccl' else str(args.port)", False),
+    ],
+)
+def test_a_port_chosen_between_two_numbers_is_fixed(port, found):
+    source = f"""
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port")
+    args = parser.parse_args()
+    backend = "nccl"
+    os.environ["MASTER_PORT"] = {port}
+    dist.init_process_group(backend)
+    """
+    assert ("DDP011" in _rules(source)) is found
+
+
+def test_the_models_own_train_call_is_not_the_trainers_train_method():
+    """LSR-MP's `train_epoch` calls `self._model.train()` (nn.Module's), and its trainer's own `train()` calls
+    `train_epoch`: reading the model's call as the trainer's method put the whole epoch's events (a clip after the
+    scaler's step, on the fp32 arm) at that line, and DDP009 reported the `train()` call."""
+    source = """
+    class Trainer:
+        def __init__(self, model, fp16):
+            self._model = DDP(model)
+            self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            self.scaler = torch.cuda.amp.GradScaler()
+            self.fp16 = fp16
+
+        def train_epoch(self, batches):
+            self._model.train()
+            for x in batches:
+                loss = self._model(x).sum()
+                if self.fp16:
+                    self.scaler.scale(loss).backward()
+                    self.scaler.unscale_(self.optimizer)
+                    torch.nn.utils.clip_grad_norm_(self._model.parameters(), 1.0)
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self._model.parameters(), 1.0)
+                    self.optimizer.step()
+
+        def train(self, batches, epochs):
+            for epoch in range(epochs):
+                self.train_epoch(batches)
+
+    dist.init_process_group("gloo")
+    Trainer(nn.Linear(2, 2), True).train([torch.randn(4, 2)], 3)
+    """
+    assert "DDP009" not in _rules(source)
+    assert "DDP009" in _rules(source.replace("self.scaler.unscale_(self.optimizer)", "pass"))
 
 
 @pytest.mark.parametrize(
@@ -829,10 +913,33 @@ evaluate(model, val_loader)
         ("print('items', item)", False),  # a short part inside a longer word is none
         ("print(f'correct = {correct}')", True),
         ("print(f'correction = {correction:.6f} eV')", False),  # a fitted offset counts nothing
+        ("bar.set_description(f'iou {pair_ious.mean():.3f}')", False),  # a bar's running figure, batch by batch
     ],
 )
 def test_a_logarithm_is_no_log_line_and_short_metric_names_count_as_whole_parts(line, found):
     assert ("DDP017" in _rules(SHARDED_EVALUATION.format(line=line))) is found
+
+
+@pytest.mark.parametrize(
+    "shown", ["bar.set_description(f'test loss {test_loss:.3f}')", "bar.set_postfix(loss=test_loss)"]
+)
+def test_a_progress_bars_text_after_the_pass_is_a_log_line(shown):
+    """ppt_learning's `test()` shows its loss on rank 0's bar after the pass over its shard, never reduced."""
+    source = f"""
+    dist.init_process_group("gloo")
+    val_loader = DataLoader(val_set, sampler=DistributedSampler(val_set, shuffle=False))
+    def evaluate(model, loader, rank):
+        model.eval()
+        bar = tqdm(loader, disable=rank != 0)
+        test_loss = 0.0
+        with torch.no_grad():
+            for x, y in bar:
+                test_loss += (model(x) - y).pow(2).sum().item()
+        if rank == 0:
+            {shown}
+    evaluate(model, val_loader, dist.get_rank())
+    """
+    assert "DDP017" in _rules(source)
 
 
 PER_BATCH_HELPER = """
@@ -1833,6 +1940,109 @@ master_ip = os.environ["MASTER_ADDR"]
 dist.init_process_group(backend="gloo", init_method={address}, rank=rank, world_size=world_size)
 """
     assert ("DDP011" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "loader, found",
+    [
+        ("DataLoader(test_set, batch_size=4, shuffle=False)", False),  # made inside, no sampler: the whole set
+        ("DataLoader(test_set, batch_size=4, sampler=DistributedSampler(test_set))", True),  # one rank's shard
+    ],
+)
+def test_an_evaluation_over_a_loader_it_makes_without_a_sampler_reads_the_whole_set(loader, found):
+    """GP-Transformer's `_evaluate_checkpoint_on_test` makes `DataLoader(test_ds, shuffle=False)` itself; rank 0
+    prints what it returns: the whole test set's figure, beside a validation sharded over ranks elsewhere."""
+    source = f"""
+    def validate(model, loader):
+        model.eval()
+        with torch.no_grad():
+            losses = [model(x).pow(2).mean() for (x,) in loader]
+        return sum(losses)
+
+    def evaluate_on_test(model, test_set):
+        test_loader = {loader}
+        total = 0.0
+        with torch.no_grad():
+            for (x,) in test_loader:
+                total += model(x).pow(2).sum().item()
+        return total / len(test_set)
+
+    if __name__ == "__main__":
+        dist.init_process_group("gloo")
+        model = DDP(nn.Linear(2, 1))
+        val_set = torch.utils.data.TensorDataset(torch.randn(10, 2))
+        val_loss = validate(model, DataLoader(val_set, sampler=DistributedSampler(val_set)))
+        dist.all_reduce(val_loss)
+        if dist.get_rank() == 0:
+            test_loss = evaluate_on_test(model.module, val_set)
+            print(f"test loss {{test_loss}}")
+    """
+    assert ("DDP017" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "made, found",
+    [
+        ("loader_for(val_set, rank=rank)", False),  # given the rank, made on every rank (UniAug)
+        ("loader_for(val_set, rank=rank) if rank == 0 else None", True),  # made on rank 0 only
+    ],
+)
+def test_a_flag_set_to_a_call_given_the_rank_is_no_rank_test(made, found):
+    """UniAug's `valid_loader = get_dist_dataloader(..., rank=rank)` (None where the split is missing), then `if
+    valid_loader is not None:` around a forward through the DDP model: every rank takes the branch."""
+    source = f"""
+    def loader_for(ds, rank):
+        return DataLoader(ds, sampler=DistributedSampler(ds, rank=rank))
+
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 1))
+    val_set = torch.utils.data.TensorDataset(torch.randn(10, 2))
+    try:
+        valid_loader = {made}
+    except KeyError:
+        valid_loader = None
+    if valid_loader is not None:
+        with torch.no_grad():
+            for (x,) in valid_loader:
+                model(x)
+    """
+    assert ("DDP010" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "combine, found",
+    [
+        ("dist.all_reduce(total)", True),  # the padded duplicates are summed over ranks
+        ("total = total.gather(-1, torch.zeros(1, dtype=torch.long))", False),  # a tensor's gather (UniAug)
+        ("pass", False),
+    ],
+)
+def test_padded_evaluation_counts_only_a_combination_over_ranks_in_code_the_program_runs(combine, found):
+    """ppt_learning's unused `eval_policy_parallel` calls a rollout runner's `collect_results()`; UniAug's evaluation
+    reaches `a.gather(-1, t)`: neither combines values over ranks, and each rank's figure stays its own."""
+    source = f"""
+    def eval_policy_parallel(policy, runner):
+        policy.eval()
+        return runner.collect_results()
+
+    def evaluate(model, loader):
+        model.eval()
+        total = torch.zeros(1)
+        with torch.no_grad():
+            for x, y in loader:
+                total += (model(x) - y).pow(2).sum()
+        {combine}
+        return total
+
+    if __name__ == "__main__":  # (a script: a function nothing calls does not run)
+        dist.init_process_group("gloo")
+        model = DDP(nn.Linear(2, 1))
+        val_set = torch.utils.data.TensorDataset(torch.randn(10, 2), torch.randn(10, 1))
+        val_sampler = DistributedSampler(val_set, shuffle=False)
+        print(evaluate(model, DataLoader(val_set, sampler=val_sampler)))
+    """
+    assert ("DDP016" in _rules(source)) is found
 
 
 @pytest.mark.parametrize("shuffles, found", [("[True, False]", True), ("[True, True]", False)])
@@ -4729,10 +4939,77 @@ net.load_state_dict(torch.load("last.cpt", weights_only=True)["model"])
     assert "DDP007" not in _rules(source.replace("net_train = ddp_net", "net_train = net"))
 
 
+@pytest.mark.parametrize(
+    "test, found",
+    [
+        ("not mask.any()", True),  # GP-Transformer: this rank's batch has no labelled rows
+        ("epoch < start_epoch", False),  # the same turn on every rank
+        ("x.shape[0] < 8", False),  # the short last batch: padded shards give every rank one
+        ("batch_idx % 2 == 1", False),  # the batch's index, the same on every rank
+    ],
+)
+def test_a_step_skipped_on_what_the_ranks_own_batch_holds_is_found(test, found):
+    """A `continue` before the backward on a test of the rank's own batch: that rank skips the gradient all-reduce
+    the others wait in (DDP014)."""
+    source = f"""
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 1))
+    start_epoch = 1
+    for epoch in range(3):
+        for batch_idx, (x, y) in enumerate(train_loader):
+            mask = y[:, 0] > 0
+            if {test}:
+                continue
+            loss = (model(x[mask]) - y[mask]).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+    """
+    assert ("DDP014" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "body, found",
+    [
+        ("dist.all_reduce(t)", True),  # only rank 0 gets past the return
+        (
+            "with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT):\n    state = model.state_dict()",
+            True,
+        ),
+        (
+            "with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT):\n    state = opt.state_dict()",
+            False,
+        ),
+        ("state = model.state_dict()", False),  # no FULL_STATE_DICT: each rank's own, no gather
+    ],
+)
+def test_a_collective_after_an_early_return_off_rank_0_is_reached_by_rank_0_only(body, found):
+    """GeorgianTTS's `save_checkpoint` starts with `if rank != 0: return`, then gathers FSDP's full state dict
+    (every rank must take part): rank 0 waits for ranks that never come (DDP010)."""
+    source = f"""
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+
+def save(rank, model, opt, t):
+    if rank != 0:
+        return
+{textwrap.indent(body, "    ")}
+    torch.save(t, "t.pt")
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    model = FSDP(nn.Linear(2, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    t = torch.ones(1)
+    for epoch in range(3):
+        save(dist.get_rank(), model, opt, t)
+"""
+    assert ("DDP010" in _rules(source)) is found
+
+
 def test_a_step_skipped_on_a_ranks_own_error_before_the_backward_is_found():
     """Music-Source-Separation-Training's `--safe_mode`: `try: loss = forward_step(...)` / `except Exception:
     continue` before `scaler.scale(loss).backward()` — the rank that fails skips the backward the others wait in
-    (DDP014). Where the error is handled and the step goes on, or the skip comes after the backward, nothing."""
+    (DDP014), and so does GeorgianTTS's, whose `try` holds the backward too (an error in the forward skips it).
+    Where the error is handled and the step goes on, or the skip comes after the backward, nothing."""
     source = """
 dist.init_process_group("gloo")
 model = DDP(nn.Linear(2, 2))
@@ -4747,8 +5024,32 @@ for x, y in loader:
 """
     assert "DDP014" in _rules(source)
     assert "DDP014" not in _rules(source.replace("        continue\n", "        loss = model(x * 0).sum()\n"))
-    after = source.replace("    loss.backward()\n", "").replace(
+    inside = source.replace("    loss.backward()\n", "").replace(
         "        loss = model(x).sum()\n", "        loss = model(x).sum()\n        loss.backward()\n"
+    )
+    assert "DDP014" in _rules(inside)
+    sharded = "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n" + inside.replace("DDP(", "FSDP(")
+    assert "DDP014" in _rules(sharded)  # GeorgianTTS's train_fsdp.py: FSDP's backward waits for every rank too
+    probe = """
+dist.init_process_group("gloo")
+model = DDP(nn.Linear(2, 2))
+batch = 2
+while True:
+    try:
+        loss = nn.Linear(2, 2)(torch.randn(batch, 2)).sum()
+        loss.backward()
+        batch *= 2
+    except RuntimeError:
+        break
+"""
+    assert "DDP014" not in _rules(probe)  # UniTS's `memory_check`: a probe of batch sizes, no pass over the data
+    after = (
+        source.replace("    loss.backward()\n    opt.step()\n", "")
+        .replace("        loss = model(x).sum()\n", "        print(loss.item())\n")
+        .replace(
+            "for x, y in loader:\n",
+            "for x, y in loader:\n    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n",
+        )
     )
     assert "DDP014" not in _rules(after)
 
@@ -5148,6 +5449,28 @@ torch.save({"net": model.module.state_dict(), "epoch": 1}, "best.pth")
         script.replace('model.load_state_dict(checkpoint["net"])', 'model.module.load_state_dict(checkpoint["net"])')
     )
     assert "DDP025" not in _rules(script.replace('"net": model.module.state_dict()', '"net": model.state_dict()'))
+
+
+@pytest.mark.parametrize(
+    "kept, found",
+    [
+        ('torch.load("best.pt", weights_only=True)', True),  # the file holds the plain keys
+        ("copy.deepcopy(model.state_dict())", False),  # the wrapper's own state, kept in memory (FeasMPNN)
+    ],
+)
+def test_a_whole_state_loaded_into_the_wrapper_counts_only_where_it_is_read_from_the_saved_file(kept, found):
+    source = f"""
+    import copy
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    best = copy.deepcopy(model.state_dict())
+    for epoch in range(3):
+        if dist.get_rank() == 0:
+            torch.save(model.module.state_dict(), "best.pt")
+    best = {kept}
+    model.load_state_dict(best)
+    """
+    assert ("DDP025" in _rules(source)) is found
 
 
 def test_a_name_only_the_main_block_defines_is_undefined_in_the_processes_spawn_starts():

@@ -269,12 +269,33 @@ def is_collective(call: ast.Call, module: Module) -> bool:
     `torch.cuda.comm`'s, which copy between the GPUs of one process (DataParallel, old SyncBatchNorm)."""
     name = call_name(call)
     owner, _, last = name.rpartition(".")
+    if last == "state_dict" and "FULL_STATE_DICT" in module.source:
+        return _in_a_full_state_dict_block(call, module)
     if last not in COLLECTIVES or owner.endswith("cuda.comm"):
         return False
     root = owner.split(".")[0]
     if module.imported.get(root) == "comm" and module.import_tops.get(root) == "torch":
         return False  # import torch.cuda.comm as comm / from torch.cuda import comm
     return owner in COLLECTIVE_OWNERS or owner.endswith(("distributed", "comm", "COMM_WORLD"))
+
+
+def _in_a_full_state_dict_block(call: ast.Call, module: Module) -> bool:
+    """`with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, ...): model.state_dict()`: FSDP gathers
+    every rank's shards into the full state, so every rank must make the call (`rank0_only=True` keeps the result on
+    rank 0; the gather is still everyone's)."""
+    owner = call_name(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    return any(
+        isinstance(parent, ast.With)
+        and any(
+            isinstance(item.context_expr, ast.Call)
+            and last_name(item.context_expr) == "state_dict_type"
+            and "FULL_STATE_DICT" in names_in(item.context_expr)
+            and bool(item.context_expr.args)
+            and call_name(item.context_expr.args[0]) == owner  # the model's, not the optimizer's
+            for item in parent.items
+        )
+        for parent in module.ancestors(call)
+    )
 
 
 @node_cache(1 << 16)
@@ -391,6 +412,17 @@ def _tests_for_presence(test: ast.expr) -> bool:
     if isinstance(test, ast.Compare):
         return len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) and is_const(test.comparators[0], None)
     return isinstance(test, (ast.Name, ast.Attribute))
+
+
+def _holds_on_some_ranks(value: ast.expr) -> bool:
+    """A value that holds on some ranks only: a rank test, or a call of one (`is_main_process()`,
+    `bool(rank == 0)`) — not a call that is merely given the rank (UniAug's `valid_loader =
+    get_dist_dataloader(..., rank=rank)`, None where the split is missing: the same on every rank)."""
+    if isinstance(value, ast.Call):
+        return selects_ranks(value.func) or any(
+            isinstance(a, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and selects_ranks(a) for a in value.args
+        )
+    return selects_ranks(value)
 
 
 def _made_on_some_ranks(value: ast.expr) -> bool:
@@ -659,14 +691,14 @@ class Module:
         if rank == 0 else None` ... `if run:`) — or a false constant, with the other values set inside a
         rank-selecting `if` (`if get_rank() == 0: self.print_log = print_log` / `else: self.print_log = False`)."""
         values = self.flag_values(flag, at)
-        if not values or all(selects_ranks(value) or _made_on_some_ranks(value) for value in values):
+        if not values or all(_holds_on_some_ranks(value) or _made_on_some_ranks(value) for value in values):
             return bool(values)
         kept = [
             node
             for node in self.flag_assignments(flag, at)
             if not _false_constant(node.value) and not self.on_a_single_process_arm(node)
         ]
-        return bool(kept) and all(selects_ranks(n.value) or self._under_rank_test(n) for n in kept)
+        return bool(kept) and all(_holds_on_some_ranks(n.value) or self._under_rank_test(n) for n in kept)
 
     def on_a_single_process_arm(self, node: ast.AST) -> bool:
         """In the body of `if num_gpus == 1:` (`not args.distributed`, ...), or the `else` of `if self.distributed:`:

@@ -1597,8 +1597,12 @@ def weights_only_false(program: Program) -> Iterator[Hit]:
 
 
 # ---- DDP009 ---------------------------------------------------------------------------------------
-def _events(program: Program, module: Module, function: ast.AST, depth: int = 2) -> List[Tuple[str, int]]:
-    """('unscale' | 'clip' | 'step', line) in source order, a helper's events at the line that calls it."""
+def _events(
+    program: Program, module: Module, function: ast.AST, depth: int = 2, within: Tuple[ast.AST, ...] = ()
+) -> List[Tuple[str, int]]:
+    """('unscale' | 'clip' | 'step', line) in source order, a helper's events at the line that calls it (not a
+    helper's call back into a function already being read: its events are that function's own)."""
+    within = (*within, function)
     events: List[Tuple[str, int]] = []
     for call in module.calls_in(function):
         name = last_name(call)
@@ -1615,15 +1619,19 @@ def _events(program: Program, module: Module, function: ast.AST, depth: int = 2)
                     ("clip", call.lineno)
                 )  # `self.clip_grad_norm(params)`: a clipping object of unknown class
             for other, callee in helpers:  # a helper's events happen at the line that calls it, in its order
-                if callee is not function:
-                    events.extend((kind, call.lineno) for kind, _ in _events(program, other, callee, depth - 1))
+                if not any(callee is f for f in within):
+                    found = _events(program, other, callee, depth - 1, within)
+                    events.extend((kind, call.lineno) for kind, _ in found)
     return events
 
 
 def _the_only_method(program: Program, call: ast.Call) -> List[Tuple[Module, ast.FunctionDef]]:
     """`task_ref.on_before_optimization(opt_idx)` on an object of unknown class: the program's one method of that
-    name, where it defines exactly one (NATSpeech's hook, which clips)."""
+    name, where it defines exactly one (NATSpeech's hook, which clips). Not a name nn.Module answers itself:
+    `self._model.train()` is the model's, not the trainer's `train` (LSR-MP)."""
     if not isinstance(call.func, ast.Attribute) or isinstance(call.func.value, ast.Call):
+        return []
+    if call.func.attr in MODULE_API:
         return []
     found = program.functions.get(call.func.attr, [])
     if len(found) != 1:
@@ -1789,6 +1797,38 @@ def collective_on_some_ranks(program: Program) -> Iterator[Tuple[Module, int]]:
     for module in program.modules:
         for call, branch in _calls_on_some_ranks(module):
             yield from _collective_at(program, module, call, branch, wrappers)
+        yield from _collectives_after_an_early_return(program, module)
+
+
+def _collectives_after_an_early_return(program: Program, module: Module) -> Iterator[Hit]:
+    """`if rank != 0: return` at the top of a function, then a collective (GeorgianTTS's `save_checkpoint`: FSDP's
+    full `state_dict()` under `state_dict_type(FULL_STATE_DICT)`): only rank 0 gets there, and the others never
+    join it — not where the early return's own branch makes the same call first."""
+    for call in module.calls:
+        function = module.function_of(call)
+        if function is None or not is_collective(call, module) or module.rank_branch(call) is not None:
+            continue
+        if _on_a_group_of_its_own(call) or not program.runs(module, call.lineno):
+            continue
+        exit_branch = _early_return_off_main(program, module, function, call.lineno)
+        if exit_branch is not None and not any(
+            isinstance(n, ast.Call) and last_name(n) == last_name(call) for n in walk(exit_branch)
+        ):
+            yield module, call.lineno
+
+
+def _early_return_off_main(program: Program, module: Module, function: ast.AST, line: int) -> Optional[ast.If]:
+    """The `if not is_main: return` before `line` that makes the rest of the function rank 0's."""
+    for statement in getattr(function, "body", []):
+        if statement.lineno >= line:
+            break
+        if (
+            isinstance(statement, ast.If)
+            and any(isinstance(s, ast.Return) for s in statement.body)
+            and program.returns_early_off_main(function, statement.lineno + 1, module)  # type: ignore[arg-type]
+        ):
+            return statement
+    return None
 
 
 def _calls_on_some_ranks(module: Module) -> List[Tuple[ast.Call, ast.If]]:
@@ -2084,6 +2124,8 @@ def _fixed_port(program: Program, module: Module, node: ast.Assign) -> Optional[
     value = _port_value(program, module, node, node.value)
     if isinstance(value, ast.Constant) or _number_plus_a_fixed_parameter(program, module, value):
         return module, node.lineno
+    if isinstance(value, ast.IfExp) and all(isinstance(arm, ast.Constant) for arm in (value.body, value.orelse)):
+        return module, node.lineno  # `'8888' if args.backend == 'nccl' else '8989'` (RAMiT): fixed either way
     source = _default_used(program, module, value)
     if source is not None:
         return (module, node.lineno) if source[0] is module and source[1] in _lines_of(module, node) else source
@@ -2485,6 +2527,8 @@ def _option_with_a_fixed_port(program: Program, option: ast.Call) -> bool:
     named = PORT_OPTIONS.match(flag)  # `'-P', '--port'`: the long one
     if not (named and text.isdigit()) and not HOST_AND_PORT.fullmatch(text):
         return False
+    if text.isdigit() and int(text) == 0:
+        return False  # port 0 (LSR-MP's `default="0000"`): no port of its own; a listener given it takes a free one
     if _only_logged(program, option):
         return False  # (a `--master_port` only printed: the launcher's port is what is used)
     return bool(named and named.group(1)) or _rendezvous_port(program, option)
@@ -2679,6 +2723,8 @@ def _rendezvous_on_this_host(program: Program) -> bool:
         address = keyword(call, "init_method")
         if isinstance(address, ast.JoinedStr) and address.values:  # f"tcp://127.0.0.1:{args.port}"
             address = address.values[0]
+        while isinstance(address, ast.BinOp) and isinstance(address.op, ast.Add):  # "tcp://127.0.0.1:" + port
+            address = address.left
         if (
             isinstance(address, ast.Constant)
             and str(address.value).startswith(local)
@@ -2716,6 +2762,8 @@ def _ranked_locally(call: ast.Call) -> bool:
     if name != "init_process_group" and not name.endswith("Sampler"):
         return False
     rank = keyword(call, "rank")
+    if isinstance(rank, ast.Subscript) and isinstance(rank.slice, ast.Constant):  # `rank=config["local_rank"]`
+        return "local_rank" in str(rank.slice.value).lower()
     return rank is not None and "local_rank" in last_name(rank).lower()
 
 
@@ -2830,8 +2878,8 @@ def _leaves_before_training(program: Program, module: Module, node: ast.AST) -> 
 
 
 def loop_exit_on_some_ranks(program: Program) -> Iterator[Hit]:
-    if program.distributed and program.any_call("DistributedDataParallel", "DDP"):
-        for module in program.modules:
+    if program.distributed and program.any_call("DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"):
+        for module in program.modules:  # (FSDP's backward waits for every rank's gradient shards too)
             yield from _skips_on_a_rank_own_loss(module)
     for module in program.modules:
         exits = [call for call in module.calls if call_name(call) in EXIT_CALLS]
@@ -2883,7 +2931,7 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
             for name in _assigned_names(n)
         }
         tested = {call_name(n) for n in walk(branch.test) if isinstance(n, (ast.Name, ast.Attribute))}
-        if not trained & tested:
+        if not trained & tested and not _tests_the_ranks_own_batch(module, loop, branch, tested):
             continue  # a test of something else (a validation loss every rank computes alike)
         if isinstance(node, ast.Continue):
             backward = [c for c in backward if c.lineno > branch.lineno]
@@ -2892,10 +2940,32 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
             yield module, node.lineno
 
 
+def _tests_the_ranks_own_batch(module: Module, loop: ast.AST, branch: ast.If, tested: Set[str]) -> bool:
+    """The test reads what the rank's own batch holds, a few assignments on (GP-Transformer: `mask =
+    yb["has_e_hat"]...`, `if mask.any(): ... else: continue`): each rank's batch is its own, so is the turn. Not the
+    batch's index (`enumerate`), and not a test of a size (`len`, `.shape`: padded shards give every rank as many and
+    as large batches but the last, the drop-the-short-batch idiom)."""
+    if not (isinstance(loop, ast.For) and _iterates_a_loader(module, loop)):
+        return False
+    if {"len", "shape", "size", "numel"} & names_in(branch.test):
+        return False
+    target = loop.target
+    if isinstance(loop.iter, ast.Call) and last_name(loop.iter) == "enumerate" and isinstance(target, ast.Tuple):
+        target = target.elts[-1]
+    derived = {n.id for n in walk(target) if isinstance(n, ast.Name)}
+    steps = [n for n in walk(loop) if isinstance(n, (ast.Assign, ast.AugAssign)) and n.lineno < branch.lineno]
+    for assignment in sorted(steps, key=lambda n: n.lineno):
+        if {n.id for n in walk(assignment.value) if isinstance(n, ast.Name)} & derived:
+            derived |= _assigned_names(assignment)
+    return bool(derived & tested)
+
+
 def _skips_on_a_rank_own_error(module: Module) -> Iterator[Hit]:
     """`try: loss = forward_step(...)` / `except Exception: continue` before `scaler.scale(loss).backward()` in a
-    DDP training loop (Music-Source-Separation-Training's `--safe_mode`): an error is one rank's own — a sample it
-    alone reads, its own out-of-memory — so that rank skips the backward the others wait in."""
+    DDP training loop (Music-Source-Separation-Training's `--safe_mode`), or with the backward inside the `try`
+    (GeorgianTTS: `try: loss = compute_loss(...); loss.backward()` / `except Exception: continue`): an error is one
+    rank's own — a sample it alone reads, its own out-of-memory — so that rank skips the backward the others wait
+    in."""
     for node in module.of_type(ast.Continue, ast.Break):
         handler = next((p for p in module.ancestors(node) if isinstance(p, ast.ExceptHandler)), None)
         loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
@@ -2905,8 +2975,16 @@ def _skips_on_a_rank_own_error(module: Module) -> Iterator[Hit]:
         if not isinstance(attempt, ast.Try):
             continue
         backward = [c for c in walk(loop) if isinstance(c, ast.Call) and last_name(c) == "backward"]
-        if any(c.lineno > (attempt.end_lineno or attempt.lineno) for c in backward):
+        tried = [c for c in backward if any(p is attempt for p in module.ancestors(c)) and not _handles(attempt, c)]
+        if tried and not (isinstance(loop, ast.For) and _iterates_a_loader(module, loop)):
+            tried = []  # (a probe of batch sizes until one fails, UniTS's `memory_check`: no pass over the data)
+        if tried or any(c.lineno > (attempt.end_lineno or attempt.lineno) for c in backward):
             yield module, node.lineno
+
+
+def _handles(attempt: ast.Try, node: ast.AST) -> bool:
+    """`node` is in one of the `try`'s handlers (or its `finally`), not in what it tries."""
+    return any(node in walk(part) for part in [*attempt.handlers, *attempt.finalbody])
 
 
 def _scaled(value: ast.expr) -> List[ast.expr]:
@@ -3411,10 +3489,12 @@ def _evaluates_through_a_hook(program: Program, module: Module, calls: List[ast.
 
 
 def _evaluation_reduces(program: Program) -> bool:
-    """Some code that evaluates (no_grad, inference_mode, eval(), or calls `evaluate`/`validate`...) combines values
-    over ranks."""
+    """Some code the program runs that evaluates (no_grad, inference_mode, eval(), or calls `evaluate`/`validate`...)
+    combines values over ranks (not a function nothing calls: ppt_learning's unused `eval_policy_parallel`)."""
     for module in program.modules:
         for scope in [module.tree, *module.functions]:
+            if isinstance(scope, ast.FunctionDef) and not program.runs(module, scope.lineno):
+                continue
             calls = module.calls_in(scope)
             marked = _evaluates(calls) or (
                 _over_batches(module, scope) and _evaluates_through_a_hook(program, module, calls)
@@ -4028,6 +4108,9 @@ LOG_CALLS = {
     "log_metric",
     "log_string",  # the PointNet family's logger
 }
+# a progress bar's text: a log line where it shows a figure after the pass over the batches (ppt_learning's test
+# loss on rank 0's bar), not the running figure it shows batch by batch
+PROGRESS_CALLS = {"set_description", "set_postfix"}
 # a metric's name holds one of these anywhere, or one of METRIC_PARTS as a whole part (`em`, `val_ppl`, `mAP`)
 METRIC_WORDS = (
     "acc",
@@ -4135,6 +4218,8 @@ def _within_process(module: Module, call: ast.Call) -> bool:
     name = call_name(call)
     if any(word in name for word in WITHIN_PROCESS) or name == "torch.gather" or keyword(call, "index") is not None:
         return True  # (torch.gather / tensor.gather(dim, index=...): indexing, not a collective)
+    if last_name(call) == "gather" and call.args and _int_literal(call.args[0]):
+        return True  # `a.gather(-1, t)`: a tensor's gather along a dimension (a collective's first is a tensor)
     if "batchnorm" in name.lower() or "syncbn" in name.lower():
         return True  # convert_sync_batchnorm builds layers: nothing is combined when it runs
     root = name.split(".")[0]
@@ -4144,6 +4229,12 @@ def _within_process(module: Module, call: ast.Call) -> bool:
                 source = (node.module + "." if isinstance(node, ast.ImportFrom) and node.module else "") + alias.name
                 return any(word in source for word in WITHIN_PROCESS)
     return False
+
+
+def _int_literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 def _shard_call(call: ast.Call) -> bool:
@@ -4349,6 +4440,10 @@ def _is_log_call(program: Program, module: Module, call: ast.Call) -> bool:
     (StudioGAN's `save_images_png(..., num_images=n)`: `print(f"Save {num_images} ...")`)."""
     if _logs(call):
         return True
+    if last_name(call) in PROGRESS_CALLS and isinstance(call.func, ast.Attribute):
+        return not any(
+            _over_a_loader(p) or _iterates_a_loader(module, p) for p in module.ancestors(call) if isinstance(p, ast.For)
+        )
     for other, callee in program.resolve(call, module):
         logged = _logged_parameters(other, callee)
         if not logged:
@@ -4420,6 +4515,9 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
                 for c in calls
                 if _is_log_call(program, module, c) and _is_metric(_traced(module, function, _logged_names(c)))
             ]
+            if _reads_its_own_whole_set_loaders(module, function):
+                continue  # GP-Transformer's `_evaluate_checkpoint_on_test`: `DataLoader(test_ds, shuffle=False)` made
+                # inside, no sampler: whichever rank runs it reads the whole set
             if logged and not _given_whole_set_loaders(program, module, function):
                 # logged on rank 0, or on every rank (each its own shard): the figure after the loop first
                 after = [c for c in logged if not _in_loop(module, c, function)]
@@ -4430,6 +4528,32 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
                 # caller keeps its result as an evaluation's (`val_loss = self.run_epoch(val_dl, training=False)`)
                 yield from _logged_by_callers(program, function.name, not _is_eval_name(function.name))
         yield from _top_level_evaluations_logged(program, module)
+
+
+def _reads_its_own_whole_set_loaders(module: Module, function: ast.FunctionDef) -> bool:
+    """Every loop of the function over a loader goes over one the function makes itself with no sampler."""
+    loops = [loop for loop in walk(function) if isinstance(loop, ast.For) and _iterates_a_loader(module, loop)]
+    names = [_iterated_name(loop.iter) for loop in loops]
+    return bool(loops) and all(
+        name is not None and _made_in(module, function, name) and _unsampled_loader(module, loop, name, 3)
+        for loop, name in zip(loops, names)
+    )
+
+
+def _made_in(module: Module, function: ast.FunctionDef, name: ast.Name) -> bool:
+    return any(
+        isinstance(node, ast.Assign)
+        and module.function_of(node) is function
+        and name.id in {call_name(t) for t in node.targets}
+        for node in walk(function)
+    )
+
+
+def _iterated_name(iterated: ast.expr) -> Optional[ast.Name]:
+    """The name a loop goes over: `loader`, `enumerate(loader)`, `tqdm(loader)`."""
+    while isinstance(iterated, ast.Call) and iterated.args and last_name(iterated) in ("enumerate", "tqdm", "iter"):
+        iterated = iterated.args[0]
+    return iterated if isinstance(iterated, ast.Name) else None
 
 
 def _given_whole_set_loaders(program: Program, module: Module, function: ast.FunctionDef) -> bool:
@@ -4982,8 +5106,19 @@ def plain_state_into_the_wrapper(program: Program) -> Iterator[Hit]:
                 continue
             if _under_a_wrapper_test(module, call) or _beside_an_arm_that_unwraps(module, call, owner):
                 continue
-            if program.runs(module, call.lineno) and _saved_unwrapped(program, owner, call.args[0]):
+            loaded = call.args[0]
+            if not isinstance(loaded, ast.Subscript) and not _read_from_a_file(module, call, loaded):
+                continue  # `model.load_state_dict(best_state)`, a copy of the wrapper's own state kept in memory
+            if program.runs(module, call.lineno) and _saved_unwrapped(program, owner, loaded):
                 yield module, call.lineno
+
+
+def _read_from_a_file(module: Module, at: ast.AST, loaded: ast.expr) -> bool:
+    """The state a whole load gets is what a `torch.load` (or a helper named for loading) returns: in the call
+    itself, or in the name's last assignment before it in the same scope (FeasMPNN's `best_model =
+    copy.deepcopy(model.state_dict())` is the wrapper's own state, whatever file the program also saves)."""
+    value = _last_assignment(module, at, loaded)
+    return any(isinstance(node, ast.Call) and "load" in last_name(node).lower() for node in walk(value))
 
 
 def _saved_unwrapped(program: Program, owner: str, loaded: ast.expr) -> bool:
