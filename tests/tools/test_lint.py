@@ -5005,6 +5005,61 @@ if __name__ == "__main__":
     assert ("DDP010" in _rules(source)) is found
 
 
+@pytest.mark.parametrize(
+    "after, found",
+    [
+        ("dist.barrier(group)", False),  # the group's own members: the ranks that left are not in it
+        ("dist.all_reduce(t, group=group)", False),
+        ("dist.all_reduce(t)", False),  # `rank >= size` with the world's size: no rank leaves
+    ],
+)
+def test_ranks_past_a_count_leaving_before_a_collective_is_no_rank_0_branch(after, found):
+    """CAGNET's `run(rank, size, ...)`: `group = dist.new_group(list(range(size)))`, `if rank >= size: return`,
+    then `dist.barrier(group)`."""
+    source = f"""
+def run(rank, size, t):
+    group = dist.new_group(list(range(size)))
+    if rank >= size:
+        return
+    {after}
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    run(dist.get_rank(), dist.get_world_size(), torch.ones(1))
+"""
+    assert ("DDP010" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "wrap, clip, found",
+    [
+        ("FSDP(nn.Linear(2, 2))", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", True),
+        ("FSDP(nn.Linear(2, 2))", "clip_grad_norm_(model.parameters(), 1.0)", True),  # imported from torch
+        ("FSDP(nn.Linear(2, 2))", "model.clip_grad_norm_(1.0)", False),  # FSDP's own, over every shard
+        ("DDP(nn.Linear(2, 2))", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", False),  # whole grads
+        ("FSDP(nn.Linear(2, 2))", "torch.nn.utils.clip_grad_norm_(plain.parameters(), 1.0)", False),  # minChatGPT
+        ("FSDP(nn.Linear(2, 2))", "step(model)", True),  # a helper handed the FSDP model
+        ("FSDP(nn.Linear(2, 2))", "step(plain)", False),
+    ],
+)
+def test_clipping_a_sharded_models_gradients_with_torchs_helper_clips_each_shard_alone(wrap, clip, found):
+    """GeorgianTTS's `train_fsdp.py`: `torch.nn.utils.clip_grad_norm_` over an FSDP model's parameters (DDP029)."""
+    source = f"""
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from torch.nn.utils import clip_grad_norm_
+
+def step(m):
+    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+
+dist.init_process_group("gloo")
+plain = nn.Linear(2, 2)  # a single-process trainer's model beside the sharded one
+model = {wrap}
+model(torch.randn(4, 2)).sum().backward()
+{clip}
+"""
+    assert ("DDP029" in _rules(source)) is found
+
+
 def test_a_step_skipped_on_a_ranks_own_error_before_the_backward_is_found():
     """Music-Source-Separation-Training's `--safe_mode`: `try: loss = forward_step(...)` / `except Exception:
     continue` before `scaler.scale(loss).backward()` — the rank that fails skips the backward the others wait in

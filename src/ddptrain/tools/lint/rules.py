@@ -1825,10 +1825,21 @@ def _early_return_off_main(program: Program, module: Module, function: ast.AST, 
         if (
             isinstance(statement, ast.If)
             and any(isinstance(s, ast.Return) for s in statement.body)
+            and not _compares_with_a_count(statement.test)
             and program.returns_early_off_main(function, statement.lineno + 1, module)  # type: ignore[arg-type]
         ):
             return statement
     return None
+
+
+def _compares_with_a_count(test: ast.expr) -> bool:
+    """`if rank >= size: return` (CAGNET): the ranks past a count leave — none where the count is the world's —
+    not every rank but 0."""
+    return any(
+        isinstance(node, ast.Compare)
+        and any(not isinstance(c, (ast.Constant, ast.List, ast.Tuple)) for c in node.comparators)
+        for node in walk(test)
+    )
 
 
 def _calls_on_some_ranks(module: Module) -> List[Tuple[ast.Call, ast.If]]:
@@ -1885,6 +1896,8 @@ def _on_a_group_of_its_own(call: ast.Call) -> bool:
     `process_group=nccl_group` with `nccl_group = dist.new_group(ranks=...)`): meant for that group's members, which a
     rank test may be what selects (tgl's trainers `if args.local_rank < args.num_gpus:`)."""
     group = keyword(call, "group") or keyword(call, "process_group")
+    if group is None and last_name(call) == "barrier" and call.args:
+        group = call.args[0]  # `dist.barrier(group)` (CAGNET: the ranks past the group's size have left)
     return group is not None and not is_const(group, None) and "WORLD" not in call_name(group)
 
 
@@ -5362,6 +5375,67 @@ def group_call_in_the_launcher(program: Program) -> Iterator[Hit]:
             yield entry, call.lineno
 
 
+# ---- DDP029 ---------------------------------------------------------------------------------------
+FSDP_WRAPPERS = ("FullyShardedDataParallel", "FSDP")
+
+
+def clip_over_fsdp_shards(program: Program) -> Iterator[Hit]:
+    """`torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` in a program that wraps its model in
+    `FullyShardedDataParallel` (GeorgianTTS's `train_fsdp.py`): each rank holds a shard of every gradient, so the
+    norm is its shard's, each rank scales by a different factor and the replicas' updates no longer match what one
+    clip of the whole gradient would give. FSDP's own `model.clip_grad_norm_(max_norm)` reduces the norm over the
+    ranks. Not in a program that also makes DDP wrappers (which arm clips what is not read)."""
+    if not program.any_call(*FSDP_WRAPPERS) or program.any_call("DistributedDataParallel", "DDP"):
+        return
+    for module, call in program.calls_named("clip_grad_norm_", "clip_grad_norm"):
+        name = call_name(call)
+        if isinstance(call.func, ast.Attribute) and not name.endswith(
+            ("nn.utils." + last_name(call), "utils." + last_name(call))
+        ):
+            continue  # `model.clip_grad_norm_(...)`: FSDP's own, over every rank's shards
+        if isinstance(call.func, ast.Name) and module.import_tops.get(name) != "torch":
+            continue  # a helper of the program's or another library's
+        clipped = call.args[0] if call.args else None
+        owner = (
+            clipped.func.value if isinstance(clipped, ast.Call) and isinstance(clipped.func, ast.Attribute) else None
+        )
+        if not isinstance(owner, ast.Name) or not _holds_a_sharded_model(program, module, call, owner.id, 2):
+            continue  # (minChatGPT's single-process trainers beside its FSDP one, in one file)
+        if program.runs(module, call.lineno):
+            yield module, call.lineno
+
+
+def _holds_a_sharded_model(program: Program, module: Module, at: ast.AST, name: str, depth: int) -> bool:
+    """`name` holds an FSDP wrapper where `at` reads it: last assigned `FSDP(...)` (or a tuple's part of a program
+    function's result that makes one: `t3_fsdp, ... = setup_model(...)`) in its scope, or a parameter every running
+    caller fills with such a name (`self.train_epoch(dist_model, epoch)`)."""
+    scope = module.scope_of(at)
+    assigned = [
+        node
+        for node in walk(scope)
+        if isinstance(node, ast.Assign)
+        and node.lineno < getattr(at, "lineno", 0)
+        and name in {n.id for t in node.targets for n in walk(t) if isinstance(n, ast.Name)}
+    ]
+    if assigned:
+        value = max(assigned, key=lambda n: n.lineno).value
+        if isinstance(value, ast.Call) and last_name(value) in FSDP_WRAPPERS:
+            return True
+        return isinstance(value, ast.Call) and any(
+            any(last_name(c) in FSDP_WRAPPERS for c in other.calls_in(function))
+            for other, function in program.resolve(value, module)
+        )
+    function = module.function_of(at)
+    if depth == 0 or function is None or name not in _parameter_names(function):
+        return False
+    sites = program.running_sites(module, function)
+    return bool(sites) and all(
+        isinstance(given, ast.Name) and _holds_a_sharded_model(program, other, site, given.id, depth - 1)
+        for other, site in sites
+        for given in [given_value(function, site, name)]
+    )
+
+
 RULES: List[Rule] = [
     Rule(
         "DDP001",
@@ -5587,6 +5661,14 @@ RULES: List[Rule] = [
         "with mp.spawn, which never joined their group: it raises 'Default process group has not been initialized'",
         "make the call in the function each started process runs (before it returns), not after mp.spawn",
         group_call_in_the_launcher,
+    ),
+    Rule(
+        "DDP029",
+        ERROR,
+        "torch.nn.utils.clip_grad_norm_ on a FullyShardedDataParallel model: each rank computes the norm of its own "
+        "gradient shard, so every rank clips by a different factor and none by the whole gradient's norm",
+        "call the wrapper's own model.clip_grad_norm_(max_norm), which reduces the norm over the ranks",
+        clip_over_fsdp_shards,
     ),
 ]
 
