@@ -904,3 +904,56 @@ def test_local_rank_options_plain_state_loads_and_handed_down_configs_in_odd_sha
     ]
     starred = "from settings import *\n" + odd_spawns
     assert "DDP026" not in {rule for rule, _ in _found(tmp_path, starred, capsys)}
+
+
+def test_sharded_state_dicts_clipping_early_returns_skipped_batches_and_ports_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The thirty-fourth set's reading in shapes that could mislead: `state_dict_type` given no arguments, given the
+    type by a variable, or used with `as`; `dist.barrier(None)`; an early return whose test is a call; a clip given
+    a list, a generator or a module attribute; a port chosen between a number and an option; a port offset by a
+    parameter some caller leaves unknown; a `try` in a `while` loop that ends at the iterator's end; a `finally`; a
+    batch test through a walrus. The run ends; what cannot be told is not reported, and the plain cases still are."""
+    header = DDP + "import os, torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+    header += "from torch.distributed.fsdp import StateDictType\nmodel = FSDP(torch.nn.Linear(2, 2))\n"
+    states = header + (
+        "def save(rank, kind):\n    if rank != 0:\n        return\n"
+        "    with FSDP.state_dict_type():\n        a = model.state_dict()\n"
+        "    with FSDP.state_dict_type(model, kind):\n        b = model.state_dict()\n"
+        "    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT) as ctx:\n        c = model.state_dict()\n"
+        "    dist.barrier(None)\n"
+        "def quiet(rank):\n    if os.environ.get('QUIET'):\n        return\n    dist.barrier()\n"
+        "for epoch in range(2):\n    save(dist.get_rank(), StateDictType.FULL_STATE_DICT)\n    quiet(dist.get_rank())\n"
+    )
+    assert [hit for hit in _found(tmp_path, states, capsys) if hit[0] == "DDP010"] == [
+        ("DDP010", _line(states, "        c = model.state_dict()")),  # FULL_STATE_DICT written out, after the return
+        ("DDP010", _line(states, "    dist.barrier(None)")),  # None is the default group
+    ]
+    clips = header + (
+        "params = list(model.parameters())\n"
+        "torch.nn.utils.clip_grad_norm_(params, 1.0)\n"
+        "torch.nn.utils.clip_grad_norm_((p for p in model.parameters()), 1.0)\n"
+        "torch.nn.utils.clip_grad_norm_(model.module.parameters(), 1.0)\n"
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+    )
+    assert [hit for hit in _found(tmp_path, clips, capsys) if hit[0] == "DDP029"] == [
+        ("DDP029", _line(clips, "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"))
+    ]
+    ports = DDP.replace("dist.init_process_group('gloo')\n", "") + (
+        "import os, sys, argparse\np = argparse.ArgumentParser()\np.add_argument('--port')\nargs = p.parse_args()\n"
+        "def setup(offset):\n    os.environ['MASTER_PORT'] = str(12355 + offset)\n    dist.init_process_group('gloo')\n"
+        "os.environ['MASTER_PORT'] = '8888' if args.port is None else args.port\n"
+        "setup(int(sys.argv[1]))\nsetup(offset=len(sys.argv))\n"
+    )
+    assert "DDP011" not in {rule for rule, _ in _found(tmp_path, ports, capsys)}
+    loops = DDP + (
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "model = DDP(torch.nn.Linear(2, 2))\nit = iter(train_loader)\n"
+        "while True:\n    try:\n        x = next(it)\n        model(x).sum().backward()\n"
+        "    except StopIteration:\n        break\n"
+        "for x, y in train_loader:\n    try:\n        loss = model(x).sum()\n    finally:\n        pass\n"
+        "    if not (m := y > 0).any():\n        continue\n    loss.backward()\n"
+    )
+    assert [hit for hit in _found(tmp_path, loops, capsys) if hit[0] == "DDP014"] == [
+        ("DDP014", _line(loops, "        continue"))  # the rank's own batch, through a walrus; not the iterator's end
+    ]
