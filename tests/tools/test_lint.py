@@ -306,6 +306,33 @@ def test_a_fixed_address_in_an_option_counts_only_where_the_option_is_read(init,
 
 
 @pytest.mark.parametrize(
+    "path, found",
+    [
+        ("os.path.join(save_dir, f'model_rank{rank}.pth')", False),  # DCASE2020-Task2: one file per rank
+        ("os.path.join(save_dir, 'model.pth')", True),
+    ],
+)
+def test_a_path_every_caller_builds_from_the_rank_is_one_file_per_rank(path, found):
+    source = f"""
+    class Trainer:
+        def __init__(self, net):
+            self.net = net
+
+        def train(self, loader, save_path):
+            for epoch in range(3):
+                torch.save(self.net.state_dict(), save_path)
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    save_dir = "runs"
+    trainer = Trainer(DDP(nn.Linear(2, 2)))
+    save_path = {path}
+    trainer.train([], save_path)
+    """
+    assert ("DDP015" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
     "name, found",
     [
         ('f"optimizer.{dist.get_rank():05d}-of-{dist.get_world_size():05d}.pth"', False),  # one file per rank
@@ -5107,6 +5134,93 @@ while True:
         )
     )
     assert "DDP014" not in _rules(after)
+
+
+@pytest.mark.parametrize("test, found", [("GPU_NUM > 1", False), ("GPU_NUM >= 2", False), ("GPU_NUM > 0", True)])
+def test_the_else_of_a_process_count_test_that_makes_the_group_is_the_single_process_arm(test, found):
+    """QMedSAM: `if GPU_NUM > 1:` makes the process group, and the `else` of the same test later makes the
+    shuffling loader for one process (no DDP018). `GPU_NUM > 0` holds for a distributed run too."""
+    source = f"""
+    GPU_RANK = [0, 1, 2, 3]
+    GPU_NUM = len(GPU_RANK)
+    def main(rank, dataset):
+        if {test}:
+            dist.init_process_group("gloo", rank=rank, world_size=GPU_NUM)
+        model = DDP(nn.Linear(2, 2)) if {test} else nn.Linear(2, 2)
+        if {test}:
+            loader = DataLoader(dataset, batch_size=4, sampler=DistributedSampler(dataset))
+        else:
+            loader = DataLoader(dataset, batch_size=4, shuffle=True)
+        for epoch in range(3):
+            for x in loader:
+                model(x).sum().backward()
+    """
+    assert ("DDP018" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "after, found",
+    [
+        (
+            "valid_loss = np.average(valid_losses)\n            msg = f'valid_loss: {valid_loss:.5f}'\n            print(msg)",
+            True,
+        ),
+        ("valid_loss = np.average(valid_losses)\n            print(f'valid_loss: {valid_loss:.5f}')", True),
+        ("lr = optimizer.lr\n            print(f'lr: {lr}')", False),  # nothing the evaluation computed
+    ],
+)
+def test_a_validation_filled_into_a_list_and_averaged_after_it_is_logged_unreduced(after, found):
+    """KenMeSH's training function appends each batch's loss to `valid_losses` inside `with torch.no_grad():`, then
+    `valid_loss = np.average(valid_losses)` and prints a message built from it: each rank its own shard's figure."""
+    source = f"""
+    import numpy as np
+    def train(model, train_loader, valid_loader, optimizer, epochs):
+        for epoch in range(epochs):
+            valid_losses = []
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                (model(x) - y).pow(2).mean().backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                for x, y in valid_loader:
+                    valid_losses.append((model(x) - y).pow(2).mean().item())
+            {after}
+
+    dist.init_process_group("gloo")
+    val_sampler = DistributedSampler(val_set, shuffle=False)
+    train(DDP(nn.Linear(2, 1)), DataLoader(train_set, sampler=DistributedSampler(train_set)),
+          DataLoader(val_set, sampler=val_sampler), None, 3)
+    """
+    assert ("DDP017" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "copy, found",
+    [
+        ("for (x,) in train_loader:\n        shard.append(x)", False),  # GOTHAM: read once, onto the GPU
+        ("for epoch in range(2):\n        for (x,) in train_loader:\n            shard.append(x)", True),
+        ("shard = list(train_loader)", True),  # handed on: where it is read again is not followed
+    ],
+)
+def test_a_loader_read_in_one_pass_needs_no_set_epoch(copy, found):
+    """GOTHAM's `train_ddp.py` copies its rank's shard onto the GPU in one pass over the sampler's loader, then
+    trains for `max_iters` steps on slices of that tensor: the sampler's order is drawn once (no DDP002)."""
+    source = f"""
+def main(rank, dataset):
+    dist.init_process_group("gloo")
+    train_sampler = DistributedSampler(dataset)
+    train_loader = DataLoader(dataset, batch_size=4, sampler=train_sampler)
+    shard = []
+    {copy}
+    data = torch.cat(shard)
+    model = DDP(nn.Linear(2, 2))
+    for step in range(100):
+        for split in ("train", "val"):
+            pass
+        model(data[step % len(data)]).sum().backward()
+"""
+    assert ("DDP002" in _rules(source)) is found
 
 
 def test_a_shuffling_loader_replaced_under_the_test_that_makes_ddp_is_the_single_process_one():

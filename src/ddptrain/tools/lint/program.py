@@ -371,7 +371,18 @@ def _single_process_only(test: ast.expr) -> bool:
 
 
 def _switch_flag(test: ast.expr) -> str:
-    """The last name of the flag `if parallel:`, `if parallel == True:` or `if self.parallel is True:` tests."""
+    """The last name of the flag `if parallel:`, `if parallel == True:` or `if self.parallel is True:` tests; for a
+    count of processes, the test itself (`if GPU_NUM > 1:`, QMedSAM, which makes the group in that `if`)."""
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.left, (ast.Name, ast.Attribute))
+        and (
+            (isinstance(test.ops[0], ast.Gt) and is_const(test.comparators[0], 1))
+            or (isinstance(test.ops[0], ast.GtE) and is_const(test.comparators[0], 2))
+        )
+    ):
+        return call_name(test.left) + " > 1"
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
         if not is_const(test.comparators[0], True):
             return ""

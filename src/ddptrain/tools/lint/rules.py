@@ -393,7 +393,48 @@ def set_epoch_missing(program: Program) -> Iterator[Hit]:
     for module, call in training_samplers(program):
         if program.branches_away(module, call):
             continue  # made only on a path no call takes (`if multinode:` with `multinode=(local_rank >= 0)`)
+        if _read_in_one_pass(module, call):
+            continue  # GOTHAM's loader read once to copy the rank's shard onto the GPU: no epoch repeats its order
         yield module, call.lineno  # each of them: none is ever told its epoch
+
+
+def _read_in_one_pass(module: Module, sampler: ast.Call) -> bool:
+    """Every loader given this sampler is a plain name of the sampler's function that is only ever iterated, by a
+    `for` outside any loop of that function: the order is drawn once."""
+    function = module.function_of(sampler)
+    parent = module.parents.get(sampler)
+    if function is None or not (isinstance(parent, ast.Assign) and len(parent.targets) == 1):
+        return False
+    kept = parent.targets[0]
+    if not isinstance(kept, ast.Name):
+        return False
+    loaders = [
+        node.targets[0].id
+        for node in walk(function)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Call)
+        and last_name(node.value) == "DataLoader"
+        and any(call_name(v) == kept.id for v in [*node.value.args, *(k.value for k in node.value.keywords)])
+    ]
+    if not loaders:
+        return False
+    for node in walk(function):
+        if isinstance(node, ast.Name) and node.id in loaders and isinstance(node.ctx, ast.Load):
+            loop = module.parents.get(node)
+            if not (isinstance(loop, ast.For) and loop.iter is node):
+                return False  # handed on, wrapped, measured: read elsewhere
+            if any(isinstance(p, (ast.For, ast.While)) for p in _ancestors_within(module, loop, function)):
+                return False  # inside an epoch loop (or any loop): read again each time round
+    return True
+
+
+def _ancestors_within(module: Module, node: ast.AST, scope: ast.AST) -> Iterator[ast.AST]:
+    for parent in module.ancestors(node):
+        if parent is scope:
+            return
+        yield parent
 
 
 def _a_datasets(call: ast.Call) -> bool:
@@ -2048,8 +2089,9 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for node in _port_sites(module):
             if isinstance(node, ast.Assign):
-                if not _may_make_a_group(program):
-                    continue  # `os.environ['MASTER_PORT'] = '29500'` where nothing makes a process group to read it
+                if not _may_make_a_group(program) or not program.runs(module, node.lineno):
+                    continue  # `os.environ['MASTER_PORT'] = '29500'` where nothing makes a process group to read it,
+                    # or in a function nothing calls (GOTHAM's single-process `train.py` keeps a `setup()` it never runs)
                 fixed = _fixed_port(program, module, node)
                 if fixed is not None and not _only_when_unset(module, node):
                     yield fixed
@@ -3174,6 +3216,20 @@ def _makes_the_group(program: Program, module: Module, statements: List[ast.stmt
     return False
 
 
+def _every_caller_names_the_rank(program: Program, module: Module, call: ast.Call, path: ast.expr) -> bool:
+    """The path is a parameter every running caller fills from the rank (DCASE2020-Task2's `trainer.train(...,
+    save_path)` with `save_path = os.path.join(save_dir, f'model_rank{rank}.pth')`): one file per rank."""
+    function = module.function_of(call)
+    if not isinstance(path, ast.Name) or function is None or path.id not in _parameter_names(function):
+        return False
+    sites = program.running_sites(module, function)
+    return bool(sites) and all(
+        given is not None and bool(_derived_names(other, site, given) & RANK_NAMES)
+        for other, site in sites
+        for given in [given_value(function, site, path.id)]
+    )
+
+
 def same_path_every_rank(program: Program) -> Iterator[Hit]:
     if not program.distributed:
         return
@@ -3186,7 +3242,7 @@ def same_path_every_rank(program: Program) -> Iterator[Hit]:
         target = _last_assignment(module, call, path)
         if isinstance(target, ast.Call) and last_name(target) == "BytesIO":
             continue  # memory
-        if _derived_names(module, call, path) & RANK_NAMES:
+        if _derived_names(module, call, path) & RANK_NAMES or _every_caller_names_the_rank(program, module, call, path):
             continue  # one file per rank (`os.path.join(d, fn)` with `fn = f"optimizer.{dist.get_rank():05d}.pth"`)
         function = module.function_of(call)
         if function is not None and _guards_by_name(function.name):
@@ -4661,16 +4717,36 @@ def _logged_after(program: Program, module: Module, scope: ast.With) -> Optional
     if body is None:
         return None
     computed = {call_name(t) for n in walk(scope) if isinstance(n, (ast.Assign, ast.AugAssign)) for t in _targets(n)}
+    computed |= {  # `valid_losses.append(loss.item())`: the list the evaluation fills
+        call_name(n.func.value)
+        for n in walk(scope)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend")
+    } - {""}
     following = body[body.index(scope) + 1 :]
+    sources = _computed_after(following, computed)
     calls = [n for s in following for n in walk(s) if isinstance(n, ast.Call)]
     inside = [n for n in walk(scope) if isinstance(n, ast.Call)]
     if any(any(word in last_name(c).lower() for word in REDUCING_WORDS) for c in [*inside, *calls]):
         return None  # reduced (all_reduce, gather) in the evaluation or after it
     for call in calls:
-        names = _logged_names(call) & computed
-        if names and _is_log_call(program, module, call) and _is_metric(names):
+        names = _logged_names(call) & set(sources)
+        shown = names | {source for name in names for source in sources[name]}
+        if names and _is_log_call(program, module, call) and _is_metric(shown):
             return module, call.lineno
     return None
+
+
+def _computed_after(statements: List[ast.stmt], computed: Set[str]) -> Dict[str, Set[str]]:
+    """Each name computed in the evaluation, or after it from such names (`valid_loss = np.average(valid_losses)`,
+    then `print_msg = f'... {valid_loss}'`: KenMeSH), with the names it was computed from."""
+    sources: Dict[str, Set[str]] = {name: set() for name in computed}
+    assignments = [n for s in statements for n in walk(s) if isinstance(n, (ast.Assign, ast.AugAssign))]
+    for node in sorted(assignments, key=lambda n: n.lineno):
+        read = {call_name(n) for n in walk(node.value) if isinstance(n, (ast.Name, ast.Attribute))} & set(sources)
+        if read:
+            for target in _targets(node):
+                sources.setdefault(call_name(target), set()).update(read | {s for r in read for s in sources[r]})
+    return sources
 
 
 def _bodies(node: ast.AST) -> List[List[ast.stmt]]:
