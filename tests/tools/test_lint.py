@@ -203,6 +203,20 @@ def test_a_save_on_local_rank_0_that_also_asks_for_the_jobs_rank_0_writes_once(g
     assert ("DDP019" in _rules(source)) is found
 
 
+@pytest.mark.parametrize("call, found", [("setup()", True), ("pass", False)])
+def test_a_port_set_in_a_function_the_program_never_runs_fixes_nothing(call, found):
+    """GOTHAM's scripts keep a `setup()` that sets `MASTER_PORT` beside code that never calls it."""
+    source = f"""
+    def setup():
+        os.environ["MASTER_PORT"] = "12355"
+
+    if __name__ == "__main__":
+        {call}
+        dist.init_process_group("gloo")
+    """
+    assert ("DDP011" in _rules(source)) is found
+
+
 @pytest.mark.parametrize(
     "port, found",
     [

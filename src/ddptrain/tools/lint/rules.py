@@ -2089,9 +2089,8 @@ def hard_coded_port(program: Program) -> Iterator[Hit]:
     for module in program.modules:
         for node in _port_sites(module):
             if isinstance(node, ast.Assign):
-                if not _may_make_a_group(program) or not program.runs(module, node.lineno):
-                    continue  # `os.environ['MASTER_PORT'] = '29500'` where nothing makes a process group to read it,
-                    # or in a function nothing calls (GOTHAM's single-process `train.py` keeps a `setup()` it never runs)
+                if not _may_make_a_group(program):
+                    continue  # `os.environ['MASTER_PORT'] = '29500'` where nothing makes a process group to read it
                 fixed = _fixed_port(program, module, node)
                 if fixed is not None and not _only_when_unset(module, node):
                     yield fixed
