@@ -957,3 +957,53 @@ def test_sharded_state_dicts_clipping_early_returns_skipped_batches_and_ports_in
     assert [hit for hit in _found(tmp_path, loops, capsys) if hit[0] == "DDP014"] == [
         ("DDP014", _line(loops, "        continue"))  # the rank's own batch, through a walrus; not the iterator's end
     ]
+
+
+def test_paths_from_callers_process_count_switches_one_pass_loaders_and_filled_lists_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The thirty-fifth set's reading in shapes that could mislead: a path handed through `**kwargs` or through a
+    second helper's parameter, a process-count test written the other way round (`1 < GPU_NUM`), a loader also
+    handed to `iter()` or kept in a tuple, a validation list kept on `self` and extended from a generator. The run
+    ends; what cannot be told keeps the finding it had (the save, the shuffling loader, the missing set_epoch), and
+    the unreduced figure is still found."""
+    header = DDP + "import os, torch\nimport numpy as np\nfrom torch import nn\n"
+    header += "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    header += "from torch.utils.data import DataLoader, DistributedSampler\n"
+    paths = header + (
+        "def save(net, save_path, **kw):\n    torch.save(net.state_dict(), save_path)\n"
+        "def again(net, save_path):\n    save(net, save_path)\n"
+        "rank = dist.get_rank()\nnet = DDP(nn.Linear(2, 2))\nkw = {'save_path': f'm{rank}.pt'}\n"
+        "for epoch in range(2):\n    save(net, **kw)\n    again(net, f'model_rank{rank}.pt')\n"
+    )
+    save = "    torch.save(net.state_dict(), save_path)"
+    assert ("DDP015", _line(paths, save)) in _found(tmp_path, paths, capsys)
+    switch = header + (
+        "GPU_NUM = 4\n"
+        "def run(ds):\n    if GPU_NUM > 1:\n        model = DDP(nn.Linear(2, 2))\n    else:\n        model = nn.Linear(2, 2)\n"
+        "    if 1 < GPU_NUM:\n        loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+        "    else:\n        loader = DataLoader(ds, shuffle=True)\n"
+        "    for epoch in range(2):\n        for x in loader:\n            model(x).sum().backward()\n"
+    )
+    shuffled = "        loader = DataLoader(ds, shuffle=True)"
+    assert ("DDP018", _line(switch, shuffled)) in _found(tmp_path, switch, capsys)
+    once = header + (
+        "def run(ds):\n    s = DistributedSampler(ds)\n    loader = DataLoader(ds, sampler=s)\n"
+        "    first = next(iter(loader))\n    pair = (loader, 1)\n    for x in loader:\n        pass\n"
+        "    model = DDP(nn.Linear(2, 2))\n"
+        "    for step in range(10):\n        for k in range(2):\n            model(first).sum().backward()\n"
+    )
+    assert ("DDP002", _line(once, "    s = DistributedSampler(ds)")) in _found(tmp_path, once, capsys)
+    lists = header + (
+        "class T:\n    def fit(self, model, train_loader, val_loader, opt):\n        for epoch in range(3):\n"
+        "            for x in train_loader:\n                model(x).sum().backward()\n"
+        "            self.losses = []\n            with torch.no_grad():\n                for x in val_loader:\n"
+        "                    self.losses.append(model(x).sum().item())\n"
+        "                    self.losses.extend(v for v in [1])\n"
+        "            val_loss = np.mean(self.losses)\n            print(f'val loss {val_loss}')\n"
+        "vs = DistributedSampler(val_set, shuffle=False)\n"
+        "T().fit(DDP(nn.Linear(2, 1)), DataLoader(train_set, sampler=DistributedSampler(train_set)),"
+        " DataLoader(val_set, sampler=vs), None)\n"
+    )
+    shown = "            print(f'val loss {val_loss}')"
+    assert ("DDP017", _line(lists, shown)) in _found(tmp_path, lists, capsys)
