@@ -2204,19 +2204,42 @@ def _is_number(value: object) -> bool:
 def _always_a_number(program: Program, module: Module, name: ast.Name, depth: int) -> bool:
     """Every call the program runs of the function whose parameter `name` is gives it a number (a caller's own
     parameter followed `depth` levels up); False where no call is seen or one is not read."""
-    function = module.function_of(name)
-    if function is None or name.id not in _parameter_names(function):
+    return _every_caller_gives(
+        program,
+        module,
+        name,
+        name.id,
+        lambda caller, _, given: (
+            (isinstance(given, ast.Constant) and _is_number(given.value))
+            or (isinstance(given, ast.Name) and depth > 0 and _always_a_number(program, caller, given, depth - 1))
+        ),
+        handed=True,
+    )
+
+
+def _every_caller_gives(
+    program: Program,
+    module: Module,
+    at: ast.AST,
+    name: str,
+    fits: Callable[[Module, ast.Call, Optional[ast.expr]], bool],
+    handed: bool = False,
+) -> bool:
+    """`name` is a parameter of the function around `at`, and every call of it the program runs gives it a value
+    `fits(caller's module, call, value)` accepts — with `handed`, also `mp.spawn(function, args=(...))`'s tuple;
+    False where no call is seen."""
+    function = module.function_of(at)
+    if function is None or name not in _parameter_names(function):
         return False
-    sites = program.running_sites(module, function, handed=True)
-    for site_module, call in sites:
-        given = (
-            _spawned_value(function, call, name.id) if _starts(call, function) else given_value(function, call, name.id)
+    sites = program.running_sites(module, function, handed=handed)
+    return bool(sites) and all(
+        fits(
+            caller,
+            site,
+            _spawned_value(function, site, name) if _starts(site, function) else given_value(function, site, name),
         )
-        if isinstance(given, ast.Constant) and _is_number(given.value):
-            continue
-        if not (isinstance(given, ast.Name) and depth > 0 and _always_a_number(program, site_module, given, depth - 1)):
-            return False
-    return bool(sites)
+        for caller, site in sites
+    )
 
 
 def _starts(call: ast.Call, function: ast.FunctionDef) -> bool:
@@ -3218,14 +3241,12 @@ def _makes_the_group(program: Program, module: Module, statements: List[ast.stmt
 def _every_caller_names_the_rank(program: Program, module: Module, call: ast.Call, path: ast.expr) -> bool:
     """The path is a parameter every running caller fills from the rank (DCASE2020-Task2's `trainer.train(...,
     save_path)` with `save_path = os.path.join(save_dir, f'model_rank{rank}.pth')`): one file per rank."""
-    function = module.function_of(call)
-    if not isinstance(path, ast.Name) or function is None or path.id not in _parameter_names(function):
-        return False
-    sites = program.running_sites(module, function)
-    return bool(sites) and all(
-        given is not None and bool(_derived_names(other, site, given) & RANK_NAMES)
-        for other, site in sites
-        for given in [given_value(function, site, path.id)]
+    return isinstance(path, ast.Name) and _every_caller_gives(
+        program,
+        module,
+        call,
+        path.id,
+        lambda caller, site, given: given is not None and bool(_derived_names(caller, site, given) & RANK_NAMES),
     )
 
 
@@ -5500,14 +5521,14 @@ def _holds_a_sharded_model(program: Program, module: Module, at: ast.AST, name: 
             any(last_name(c) in FSDP_WRAPPERS for c in other.calls_in(function))
             for other, function in program.resolve(value, module)
         )
-    function = module.function_of(at)
-    if depth == 0 or function is None or name not in _parameter_names(function):
-        return False
-    sites = program.running_sites(module, function)
-    return bool(sites) and all(
-        isinstance(given, ast.Name) and _holds_a_sharded_model(program, other, site, given.id, depth - 1)
-        for other, site in sites
-        for given in [given_value(function, site, name)]
+    return depth > 0 and _every_caller_gives(
+        program,
+        module,
+        at,
+        name,
+        lambda caller, site, given: (
+            isinstance(given, ast.Name) and _holds_a_sharded_model(program, caller, site, given.id, depth - 1)
+        ),
     )
 
 
