@@ -1007,3 +1007,55 @@ def test_paths_from_callers_process_count_switches_one_pass_loaders_and_filled_l
     )
     shown = "            print(f'val loss {val_loss}')"
     assert ("DDP017", _line(lists, shown)) in _found(tmp_path, lists, capsys)
+
+
+def test_launcher_tests_unused_samplers_unwrapping_helpers_and_rank_0_optimizers_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The thirty-sixth set's reading in shapes that could mislead: a launcher variable asked through
+    `os.environ.keys()` or a dictionary of the environment, a sampler kept in a tuple or handed to a loader by
+    attribute, a dataset given by keyword, an unwrap through `getattr`, optimizers kept in a dictionary, a helper that
+    calls itself. The run ends; what cannot be told is not reported, and the plain shapes are still found."""
+    header = DDP + "import os, torch\nfrom torch import nn\n"
+    header += "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    header += "from torch.utils.data import DataLoader, DistributedSampler\n"
+    launched = header + (
+        "env = dict(os.environ)\n"
+        "def main():\n    model = DDP(nn.Linear(2, 2))\n    dist.barrier()\n"
+        "if 'LOCAL_RANK' in os.environ.keys():\n    main()\n"
+        "if 'LOCAL_RANK' in env:\n    main()\n"
+    )
+    assert not [hit for hit in _found(tmp_path, launched, capsys) if hit[0] == "DDP010"]
+    samplers = header + (
+        "def run(ds, other):\n"
+        "    s, t = DistributedSampler(ds), None\n    a = DataLoader(ds, batch_size=2)\n"
+        "    u = DistributedSampler(other)\n    b = DataLoader(other)\n    b.sampler = u\n"
+        "    v = DistributedSampler(ds)\n    c = DataLoader(dataset=ds, batch_size=2)\n"
+        "    model = DDP(nn.Linear(2, 2))\n"
+        "    for epoch in range(2):\n        for x in c:\n            model(x).sum().backward()\n"
+    )
+    assert [hit for hit in _found(tmp_path, samplers, capsys) if hit[0] == "DDP030"] == [
+        ("DDP030", _line(samplers, "    c = DataLoader(dataset=ds, batch_size=2)"))
+    ]
+    unwraps = header + (
+        "def kd_loss(x, heads, n=2):\n    heads = getattr(heads, 'module', heads)\n"
+        "    if n:\n        return kd_loss(x, heads, n - 1)\n    return heads(x).sum()\n"
+        "def plain_loss(x, heads):\n    if isinstance(heads, DDP):\n        heads = heads.module\n"
+        "    return heads(x).sum()\n"
+        "heads = DDP(nn.Linear(2, 2))\n"
+        "for x in [torch.ones(2)]:\n    loss = kd_loss(x, heads) + plain_loss(x, heads)\n    loss.backward()\n"
+    )
+    assert [hit for hit in _found(tmp_path, unwraps, capsys) if hit[0] == "DDP020"] == [
+        ("DDP020", _line(unwraps, "        heads = heads.module"))
+    ]
+    optimizers = header + (
+        "model = DDP(nn.Linear(2, 2))\n"
+        "optimizers = {'g': torch.optim.SGD(model.parameters(), lr=0.1)}\n"
+        "opt = optimizers['g']\nsched = torch.optim.lr_scheduler.StepLR(opt, 1)\n"
+        "for epoch in range(2):\n    model(torch.ones(2)).sum().backward()\n"
+        "    if dist.get_rank() == 0:\n        optimizers['g'].step()\n        opt.step()\n"
+        "    if dist.get_rank() == 0:\n        sched.step()\n"
+    )
+    assert [hit for hit in _found(tmp_path, optimizers, capsys) if hit[0] == "DDP031"] == [
+        ("DDP031", _line(optimizers, "        sched.step()"))
+    ]

@@ -4,6 +4,7 @@ import ast
 import gc
 import json
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -889,6 +890,8 @@ def test_unparsable_or_missing_file_is_reported(tmp_path, capsys):
     assert run_lint([str(broken), str(tmp_path / "missing.py")], as_json=False) == 2
     err = capsys.readouterr().err
     assert "missing.py: no such file" in err and "broken.py: cannot parse" in err
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"  # (a file written for a newer Python: the fix)
+    assert f"lint reads files with the Python it runs under ({running})" in err
 
 
 def test_linting_leaves_the_garbage_collector_as_it_found_it(tmp_path):
@@ -5769,3 +5772,354 @@ if __name__ == "__main__":
         "    dist.destroy_process_group()\n", "    if dist.is_initialized():\n        dist.destroy_process_group()\n"
     )
     assert "DDP028" not in _rules(asked)
+
+
+@pytest.mark.parametrize(
+    "test, found",
+    [
+        ('"LOCAL_RANK" in os.environ', False),  # a launcher set it: the same on every rank
+        ('"RANK" in os.environ and "WORLD_SIZE" in os.environ', False),
+        ('"LOCAL_RANK" not in os.environ', False),
+        ('"LOCAL_RANK" in os.environ and int(os.environ["LOCAL_RANK"]) == 0', True),  # then rank 0 only
+        ('int(os.environ["LOCAL_RANK"]) == 0', True),
+        ('"RANK" not in os.environ or int(os.environ["RANK"]) == 0', True),  # YouReID: rank 0 where launched
+    ],
+)
+def test_asking_whether_the_launcher_set_a_rank_variable_picks_no_ranks(test, found):
+    """JaTSR's trainers end in `if "LOCAL_RANK" in os.environ: main()` (else: how to launch with torchrun): every
+    process torchrun starts has the variable, so `main()`'s collectives are reached on every rank (DDP010)."""
+    source = f"""
+def main():
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    dist.barrier()
+
+if __name__ == "__main__":
+    if {test}:
+        main()
+"""
+    assert ("DDP010" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "users, found",
+    [
+        ('list_users("users.pt")', False),  # the program's own list, no loader, no rank: the whole list
+        ("val_loader", True),  # the sharded loader
+        ('list_users(f"users{rank}.pt")', True),  # each rank's own list
+        ("next_users()", True),  # a call of nothing the program defines: unknown
+    ],
+)
+def test_an_evaluation_over_a_list_the_program_builds_reads_the_whole_list(users, found):
+    """DIN_v2's `evaluate_topk(eval_data=...)` on rank 0 goes over users listed by `get_topk_eval_data` (no
+    loader, no sampler), beside a validation through a DistributedSampler: its hit rate is the whole list's
+    (DDP017). The loop over `ks` runs no model and is not the data."""
+    source = f"""
+def list_users(path):
+    return [torch.load(path)]
+
+class Ranker:
+    def evaluate_topk(self, users, ks=[5, 10]):
+        self.model.eval()
+        hits = []
+        with torch.no_grad():
+            for user in users:
+                scores = self.model(user)
+                for k in ks:
+                    hits.append(float(scores.argmax() < k))
+        return {{"hr": sum(hits) / len(hits)}}
+
+def run(rank):
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    val_loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+    ranker = Ranker()
+    users = None
+    if rank == 0:
+        users = {users.replace("rank", "rank")}
+        metrics = ranker.evaluate_topk(users)
+        print("HR", metrics["hr"])
+
+if __name__ == "__main__":
+    run(int(os.environ["RANK"]))
+"""
+    assert ("DDP017" in _rules(source)) is found
+
+
+def test_a_callers_log_counts_for_the_method_its_object_runs_not_another_class_of_that_name():
+    """DIN_v2 imports `RichTrainer`, whose `evaluate_topk` goes over a loader, and never makes one: its calls are
+    `trainer.evaluate_topk(...)` with `trainer = SimpleDDPTrainer(...)`, whose method reads a whole list."""
+    source = """
+def list_users(path):
+    return [torch.load(path)]
+
+class Unused:
+    def evaluate_topk(self, users):
+        self.model.eval()
+        hits = []
+        with torch.no_grad():
+            for batch in self.loader:
+                hits.append(self.model(batch).mean())
+        return {"hr": sum(hits)}
+
+class Ranker:
+    def evaluate_topk(self, users):
+        self.model.eval()
+        hits = []
+        with torch.no_grad():
+            for user in users:
+                hits.append(self.model(user).mean())
+        return {"hr": sum(hits)}
+
+def run(rank):
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    val_loader = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+    ranker = Ranker()
+    if rank == 0:
+        metrics = ranker.evaluate_topk(list_users("users.pt"))
+        print("HR", metrics["hr"])
+
+if __name__ == "__main__":
+    run(int(os.environ["RANK"]))
+"""
+    assert "DDP017" not in _rules(source)
+    assert "DDP017" in _rules(source.replace("ranker = Ranker()", "ranker = Unused()"))
+
+
+@pytest.mark.parametrize(
+    "loader, found",
+    [
+        ("DataLoader(train_ds, batch_size=8)", True),  # STAR: the sampler made, the loader given none
+        ("DataLoader(train_ds, batch_size=8, sampler=train_sampler)", False),
+        ("DataLoader(train_ds, batch_size=8, sampler=None)", True),
+        ("DataLoader(other_ds, batch_size=8)", False),  # another dataset's loader
+        ("make_loader(train_ds, train_sampler)", False),  # handed on: used
+        ("DataLoader(train_ds, **kwargs)", False),  # what `kwargs` holds is unknown
+    ],
+)
+def test_a_distributed_sampler_no_loader_is_given_splits_nothing(loader, found):
+    """STAR's `train_dist.py` makes `train_sampler = DistributedSampler(train_ds, ...)`, then
+    `DataLoader(train_ds, batch_size=...)` with no sampler: every rank trains on the whole dataset (DDP030); telling
+    that sampler its epoch (DDP002) would change nothing."""
+    source = f"""
+def run(rank, world_size, train_ds, other_ds, kwargs):
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    train_sampler = DistributedSampler(train_ds, num_replicas=world_size, rank=rank)
+    train_loader = {loader}
+    model = DDP(nn.Linear(2, 2))
+    for epoch in range(3):
+        for x in train_loader:
+            model(x).sum().backward()
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(2, ds, ds, {{}}), nprocs=2)
+"""
+    rules = _rules(source)
+    assert ("DDP030" in rules) is found
+    if found:
+        assert "DDP002" not in rules
+        evaluation = source.replace("rank=rank)", "rank=rank, shuffle=False)")
+        assert "DDP030" not in _rules(evaluation)  # an evaluation's sampler: reading the whole set is not wrong
+
+
+@pytest.mark.parametrize(
+    "body, found",
+    [
+        ("heads = heads.module\n    return heads[0](x).pow(2).mean()", True),  # DistillASR
+        ("heads = heads.module\n    return heads.project(x).pow(2).mean()", True),
+        ("heads = heads.module\n    return sum(p.sum() for p in heads.parameters())", False),  # no forward
+        ("heads = heads.module\n    with torch.no_grad():\n        return heads[0](x).mean()", False),
+        ("pass\n    return heads(x).pow(2).mean()", False),  # through the wrapper
+        ("heads = heads.module\n    heads.eval()\n    return heads[0](x).mean()", False),  # an evaluation (CodeBERT)
+    ],
+)
+def test_a_loss_helper_that_unwraps_the_model_it_is_given_bypasses_the_gradient_all_reduce(body, found):
+    """DistillASR's `distill_loss(student, teacher, proj_layers)`: `if isinstance(proj_layers, DDP): proj_layers =
+    proj_layers.module`, then `proj_layers[str(i)](...)`; the training step back-propagates the result, so the
+    projections' gradients are never averaged over the ranks (DDP020)."""
+    source = f"""
+def distill_loss(x, heads):
+    if isinstance(heads, DDP):
+        {body}
+
+def run(rank):
+    dist.init_process_group("gloo")
+    heads = DDP(nn.ModuleList([nn.Linear(2, 2)]))
+    for x in loader:
+        loss = distill_loss(x, heads)
+        loss.backward()
+
+if __name__ == "__main__":
+    run(int(os.environ["RANK"]))
+"""
+    assert ("DDP020" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "made, found",
+    [
+        ("Trainer(model)", True),  # DIN_v2: the object keeps the wrapper, rank 0 alone runs its forward
+        ("Trainer(model.module)", False),  # the inner model: no collective
+        ("Other(model)", False),  # a class whose `evaluate` runs no model
+    ],
+)
+def test_a_method_of_an_object_that_keeps_the_wrapper_runs_its_forward_on_rank_0_alone(made, found):
+    """DIN_v2's `trainer = SimpleDDPTrainer(model, ...)` with the DDP model, then `if is_main_process(rank):
+    trainer.evaluate(valid_loader)`, whose `self.model(batch)` broadcasts rank 0's buffers while the other ranks
+    wait elsewhere (DDP010)."""
+    source = f"""
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    def evaluate(self, loader):
+        with torch.no_grad():
+            return [self.model(x) for x in loader]
+
+class Other:
+    def __init__(self, model):
+        self.model = model
+
+    def evaluate(self, loader):
+        return len(loader)
+
+def run(rank, loader):
+    dist.init_process_group("gloo")
+    model = DDP(nn.BatchNorm1d(2))
+    trainer = {made}
+    for x in loader:
+        model(x).sum().backward()
+        if rank == 0:
+            trainer.evaluate(loader)
+
+if __name__ == "__main__":
+    run(int(os.environ["RANK"]), [])
+"""
+    assert ("DDP010" in _rules(source)) is found
+    after = source.replace(
+        "        if rank == 0:\n            trainer.evaluate(loader)\n",
+        "    trainer.train_epoch_done = True\n    if rank == 0:\n        trainer.evaluate(loader)\n",
+    )
+    assert "DDP010" not in _rules(after)  # after the epoch loop: not the first forward after a training step
+
+
+@pytest.mark.parametrize(
+    "guarded, found",
+    [
+        ('optimizer.load_state_dict(torch.load("last.pt")["optimizer"])', True),  # protein_bert's resume
+        ("scheduler.step()", True),
+        ("trainer.step_scheduler(0.5)", True),  # DIN_v2: a method that steps the plateau scheduler
+        ('torch.save(optimizer.state_dict(), "opt.pt")', False),  # read, not changed
+        ('model.module.load_state_dict(torch.load("best.pt"))', False),  # the model, not the optimizer
+        ("trainer.report()", False),
+    ],
+)
+def test_an_optimizer_or_scheduler_changed_on_rank_0_alone_lets_the_replicas_drift(guarded, found):
+    """protein_bert's `if rank == 0: optimizer.load_state_dict(...); scheduler.load_state_dict(...)` and DIN_v2's
+    `if is_main_process(rank): trainer.step_scheduler(valid_auc)`: the other ranks keep their own moments or
+    learning rate (DDP031), reported once per rank test."""
+    source = f"""
+class Trainer:
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+
+    def step_scheduler(self, metric):
+        self.scheduler.step(metric)
+
+    def report(self):
+        print(self.scheduler)
+
+def run(rank):
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+    trainer = Trainer(scheduler)
+    for epoch in range(3):
+        model(torch.ones(2)).sum().backward()
+        optimizer.step()
+        if rank == 0:
+            {guarded}
+            {guarded}
+
+if __name__ == "__main__":
+    run(int(os.environ["RANK"]))
+"""
+    found_lines = [f.line for f in lint_source("script.py", HEADER + textwrap.dedent(source)) if f.rule == "DDP031"]
+    assert len(found_lines) == (1 if found else 0)
+    both = source.replace(
+        f"        if rank == 0:\n            {guarded}\n            {guarded}\n", f"        {guarded}\n"
+    )
+    assert "DDP031" not in _rules(both)  # every rank
+
+
+@pytest.mark.parametrize(
+    "guarded, after, found",
+    [
+        ("run_epoch(model, loader, None)", "", False),  # fast-autoaugment: evaluation, no optimizer given
+        ("run_epoch(model, loader, optimizer)", "", True),
+        (
+            'optimizer.load_state_dict(torch.load("o.pt"))',
+            "hvd.broadcast_optimizer_state(optimizer, root_rank=0)",
+            False,
+        ),
+        ('optimizer.load_state_dict(torch.load("o.pt"))', "dist.broadcast(epoch_t, 0)", True),  # something else
+        ("optimizer.step()", "broadcast_model(model)", False),  # brain-agent: rank 0 steps, then sends its weights
+    ],
+)
+def test_rank_0_optimizer_work_that_steps_nothing_or_is_broadcast_after_is_no_drift(guarded, after, found):
+    """fast-autoaugment's `if is_master: run_epoch(model, validloader, criterion, None, ...)` steps no optimizer;
+    Horovod's examples load the optimizer on rank 0, then `hvd.broadcast_optimizer_state(optimizer, root_rank=0)`."""
+    source = f"""
+def broadcast_model(model):
+    for p in model.parameters():
+        dist.broadcast(p.data, 0)
+
+def run_epoch(model, loader, optimizer):
+    for x in loader:
+        loss = model(x).sum()
+        if optimizer:
+            loss.backward()
+            optimizer.step()
+
+def run(rank, loader, epoch_t):
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    if rank == 0:
+        {guarded}
+    {after}
+    run_epoch(model, loader, optimizer)
+
+if __name__ == "__main__":
+    run(int(os.environ["RANK"]), [], None)
+"""
+    assert ("DDP031" in _rules(source)) is found
+
+
+def test_a_parameter_set_on_rank_0_only_further_down_is_the_callers_value_above():
+    """tacotron2's `train(..., checkpoint_path, ...)` tests `if checkpoint_path is not None:` to resume, and only
+    later, on rank 0, sets `checkpoint_path = os.path.join(...)` to save: the test above picks no ranks."""
+    source = """
+def train(checkpoint_path, rank, model, optimizer):
+    if checkpoint_path is not None:
+        dist.barrier()
+    for epoch in range(3):
+        model(torch.ones(2)).sum().backward()
+        optimizer.step()
+        if rank == 0:
+            checkpoint_path = f"checkpoint_{epoch}"
+            torch.save(model.module.state_dict(), checkpoint_path)
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    train(None, dist.get_rank(), model, torch.optim.SGD(model.parameters(), lr=0.1))
+"""
+    assert "DDP010" not in _rules(source)
+    looped = source.replace("    if checkpoint_path is not None:\n        dist.barrier()\n", "").replace(
+        "        optimizer.step()\n",
+        "        optimizer.step()\n        if checkpoint_path is not None:\n            dist.barrier()\n",
+    )
+    assert "DDP010" in _rules(looped)  # in the loop, after rank 0 set it: on rank 0 only

@@ -15,6 +15,7 @@ import ast
 import functools
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
@@ -179,7 +180,15 @@ def _add(sources: Sources, path: Path, shown: str) -> None:
         return
     try:
         module = Module(shown, path.read_text(encoding="utf-8-sig"), resolved)
-    except (SyntaxError, UnicodeDecodeError, ValueError, OSError) as error:
+    except SyntaxError as error:  # (QCMLForge's f-string, valid from Python 3.12 on, read by 3.11)
+        running = f"{sys.version_info.major}.{sys.version_info.minor}"
+        sources.problems.append(
+            f"{shown}: cannot parse: {error} — lint reads files with the Python it runs under ({running}); "
+            "run it under the Python the file is written for"
+        )
+        sources._parsed[resolved] = None
+        return
+    except (UnicodeDecodeError, ValueError, OSError) as error:
         sources.problems.append(f"{shown}: cannot parse: {error}")
         sources._parsed[resolved] = None
         return

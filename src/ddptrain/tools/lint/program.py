@@ -304,6 +304,8 @@ def selects_ranks(test: ast.expr) -> bool:
     opposed to one that tells distributed from single-process runs (`local_rank != -1`, `world_size > 1`)."""
     if not names_in(test) & RANK_NAMES and not _rank_like(test):
         return False
+    if _asks_for_a_variable(test):
+        return False  # `"LOCAL_RANK" in os.environ`: whether a launcher set it, the same on every rank
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         # `args.do_train and (args.local_rank == -1 or dist.get_rank() == 0)`: where one part picks ranks, the
         # whole does
@@ -321,6 +323,20 @@ def selects_ranks(test: ast.expr) -> bool:
         if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.GtE) and is_const(node.comparators[0], 0):
             return False  # `local_rank >= 0`: the same
     return True
+
+
+LAUNCHER_VARIABLES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}
+
+
+def _asks_for_a_variable(test: ast.expr) -> bool:
+    """`"LOCAL_RANK" in os.environ` (or `not in`): a name looked up, not a rank compared."""
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.In, ast.NotIn))
+        and isinstance(test.left, ast.Constant)
+        and isinstance(test.left.value, str)
+    )
 
 
 SINGLE_PROCESS_FLAGS = {
@@ -354,6 +370,8 @@ def _single_process_only(test: ast.expr) -> bool:
         return any(_single_process_only(v) for v in test.values)  # `args.parallel and not args.distributed`
     if _unset_rank(test, ast.Eq):
         return True  # `args.local_rank == -1`: the launchers' "not distributed"
+    if _asks_for_a_variable(test) and isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.NotIn):
+        return cast(ast.Constant, test.left).value in LAUNCHER_VARIABLES  # `"RANK" not in os.environ`: no launcher
     if (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
@@ -701,6 +719,8 @@ class Module:
         """Every value the flag is set to is a rank test, or an object made on some ranks only (`run = wandb.init()
         if rank == 0 else None` ... `if run:`) — or a false constant, with the other values set inside a
         rank-selecting `if` (`if get_rank() == 0: self.print_log = print_log` / `else: self.print_log = False`)."""
+        if self._given_by_the_caller(flag, at):
+            return False  # tacotron2's `train(..., checkpoint_path, ...)`: set on rank 0 only further down, later
         values = self.flag_values(flag, at)
         if not values or all(_holds_on_some_ranks(value) or _made_on_some_ranks(value) for value in values):
             return bool(values)
@@ -710,6 +730,23 @@ class Module:
             if not _false_constant(node.value) and not self.on_a_single_process_arm(node)
         ]
         return bool(kept) and all(_holds_on_some_ranks(n.value) or self._under_rank_test(n) for n in kept)
+
+    def _given_by_the_caller(self, flag: ast.expr, at: ast.AST) -> bool:
+        """A parameter of the function around `at` that nothing assigns before `at` nor in a loop around it: what
+        it holds there is what the caller gave."""
+        function = self.function_of(at)
+        if not isinstance(flag, ast.Name) or function is None:
+            return False
+        arguments = function.args
+        if flag.id not in {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}:
+            return False
+        loops = [
+            p for p in self.ancestors(at) if isinstance(p, (ast.For, ast.While)) and self.function_of(p) is function
+        ]
+        return not any(
+            node.lineno < at.lineno or any(loop in self.ancestors(node) for loop in loops)  # type: ignore[attr-defined]
+            for node in self.flag_assignments(flag, at)
+        )
 
     def on_a_single_process_arm(self, node: ast.AST) -> bool:
         """In the body of `if num_gpus == 1:` (`not args.distributed`, ...), or the `else` of `if self.distributed:`:

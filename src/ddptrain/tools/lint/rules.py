@@ -11,7 +11,21 @@ import re
 import symtable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    AbstractSet,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
 from .configs import (
     CUT_KEY,
@@ -395,6 +409,8 @@ def set_epoch_missing(program: Program) -> Iterator[Hit]:
             continue  # made only on a path no call takes (`if multinode:` with `multinode=(local_rank >= 0)`)
         if _read_in_one_pass(module, call):
             continue  # GOTHAM's loader read once to copy the rank's shard onto the GPU: no epoch repeats its order
+        if _loader_beside_an_unused_sampler(module, call) is not None:
+            continue  # the sampler reaches no loader (DDP030): telling it the epoch changes nothing
         yield module, call.lineno  # each of them: none is ever told its epoch
 
 
@@ -495,6 +511,58 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
         if _kept_by_the_launcher(program, module, call):
             continue
         yield module, call.lineno
+
+
+# ---- DDP030 ---------------------------------------------------------------------------------------
+def sampler_never_given(program: Program) -> Iterator[Hit]:
+    """`train_sampler = DistributedSampler(train_ds, ...)`, then `DataLoader(train_ds, batch_size=...)` in the same
+    function with no sampler, and the sampler's name never read again but for `set_epoch` (STAR's `train_dist.py`):
+    the split is made and thrown away — every rank reads the whole dataset."""
+    if not program.distributed:
+        return
+    for module, call in program.calls_named("DistributedSampler"):
+        loader = _loader_beside_an_unused_sampler(module, call)
+        if loader is not None and not program.branches_away(module, loader):
+            yield module, loader.lineno
+
+
+def _dataset_of(loader: ast.Call) -> str:
+    given = loader.args[0] if loader.args else keyword(loader, "dataset")
+    return call_name(given) if given is not None else ""
+
+
+def _loader_beside_an_unused_sampler(module: Module, sampler: ast.Call) -> Optional[ast.Call]:
+    """The first loader of the sampler's dataset made after it in its scope with no sampler, where the sampler is
+    kept in a plain name that nothing reads but `name.set_epoch(...)`; not an evaluation's sampler (`shuffle=False`,
+    `val_sampler`)."""
+    parent = module.parents.get(sampler)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return None
+    held, scope = parent.targets[0].id, module.scope_of(sampler)
+    dataset = sampler.args[0] if sampler.args else keyword(sampler, "dataset")
+    if not isinstance(dataset, ast.Name):
+        return None
+    if is_const(keyword(sampler, "shuffle"), False) or _is_eval_name(f"{held} {dataset.id}"):
+        return None  # an evaluation's: every rank reading the whole set is slow, not wrong (DDP016's lessons)
+    for node in walk(scope):
+        if isinstance(node, ast.Name) and node.id == held and isinstance(node.ctx, ast.Load):
+            used = module.parents.get(node)
+            if not (isinstance(used, ast.Attribute) and used.attr == "set_epoch"):
+                return None  # given to a loader, a helper, a list: used
+    return next(
+        (
+            call
+            for call in walk(scope)
+            if isinstance(call, ast.Call)
+            and last_name(call) == "DataLoader"
+            and call.lineno > sampler.lineno
+            and module.scope_of(call) is scope
+            and _dataset_of(call) == dataset.id
+            and not (_sampler_given(call, "sampler") or _sampler_given(call, "batch_sampler"))
+            and not any(k.arg is None for k in call.keywords)
+        ),
+        None,
+    )
 
 
 def _kept_by_the_launcher(program: Program, module: Module, call: ast.Call) -> bool:
@@ -1268,6 +1336,66 @@ def wrapper_thrown_away(program: Program) -> Iterator[Hit]:
     if not _groups_of_one(program):  # (one process: nothing to all-reduce)
         for module in program.modules:
             yield from _forward_through_the_inner_model(module)
+            yield from _forward_through_an_unwrapped_parameter(program, module)
+
+
+def _forward_through_an_unwrapped_parameter(program: Program, module: Module) -> Iterator[Hit]:
+    """A loss helper that unwraps what it is given and runs it: DistillASR's `distill_loss(..., proj_layers)` does
+    `if isinstance(proj_layers, DDP): proj_layers = proj_layers.module`, then `proj_layers[str(i)](hidden)`, and
+    the training step that calls it back-propagates the result — the wrapper's forward never runs, so its
+    parameters' gradients are never all-reduced."""
+    if ".module" not in module.source:
+        return
+    for function in module.functions:
+        parameters = _parameter_names(function)
+        for node in walk(function):
+            if not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in parameters
+                and _unwrapped_name(node.value) == node.targets[0].id
+                and _under_a_wrapper_test(module, node)
+            ):
+                continue
+            name = node.targets[0].id
+            if _runs_after(module, function, node, name) and _a_loss_of_a_training_step(program, module, function):
+                yield module, node.lineno
+
+
+def _runs_after(module: Module, function: ast.FunctionDef, unwrap: ast.Assign, name: str) -> bool:
+    """A forward of the unwrapped model after the unwrap: `name(x)`, `name[key](x)`, or a method of it that is not
+    nn.Module's bookkeeping — outside `no_grad`."""
+    for call in module.calls_in(function):
+        if call.lineno <= unwrap.lineno or _without_gradients(module, call):
+            continue
+        func = call.func
+        while isinstance(func, ast.Subscript):
+            func = func.value
+        if isinstance(func, ast.Name) and func.id == name:
+            return True
+        if isinstance(func, ast.Attribute) and func.attr not in NOT_A_FORWARD and call_name(func.value) == name:
+            return True
+    return False
+
+
+def _a_loss_of_a_training_step(program: Program, module: Module, function: ast.FunctionDef) -> bool:
+    """A loss helper (named for a loss, or its result kept as one: `loss = compute(...)`) that puts nothing in
+    `eval()` mode, called by a function that calls `backward` (not CodeBERT's `eval_bleu_epoch`, which unwraps to
+    `generate`)."""
+    if any(last_name(c) == "eval" for c in module.calls_in(function)):
+        return False
+    for caller, site in program.sites_of(function.name):
+        around = caller.function_of(site) or caller.tree
+        if not any(last_name(c) == "backward" for c in caller.calls_in(around)):
+            continue
+        kept = caller.parents.get(site)
+        while isinstance(kept, (ast.BinOp, ast.UnaryOp)):
+            kept = caller.parents.get(kept)
+        targets = [kept.target] if isinstance(kept, ast.AugAssign) else getattr(kept, "targets", [])
+        if "loss" in function.name.lower() or any("loss" in call_name(t).lower() for t in targets):
+            return True
+    return False
 
 
 # what a training step may ask of the inner model without running a forward past the wrapper
@@ -1906,7 +2034,7 @@ def _collective_at(
 ) -> Iterator[Hit]:
     """A call on some ranks only that is, or runs, a collective the other ranks never reach."""
     collective = is_collective(call, module)
-    callees = [] if collective else program.resolve(call, module)
+    callees = [] if collective else program.resolve(call, module) or _bound_in_a_training_loop(program, module, call)
     if id(module) not in wrappers:
         wrappers[id(module)] = _broadcasting_wrappers(module, program)
     forward = not collective and _wrapper_forward(program, module, call, wrappers[id(module)])
@@ -1930,6 +2058,28 @@ def _collective_at(
         if program.reaches_collective(other, callee) or _runs_a_kept_wrapper(program, other, callee, wrappers):
             yield module, call.lineno
             return
+
+
+def _bound_in_a_training_loop(program: Program, module: Module, call: ast.Call) -> List[Tuple[Module, ast.FunctionDef]]:
+    """The method `trainer.evaluate(...)` runs (`trainer = SimpleDDPTrainer(ddp_model, ...)`, DIN_v2), where the
+    innermost loop around the call also trains, outside any loop of its own (the epoch loop): there the method's
+    forward is the first after a training step, the one that broadcasts rank 0's buffers."""
+    loop = next((p for p in module.ancestors(call) if isinstance(p, (ast.For, ast.While))), None)
+    if loop is None or not any(
+        last_name(c) == "backward" or last_name(c).startswith("train") for c in _calls_of_the_loop(loop)
+    ):
+        return []
+    return program.bound_methods(call, module)
+
+
+def _calls_of_the_loop(loop: ast.AST) -> Iterator[ast.Call]:
+    """The calls in the loop's body, not in a loop inside it."""
+    for child in ast.iter_child_nodes(loop):
+        if isinstance(child, (ast.For, ast.While)):
+            continue
+        if isinstance(child, ast.Call):
+            yield child
+        yield from _calls_of_the_loop(child)
 
 
 def _on_a_group_of_its_own(call: ast.Call) -> bool:
@@ -3925,10 +4075,10 @@ def _subclasses_ddp(program: Program) -> bool:
     )
 
 
-def _under_a_wrapper_test(module: Module, call: ast.Call) -> bool:
+def _under_a_wrapper_test(module: Module, node: ast.AST) -> bool:
     """Inside `if hasattr(model, "module"):`, `if isinstance(model, DDP):`, their `else`, or `if hasattr(model,
     'no_weight_decay'):` (asked first: on the wrapper the branch is not taken)."""
-    for parent in module.ancestors(call):
+    for parent in module.ancestors(node):
         if isinstance(parent, (ast.If, ast.IfExp)):
             words = {n.value for n in walk(parent.test) if isinstance(n, ast.Constant)} | names_in(parent.test)
             if words & {"module", "DistributedDataParallel", "DDP", "distributed", "is_distributed", "hasattr"}:
@@ -4607,6 +4757,8 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
             if _reads_its_own_whole_set_loaders(module, function):
                 continue  # GP-Transformer's `_evaluate_checkpoint_on_test`: `DataLoader(test_ds, shuffle=False)` made
                 # inside, no sampler: whichever rank runs it reads the whole set
+            if _iterates_whole_lists(program, module, function):
+                continue
             if logged and not _given_whole_set_loaders(program, module, function):
                 # logged on rank 0, or on every rank (each its own shard): the figure after the loop first
                 after = [c for c in logged if not _in_loop(module, c, function)]
@@ -4615,7 +4767,7 @@ def unreduced_metric_logged(program: Program) -> Iterator[Hit]:
             returns = any(isinstance(n, ast.Return) and n.value is not None for n in walk(function))
             if returns and loops:  # an evaluation over a loader, not a loss helper: by its name, or where a
                 # caller keeps its result as an evaluation's (`val_loss = self.run_epoch(val_dl, training=False)`)
-                yield from _logged_by_callers(program, function.name, not _is_eval_name(function.name))
+                yield from _logged_by_callers(program, function.name, not _is_eval_name(function.name), function)
         yield from _top_level_evaluations_logged(program, module)
 
 
@@ -4626,6 +4778,70 @@ def _reads_its_own_whole_set_loaders(module: Module, function: ast.FunctionDef) 
     return bool(loops) and all(
         name is not None and _made_in(module, function, name) and _unsampled_loader(module, loop, name, 3)
         for loop, name in zip(loops, names)
+    )
+
+
+def _iterates_whole_lists(program: Program, module: Module, function: ast.FunctionDef) -> bool:
+    """Every loop of the evaluation over a parameter goes over what each running caller built with one of the
+    program's functions that makes no loader or sampler and reads no rank, or over a literal (DIN_v2's
+    `evaluate_topk(eval_data=eval_data, ks=[5, 10])`, its users listed by `get_topk_eval_data`): whichever rank runs
+    it reads the whole list."""
+    parameters = _parameter_names(function)
+    loops = [
+        loop
+        for loop in walk(function)
+        if isinstance(loop, ast.For) and module.function_of(loop) is function and _runs_a_model(loop)
+    ]
+    iterated = [_iterated_name(loop.iter) for loop in loops]
+    names = [name for name in iterated if name is not None and name.id in parameters]
+    if not names or len(names) != len(iterated):
+        return False
+    return all(
+        _every_caller_gives(program, module, name, name.id, functools.partial(_a_whole_list, program))
+        for name in {n.id: n for n in names}.values()
+    )
+
+
+def _runs_a_model(loop: ast.For) -> bool:
+    """The loop calls something named for a model (`self.model(batch)`, `net(x)`)."""
+    return any(isinstance(call, ast.Call) and last_name(call).lower().endswith(("model", "net")) for call in walk(loop))
+
+
+def _a_whole_list(program: Program, caller: Module, site: ast.Call, value: Optional[ast.expr]) -> bool:
+    """A literal list, or a name the caller set from calls of the program's own functions that mention no loader,
+    sampler or rank, given none."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return all(isinstance(item, ast.Constant) for item in value.elts)
+    if isinstance(value, ast.Call):
+        return _made_whole(program, caller, [value])
+    if not isinstance(value, ast.Name):
+        return False
+    made = [  # (`eval_data, ie = None, None` first: the call is under `if eval_data is not None:`)
+        node.value
+        for node in walk(caller.scope_of(site))
+        if isinstance(node, ast.Assign)
+        and node.lineno < site.lineno
+        and any(value.id in {n.id for n in walk(t) if isinstance(n, ast.Name)} for t in node.targets)
+        and not all(is_const(n, None) for n in (node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]))
+    ]
+    return _made_whole(program, caller, made)
+
+
+def _made_whole(program: Program, caller: Module, made: List[ast.expr]) -> bool:
+    calls = [m for m in made if isinstance(m, ast.Call)]
+    if not calls or len(calls) != len(made):
+        return False
+    return all(
+        (found := program.resolve(call, caller))
+        and not _mentions_sharding(names_in(call))
+        and all(not _mentions_sharding(names_in(function)) for _, function in found)
+        for call in calls
+    )
+
+
+def _mentions_sharding(names: FrozenSet[str]) -> bool:
+    return bool(names & RANK_NAMES) or any(
+        word in name.lower() for name in names for word in ("loader", "sampler", "rank", "shard")
     )
 
 
@@ -4958,13 +5174,21 @@ def _assigned_names(statement: ast.stmt) -> Set[str]:
     return found - {""}
 
 
-def _logged_by_callers(program: Program, name: str, named_results_only: bool = False) -> Iterator[Hit]:
+def _logged_by_callers(
+    program: Program, name: str, named_results_only: bool = False, function: Optional[ast.FunctionDef] = None
+) -> Iterator[Hit]:
     """`acc = evaluate(...)` then `if rank == 0: print(acc)` with no reduction of `acc` between: the caller logs
-    rank 0's part. `named_results_only`: only where the caller names the result for evaluation (`val_loss`)."""
+    rank 0's part. `named_results_only`: only where the caller names the result for evaluation (`val_loss`).
+    `function`: not at calls known to run another function of that name (`trainer.evaluate_topk(...)` with
+    `trainer = SimpleDDPTrainer(...)`, not the imported RichTrainer's)."""
     for module, site in program.call_sites.get(name, []):
         assign = module.parents.get(site)
         if not isinstance(assign, ast.Assign):
             continue
+        if function is not None:
+            runs = [f for _, f in [*program.resolve(site, module), *program.bound_methods(site, module)]]
+            if runs and function not in runs:
+                continue
         results = {n.id for t in assign.targets for n in walk(t) if isinstance(n, ast.Name)}
         if named_results_only and not any(_is_eval_name(r) for r in results):
             continue
@@ -5532,6 +5756,65 @@ def _holds_a_sharded_model(program: Program, module: Module, at: ast.AST, name: 
     )
 
 
+# ---- DDP031 ---------------------------------------------------------------------------------------
+def optimizer_changed_on_some_ranks(program: Program) -> Iterator[Hit]:
+    """`if rank == 0: optimizer.load_state_dict(ckpt["optimizer"])` (protein_bert's resume), or a method that steps
+    the LR scheduler called under `if is_main_process(rank):` (DIN_v2's `trainer.step_scheduler(valid_auc)`): the
+    other ranks keep their own moments or learning rate, so the same averaged gradient moves each replica
+    differently and they drift apart with no error. Once per rank test."""
+    if not program.distributed:
+        return
+    for module in program.modules:
+        reported: Set[int] = set()
+        for call, branch in _calls_on_some_ranks(module):
+            if id(branch) in reported or both_arms_call(branch, last_name(call)):
+                continue
+            if _compares_with_a_count(branch.test) or not selects_ranks(branch.test):
+                continue  # tgl's `if args.local_rank < args.num_gpus:` (the training ranks, every one of them), or
+                # a flag that only may hold on some ranks (its `if prev_thread is not None:`)
+            direct = _changes_an_optimizer(call)
+            if not direct and not any(
+                _changes_an_optimizer(inner) and not _given_none(callee, call, inner)
+                for other, callee in program.resolve(call, module) or program.bound_methods(call, module)
+                for inner in other.calls_in(callee)
+            ):
+                continue
+            if not _broadcast_after(module, call, {direct} if direct else names_in(call) - {last_name(call)}):
+                reported.add(id(branch))
+                yield module, call.lineno
+
+
+def _changes_an_optimizer(call: ast.Call) -> str:
+    """`optimizer.step()`, `self.scheduler.step(metric)`, `lr_scheduler.load_state_dict(...)`: a call that changes
+    what the next step does on this rank; the name of what it changes ('' for none)."""
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr in ("step", "load_state_dict")):
+        return ""
+    owner = call_name(call.func.value) if isinstance(call.func.value, (ast.Name, ast.Attribute)) else ""
+    return owner if any(word in owner.rpartition(".")[2].lower() for word in ("optim", "sched")) else ""
+
+
+def _given_none(function: ast.FunctionDef, site: ast.Call, inner: ast.Call) -> bool:
+    """The optimizer `inner` steps is a parameter the call gives None (fast-autoaugment's `run_epoch(model, loader,
+    loss_fn, None, ...)` to evaluate): nothing is stepped."""
+    owner = call_name(inner.func.value)  # type: ignore[attr-defined]
+    return owner in _parameter_names(function) and is_const(given_value(function, site, owner), None)
+
+
+def _broadcast_after(module: Module, call: ast.Call, names: AbstractSet[str]) -> bool:
+    """A broadcast of what was changed, after the rank test (Horovod's `hvd.broadcast_optimizer_state(optimizer,
+    root_rank=0)` after rank 0's `optimizer.load_state_dict(...)`): every rank gets rank 0's."""
+    return any(
+        later.lineno > call.lineno
+        and "broadcast" in last_name(later).lower()
+        and (
+            any(word in last_name(later).lower() for word in ("model", "param"))  # brain-agent's master steps,
+            # then `dist_broadcast_model(self.actor_critic)`: every rank gets its weights
+            or any(call_name(n) in names for n in walk(later) if isinstance(n, (ast.Name, ast.Attribute)))
+        )
+        for later in module.calls_in(module.scope_of(call))
+    )
+
+
 RULES: List[Rule] = [
     Rule(
         "DDP001",
@@ -5765,6 +6048,23 @@ RULES: List[Rule] = [
         "gradient shard, so every rank clips by a different factor and none by the whole gradient's norm",
         "call the wrapper's own model.clip_grad_norm_(max_norm), which reduces the norm over the ranks",
         clip_over_fsdp_shards,
+    ),
+    Rule(
+        "DDP030",
+        ERROR,
+        "a DistributedSampler made and never given to the DataLoader of its dataset: the loader has no sampler, so "
+        "every rank reads the whole dataset and the split is thrown away",
+        "DataLoader(dataset, sampler=sampler, ...) (without shuffle), and sampler.set_epoch(epoch) each epoch",
+        sampler_never_given,
+    ),
+    Rule(
+        "DDP031",
+        ERROR,
+        "the optimizer or LR scheduler stepped or loaded on some ranks only (under `if rank == 0:`, or in a function "
+        "called only there): the other ranks keep their own learning rate or moments, so the replicas drift apart",
+        "step and load optimizers and schedulers on every rank (load the checkpoint on every rank with "
+        "map_location), and decide a plateau scheduler from a metric reduced over the ranks",
+        optimizer_changed_on_some_ranks,
     ),
 ]
 
