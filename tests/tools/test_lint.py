@@ -5896,6 +5896,7 @@ if __name__ == "__main__":
         ("DataLoader(other_ds, batch_size=8)", False),  # another dataset's loader
         ("make_loader(train_ds, train_sampler)", False),  # handed on: used
         ("DataLoader(train_ds, **kwargs)", False),  # what `kwargs` holds is unknown
+        ("DataLoader(train_ds, batch_size=8, shuffle=True)", True),  # DDP030 says it, not DDP018 as well
     ],
 )
 def test_a_distributed_sampler_no_loader_is_given_splits_nothing(loader, found):
@@ -5918,7 +5919,7 @@ if __name__ == "__main__":
     rules = _rules(source)
     assert ("DDP030" in rules) is found
     if found:
-        assert "DDP002" not in rules
+        assert "DDP002" not in rules and "DDP018" not in rules
         evaluation = source.replace("rank=rank)", "rank=rank, shuffle=False)")
         assert "DDP030" not in _rules(evaluation)  # an evaluation's sampler: reading the whole set is not wrong
 

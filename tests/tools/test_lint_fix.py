@@ -30,7 +30,7 @@ FIX_TEXT = re.compile(
 )
 
 # what a removed or rewritten line may have held: the text each fix replaces
-REWRITTEN = re.compile(r"state_dict\(|save\(\w+,|MASTER_PORT|shuffle=True|unscale_\(|rank")
+REWRITTEN = re.compile(r"state_dict\(|save\(\w+,|MASTER_PORT|shuffle=True|unscale_\(|rank|DataLoader\(")
 
 
 def _rules(path: Path, text: str) -> dict:
@@ -161,3 +161,37 @@ def test_a_port_that_also_reaches_a_store_is_not_half_fixed(tmp_path, capsys):
     assert script.read_bytes() == before
     out = capsys.readouterr().out
     assert out.count("DDP011") == 2
+
+
+@pytest.mark.parametrize(
+    "loader, written",
+    [
+        ("DataLoader(ds,\n                    batch_size=8)", "batch_size=8, sampler=train_sampler)"),  # STAR's
+        ("DataLoader(ds, batch_size=8, shuffle=True)", "DataLoader(ds, batch_size=8, sampler=train_sampler)"),
+    ],
+)
+def test_the_unused_sampler_fix_gives_it_to_the_loader_and_tells_it_the_epoch(loader, written, tmp_path):
+    """STAR's `train_sampler = DistributedSampler(train_ds, ...)` beside `DataLoader(train_ds, batch_size=...)`:
+    the fix passes `sampler=train_sampler` (in place of `shuffle=True` where the loader shuffles) and, as nothing
+    tells that sampler its epoch, `train_sampler.set_epoch(epoch)` first in the epoch loop (DDP030, no new DDP002)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "from torch.utils.data import DataLoader, DistributedSampler\n"
+        "def run(ds, model):\n"
+        "    dist.init_process_group('gloo')\n"
+        "    train_sampler = DistributedSampler(ds)\n"
+        f"    loader = {loader}\n"
+        "    model = DDP(model)\n"
+        "    for epoch in range(3):\n"
+        "        for x in loader:\n"
+        "            model(x).sum().backward()\n"
+        "if __name__ == '__main__':\n"
+        "    run(None, None)\n"
+    )
+    assert run_lint([str(script)], fix=True) == 0
+    fixed = script.read_text()
+    assert written in fixed
+    assert "    for epoch in range(3):\n        train_sampler.set_epoch(epoch)\n" in fixed
+    assert _rules(script, fixed) == {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .program import Module, call_name, is_const, keyword, last_name
-from .rules import _global_rank, _last_assignment, _scaled_backward
+from .rules import _global_rank, _last_assignment, _loader_beside_an_unused_sampler, _scaled_backward
 
 NEWLINE = re.compile(rb"\r\n|\r|\n")
 
@@ -352,6 +352,35 @@ def fix_sampler(module: Module, line: int, lines: Sequence[bytes]) -> Optional[L
     return None
 
 
+def fix_unused_sampler(module: Module, line: int, lines: Sequence[bytes]) -> Optional[List[Edit]]:
+    """DDP030: the loader given the DistributedSampler made beside it (`sampler=train_sampler`, in place of
+    `shuffle=True` where it has one), and the sampler's `set_epoch(epoch)` first in the epoch loop where nothing
+    calls it yet — all of it, or no fix."""
+    for call in _calls_at(module, line, "DataLoader"):
+        made = [
+            (sampler, module.parents[sampler])
+            for sampler in module.calls
+            if last_name(sampler) == "DistributedSampler" and _loader_beside_an_unused_sampler(module, sampler) is call
+        ]
+        if len(made) != 1 or not isinstance(made[0][1], ast.Assign):
+            return None
+        name = call_name(made[0][1].targets[0])
+        shuffle = next((k for k in call.keywords if k.arg == "shuffle"), None)
+        if shuffle is not None:
+            edits = [replace(shuffle, f"sampler={name}")]
+        else:
+            last = max([*call.args, *call.keywords], key=lambda n: (n.end_lineno, n.end_col_offset))  # type: ignore
+            edits = [replace(last, f"{_source(module, last)}, sampler={name}")]
+        told = any(last_name(c) == "set_epoch" and call_name(c.func).startswith(f"{name}.") for c in module.calls)
+        if not told:
+            epoch = _set_epoch(module, name, made[0][1], lines)
+            if epoch is None:
+                return None
+            edits.append(epoch)
+        return edits
+    return None
+
+
 FIXES: Dict[str, Callable[[Module, int, Sequence[bytes]], Optional[List[Edit]]]] = {
     "DDP002": fix_set_epoch,
     "DDP007": fix_wrapped_state,
@@ -359,6 +388,7 @@ FIXES: Dict[str, Callable[[Module, int, Sequence[bytes]], Optional[List[Edit]]]]
     "DDP011": fix_port,
     "DDP013": fix_local_device,
     "DDP018": fix_sampler,
+    "DDP030": fix_unused_sampler,
 }
 
 

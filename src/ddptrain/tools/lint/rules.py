@@ -510,6 +510,8 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue
         if _kept_by_the_launcher(program, module, call):
             continue
+        if any(_loader_beside_an_unused_sampler(module, s) is call for s in module.calls_in(module.scope_of(call))):
+            continue  # the sampler made for it beside it and never given: DDP030 says so
         yield module, call.lineno
 
 
@@ -536,6 +538,8 @@ def _loader_beside_an_unused_sampler(module: Module, sampler: ast.Call) -> Optio
     kept in a plain name that nothing reads but `name.set_epoch(...)`; not an evaluation's sampler (`shuffle=False`,
     `val_sampler`)."""
     parent = module.parents.get(sampler)
+    if last_name(sampler) != "DistributedSampler":
+        return None
     if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
         return None
     held, scope = parent.targets[0].id, module.scope_of(sampler)
