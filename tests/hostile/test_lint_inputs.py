@@ -1059,3 +1059,59 @@ def test_launcher_tests_unused_samplers_unwrapping_helpers_and_rank_0_optimizers
     assert [hit for hit in _found(tmp_path, optimizers, capsys) if hit[0] == "DDP031"] == [
         ("DDP031", _line(optimizers, "        sched.step()"))
     ]
+
+
+def test_helper_backwards_rebuilt_loaders_model_attributes_and_apex_wrappers_in_odd_shapes_end_without_a_guess(
+    tmp_path, capsys
+):
+    """The thirty-seventh set's reading in shapes that could mislead: a backward helper that calls itself, a hook
+    registration named for the backward, loaders rebuilt by a helper that calls itself, an attribute asked with
+    `hasattr` or `getattr` on the wrapper, apex imported under another name. The run ends; what cannot be told is
+    not reported, and the plain shapes are still found."""
+    header = DDP + "import os, torch\nfrom torch import nn\n"
+    header += "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+    header += "from torch.utils.data import DataLoader, DistributedSampler\n"
+    helpers = header + (
+        "scaler = torch.cuda.amp.GradScaler()\n"
+        "def backward_loss(loss, n=1):\n    if n:\n        return backward_loss(loss, n - 1)\n"
+        "    scaler.scale(loss).backward()\n"
+        "def clip(model):\n    nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "def train(model):\n"
+        "    for x in [torch.ones(2)]:\n        loss = model(x).sum()\n"
+        "        if torch.isnan(loss):\n            model.register_backward_hook(print)\n            continue\n"
+        "        backward_loss(loss)\n        clip(model)\n"
+        "train(DDP(nn.Linear(2, 2)))\n"
+    )
+    found = _found(tmp_path, helpers, capsys)
+    assert ("DDP009", _line(helpers, "        clip(model)")) in found
+    assert ("DDP014", _line(helpers, "            continue")) in found
+    rebuilt = header + (
+        "def shard(loader, depth=1):\n    if depth:\n        return shard(loader, depth - 1)\n"
+        "    return DataLoader(loader.dataset, sampler=DistributedSampler(loader.dataset))\n"
+        "def run(ds):\n    loader = DataLoader(ds, shuffle=True)\n    loader = shard(loader)\n"
+        "    other = DataLoader(ds, shuffle=True)\n    model = DDP(nn.Linear(2, 2))\n"
+        "    for epoch in range(2):\n        loader.sampler.set_epoch(epoch)\n"
+        "        for x, y in zip(loader, other):\n            model(x).sum().backward()\n"
+        "run(None)\n"
+    )
+    assert [hit for hit in _found(tmp_path, rebuilt, capsys) if hit[0] == "DDP018"] == [
+        ("DDP018", _line(rebuilt, "    other = DataLoader(ds, shuffle=True)"))  # made after the rebuild: kept
+    ]
+    attributes = header + (
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.optimizer = None\n"
+        "    def forward(self, x):\n        return x\n"
+        "model = DDP(Net())\n"
+        "if hasattr(model, 'optimizer'):\n    print(model.optimizer)\n"
+        "print(getattr(model, 'optimizer', None))\n"
+        "print(model.optimizer)\n"
+    )
+    assert [hit for hit in _found(tmp_path, attributes, capsys) if hit[0] == "DDP022"] == [
+        ("DDP022", _line(attributes, "print(model.optimizer)"))
+    ]
+    apex = DDP + (
+        "import torch\nfrom torch import nn\nimport apex.parallel as ap\n"
+        "model = ap.DistributedDataParallel(nn.BatchNorm1d(2))\n"
+        "for step in range(2):\n    model(torch.ones(2, 2)).sum().backward()\n"
+        "    if dist.get_rank() == 0:\n        with torch.no_grad():\n            model(torch.ones(2, 2))\n"
+    )
+    assert [hit for hit in _found(tmp_path, apex, capsys) if hit[0] == "DDP010"] == []

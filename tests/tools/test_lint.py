@@ -6124,3 +6124,259 @@ if __name__ == "__main__":
         "        optimizer.step()\n        if checkpoint_path is not None:\n            dist.barrier()\n",
     )
     assert "DDP010" in _rules(looped)  # in the loop, after rank 0 set it: on rank 0 only
+
+
+@pytest.mark.parametrize(
+    "between, found",
+    [
+        ("", True),  # UniTabE: the scaled backward in one helper, the clip in another
+        ("            self.scaler.unscale_(self.optimizer)\n", False),
+    ],
+)
+def test_clipping_after_a_helper_that_back_propagates_a_scaled_loss_clips_scaled_gradients(between, found):
+    """UniTabE's trainer: `self.backward_loss(loss)` runs `self.grad_scaler.scale(loss).backward()`, then
+    `self.gradient_clip()` runs `clip_grad_norm_` with no `unscale_` anywhere (DDP009)."""
+    source = f"""
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.scaler = torch.cuda.amp.GradScaler()
+
+    def backward_loss(self, loss):
+        self.scaler.scale(loss).backward()
+
+    def gradient_clip(self):
+        nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+
+    def train(self, loader):
+        for x in loader:
+            loss = self.model(x).sum()
+            self.backward_loss(loss)
+{between}            self.gradient_clip()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    model = DDP(nn.Linear(2, 2))
+    Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1)).train([])
+"""
+    assert ("DDP009" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "imported, found",
+    [
+        ("from torch.nn.parallel import DistributedDataParallel as DDP", True),
+        ("from apex.parallel import DistributedDataParallel as DDP", False),  # ViT-pytorch-style `dist_main.py`
+    ],
+)
+def test_apexs_wrapper_runs_no_collective_in_its_forward(imported, found):
+    """OnlinePruductRetrieval's `dist_main.py` evaluates its apex `DDP(model, message_size=...)` on rank 0 alone:
+    apex all-reduces in the backward and broadcasts nothing in the forward, so that evaluation does not hang."""
+    source = f"""import torch
+import torch.distributed as dist
+from torch import nn
+{imported}
+
+def valid(model, loader):
+    with torch.no_grad():
+        return [model(x) for x in loader]
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    model = DDP(nn.BatchNorm1d(2))
+    for step in range(10):
+        model(torch.ones(2, 2)).sum().backward()
+        if dist.get_rank() == 0:
+            valid(model, [])
+"""
+    assert ("DDP010" in {f.rule for f in lint_source("script.py", source)}) is found
+
+
+@pytest.mark.parametrize(
+    "wrap, found",
+    [
+        ("train_loader = shard(train_loader)", False),  # SpikeReg: rebuilt with a DistributedSampler
+        ("print(len(train_loader))", True),  # never rebuilt
+    ],
+)
+def test_a_shuffling_loader_a_helper_rebuilds_with_a_distributed_sampler_is_the_single_process_one(wrap, found):
+    """SpikeReg's `create_oasis_loaders` returns `DataLoader(train_ds, shuffle=True, ...)`; its caller hands the
+    loaders to `_wrap_loaders_for_distributed`, whose nested `rebuild(loader)` makes `DistributedSampler(
+    loader.dataset, ...)` and a new loader when WORLD_SIZE > 1 (DDP018)."""
+    source = f"""
+def make_loaders(ds):
+    train_loader = DataLoader(ds, shuffle=True, batch_size=2)
+    return train_loader
+
+def shard(loader):
+    def rebuild(one):
+        sampler = DistributedSampler(one.dataset, shuffle=True)
+        return DataLoader(one.dataset, sampler=sampler, batch_size=2)
+    return rebuild(loader)
+
+def run(ds):
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    train_loader = make_loaders(ds)
+    {wrap}
+    for epoch in range(2):
+        train_loader.sampler.set_epoch(epoch)
+        for x in train_loader:
+            model(x).sum().backward()
+
+if __name__ == "__main__":
+    run(None)
+"""
+    assert ("DDP018" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "correction, found",
+    [
+        ("        if i == 0 and rank < padded:\n            total -= 1\n", False),  # DejaVid
+        ("        if i == 0 and rank == 0:\n            total -= 1\n", True),  # one rank, not the padded ones
+        ("", True),
+    ],
+)
+def test_an_evaluation_that_takes_the_padded_samples_off_before_reducing_counts_each_once(correction, found):
+    """DejaVid's `engine_dist.py`: `padded = sampler.total_size - len(dataset)`, and on the ranks below that count
+    the first sample of the first batch (the padding's repeat) comes off the counts before `dist.reduce` (DDP016)."""
+    source = f"""
+@torch.no_grad()
+def evaluate(model, loader, rank, padded):
+    model.eval()
+    correct, total = torch.zeros(1), torch.zeros(1)
+    for i, (x, y) in enumerate(loader):
+        correct = (model(x).argmax(1) == y).sum()
+        total = torch.tensor(len(y))
+{correction}        dist.reduce(total, dst=0)
+    return correct / total
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    model = DDP(nn.Linear(2, 2))
+    sampler = DistributedSampler(val_set, shuffle=False)
+    loader = DataLoader(val_set, sampler=sampler)
+    padded = sampler.total_size - len(val_set)
+    print(evaluate(model, loader, dist.get_rank(), padded))
+"""
+    assert ("DDP016" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "step, found",
+    [
+        # UniTabE's `train`: tasks skipped on the rank's own NaN loss, the backward only `if loss_flag:`
+        (
+            "loss, flag = 0.0, False\n"
+            "for task in tasks:\n"
+            "    result = model(x, task)\n"
+            "    if torch.isnan(result['loss']):\n"
+            "        continue\n"
+            "    flag = True\n"
+            "    loss = loss + result['loss']\n"
+            "if flag:\n"
+            "    self.backward_loss(loss)\n",
+            True,
+        ),
+        (  # the same after an out-of-memory error of the rank's own
+            "loss, flag = 0.0, False\n"
+            "for task in tasks:\n"
+            "    try:\n"
+            "        result = model(x, task)\n"
+            "    except RuntimeError:\n"
+            "        continue\n"
+            "    flag = True\n"
+            "    loss = loss + result['loss']\n"
+            "if flag:\n"
+            "    self.backward_loss(loss)\n",
+            True,
+        ),
+        (  # `train_bp_immediately`: the backward through the helper inside the task loop
+            "for task in tasks:\n"
+            "    result = model(x, task)\n"
+            "    if torch.isnan(result['loss']):\n"
+            "        continue\n"
+            "    self.backward_loss(result['loss'])\n",
+            True,
+        ),
+        (  # a task the batch does not hold: not a rank's failure
+            "loss, flag = 0.0, False\n"
+            "for task in tasks:\n"
+            "    if task not in x:\n"
+            "        continue\n"
+            "    flag = True\n"
+            "    loss = loss + model(x, task)['loss']\n"
+            "if flag:\n"
+            "    self.backward_loss(loss)\n",
+            False,
+        ),
+        (  # a NaN test of something that is no loss, and the same on every rank
+            "for task in tasks:\n"
+            "    result = model(x, task)\n"
+            "    if torch.isnan(self.lr):\n"
+            "        continue\n"
+            "    self.backward_loss(result['out'])\n",
+            False,
+        ),
+    ],
+)
+def test_a_task_skipped_on_a_ranks_own_failure_before_a_helpers_backward_leaves_the_others_waiting(step, found):
+    """UniTabE's three training loops skip a task on the rank's own NaN loss or out-of-memory error, and either
+    back-propagate through `self.backward_loss(...)` only `if loss_flag:` after the task loop, or call it inside
+    the loop after the test: a rank that skips does not join the gradient all-reduce (DDP014)."""
+    source = f"""
+class Trainer:
+    def backward_loss(self, loss):
+        loss.backward()
+
+    def train(self, model, loader, tasks):
+        for x in loader:
+{textwrap.indent(step, "            ")}
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    model = DDP(nn.Linear(2, 2))
+    Trainer().train(model, DataLoader(ds, sampler=DistributedSampler(ds)), ["a"])
+"""
+    assert ("DDP014" in _rules(source)) is found
+
+
+@pytest.mark.parametrize(
+    "read, found",
+    [
+        ("load(optimizer=model.optimizer, scheduler=model.scheduler)", True),  # Superpoints_Registration's resume
+        ("load(optimizer=model.module.optimizer)", False),  # the inner model's
+        ("load(device=model.device_ids)", False),  # the wrapper's own
+        ("load(layer=model.encoder)", False),  # a submodule `__init__` makes: not told apart here
+        ("model.optimizer = None", False),  # set on the wrapper, not read
+        ("model.optimizer = None\n    load(optimizer=model.optimizer)", False),  # LLM-SRec: the wrapper's own now
+    ],
+)
+def test_an_attribute_of_the_model_class_read_on_the_wrapper_raises(read, found):
+    """Superpoints_Registration's `GenericModel(torch.nn.Module)` sets `self.optimizer` in `configure_optimizers`;
+    the trainer wraps the model in DDP and then reads `model.optimizer` to resume: AttributeError (DDP022), once
+    for the statement."""
+    source = f"""
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(2, 2)
+        self.optimizer = None
+        self.scheduler = None
+
+    def configure_optimizers(self):
+        self.optimizer = torch.optim.AdamW(self.parameters())
+
+def fit(model, local_rank):
+    model.configure_optimizers()
+    model = DDP(model, device_ids=[local_rank])
+    {read}
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    fit(Net(), int(os.environ["LOCAL_RANK"]))
+"""
+    found_lines = [f.line for f in lint_source("script.py", HEADER + textwrap.dedent(source)) if f.rule == "DDP022"]
+    assert len(found_lines) == (1 if found else 0)

@@ -508,6 +508,8 @@ def shuffled_without_sampler(program: Program) -> Iterator[Hit]:
             continue  # every call of the helper returns before it (`if return_datasets: return ...`, passed True)
         if _one_batch_looked_at(module, call) or _replaced_by_a_sharded_loader(module, call):
             continue
+        if _handed_to_a_sharding_rebuild(program, module, call):
+            continue
         if _kept_by_the_launcher(program, module, call):
             continue
         if any(_loader_beside_an_unused_sampler(module, s) is call for s in module.calls_in(module.scope_of(call))):
@@ -567,6 +569,55 @@ def _loader_beside_an_unused_sampler(module: Module, sampler: ast.Call) -> Optio
         ),
         None,
     )
+
+
+def _handed_to_a_sharding_rebuild(program: Program, module: Module, call: ast.Call, depth: int = 3) -> bool:
+    """The function that makes the loader, or (through its return, for every caller) one that calls it, goes on to
+    call a helper of the program that rebuilds loaders with `DistributedSampler(loader.dataset, ...)` (SpikeReg's
+    `_wrap_loaders_for_distributed(train_loader, val_loader, ...)`, given the loaders `create_oasis_loaders`
+    returns): the shuffling loader is what a single-process run keeps."""
+    rebuilds = program.memo(("sharding rebuilds",), lambda: _sharding_rebuilds(program))
+    if not rebuilds:
+        return False
+    function = module.function_of(call)
+    if function is None:
+        return False
+    if any(
+        c.lineno > call.lineno and any(id(f) in rebuilds for _, f in program.resolve(c, module))
+        for c in module.calls_in(function)
+    ):
+        return True
+    returned = any(isinstance(n, ast.Return) and n.value is not None for n in walk(function))
+    sites = program.running_sites(module, function)
+    return (
+        depth > 0
+        and returned
+        and bool(sites)
+        and all(_handed_to_a_sharding_rebuild(program, caller, site, depth - 1) for caller, site in sites)
+    )
+
+
+def _sharding_rebuilds(program: Program) -> Set[int]:
+    """The program's functions that make `DistributedSampler(loader.dataset, ...)` of a parameter of theirs or of a
+    function inside them."""
+    found: Set[int] = set()
+    for module in program.modules:
+        if "DistributedSampler" not in module.source:
+            continue
+        for function in module.functions:
+            parameters: Set[str] = set().union(
+                *(_parameter_names(f) for f in walk(function) if isinstance(f, ast.FunctionDef))
+            )
+            if any(
+                isinstance(c, ast.Call)
+                and last_name(c) == "DistributedSampler"
+                and isinstance(given := (c.args[0] if c.args else keyword(c, "dataset")), ast.Attribute)
+                and given.attr == "dataset"
+                and call_name(given.value) in parameters
+                for c in walk(function)
+            ):
+                found.add(id(function))
+    return found
 
 
 def _kept_by_the_launcher(program: Program, module: Module, call: ast.Call) -> bool:
@@ -1826,15 +1877,36 @@ def _scaled_backward(call: ast.Call) -> bool:
 
 def clip_before_unscale(program: Program) -> Iterator[Hit]:
     for module in program.modules:
-        for function, scaled in _scaled_backwards(module):  # (only where the scaled loss is back-propagated)
+        through = _scaled_through_helpers(program, module)
+        for function, scaled in [*_scaled_backwards(module), *through]:  # (where the scaled loss is back-propagated)
             unscaled = False
-            for kind, line in _events(program, module, function):
+            helpers = {c.lineno for c in scaled if not _scaled_backward(c)}  # (a helper that back-propagates:
+            for kind, line in _events(program, module, function):  # its own clipping is read where it is)
+                if kind == "clip" and line in helpers:
+                    continue
                 if kind == "unscale":
                     unscaled = True
                 elif kind == "step":
                     unscaled = False
                 elif kind == "clip" and not unscaled and not _only_unscaled_path(module, function, line, scaled):
                     yield module, line
+
+
+def _scaled_through_helpers(program: Program, module: Module) -> List[Tuple[ast.FunctionDef, List[ast.Call]]]:
+    """Each function of the module that calls a helper of the program that back-propagates a scaled loss (UniTabE's
+    `self.backward_loss(loss)`, then `self.gradient_clip()`), with those calls: its clipping after them is read
+    as after the backward."""
+    helpers = {id(f) for m in program.modules for f, _ in _scaled_backwards(m)}
+    if not helpers:
+        return []
+    found = []
+    for function in module.functions:
+        if id(function) in helpers:
+            continue
+        calls = [c for c in module.calls_in(function) if any(id(f) in helpers for _, f in program.resolve(c, module))]
+        if calls:
+            found.append((function, calls))
+    return found
 
 
 def _scaled_backwards(module: Module) -> List[Tuple[ast.FunctionDef, List[ast.Call]]]:
@@ -1891,7 +1963,7 @@ def _arms_by_test(module: Module, node: ast.AST) -> Dict[str, str]:
 def _where_the_scaler_is_absent(module: Module, clip: ast.Call, scaled: List[ast.Call]) -> bool:
     """The clip sits in the arm of an `if` where the scaler its backward uses is None (`else:` of `if scaler is not
     None:`, or `if scaler is None:`), even where the scaled backward is under another `if` of the same test."""
-    scalers = {call_name(b.func.value.func.value) for b in scaled if isinstance(b.func, ast.Attribute)}  # type: ignore[attr-defined]
+    scalers = {call_name(b.func.value.func.value) for b in scaled if _scaled_backward(b)}  # type: ignore[attr-defined]
     scalers.discard("")
     child: ast.AST = clip
     for parent in module.ancestors(clip):
@@ -2121,11 +2193,19 @@ def _broadcasting_wrappers(module: Module, program: Program) -> list:
         if isinstance(node.value, ast.Call)
         and (
             is_const(keyword(_unmoved(node.value), "broadcast_buffers"), False)
+            or _apexs(module, _unmoved(node.value))  # apex's wrapper: its forward broadcasts nothing
             or _on_a_group_of_its_own(_unmoved(node.value))  # (its forward is that group's collective)
             or _wraps_a_model_without_buffers(program, module, node, node.value)
         )
     }
     return [wrap for wrap in _wraps(module, program) if wrap[1] not in quiet]
+
+
+def _apexs(module: Module, made: ast.Call) -> bool:
+    """`DDP(model, ...)` with `from apex.parallel import DistributedDataParallel as DDP` (or `apex.parallel.DDP`):
+    apex all-reduces gradients in the backward, and its forward makes no collective call."""
+    root = call_name(made).split(".")[0]
+    return root == "apex" or module.import_tops.get(root) == "apex"
 
 
 # torch.nn layers that hold no buffers (BatchNorm's running statistics are what DDP's forward broadcasts)
@@ -3139,6 +3219,7 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
     if "loss" not in module.source:
         return
     yield from _skips_on_a_rank_own_error(module)
+    yield from _skips_past_a_flagged_backward(module)
     for node in module.of_type(ast.Continue, ast.Break):
         branch = next((p for p in module.ancestors(node) if isinstance(p, ast.If)), None)
         loop = next((p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))), None)
@@ -3147,12 +3228,12 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
         if selects_ranks(branch.test):
             continue
         calls = [c for c in walk(loop) if isinstance(c, ast.Call)]
-        backward = [c for c in calls if last_name(c) == "backward"]
+        backward = [c for c in calls if _back_propagates(c)]
         trained = {  # `loss`, also in `scaler.scale(loss).backward()`, and `out` of `out['loss'].backward()`
             name
             for c in backward
             if isinstance(c.func, ast.Attribute)
-            for value in [c.func.value, *_scaled(c.func.value)]
+            for value in ([c.func.value, *_scaled(c.func.value)] if last_name(c) == "backward" else c.args)
             for name in _loss_names(value)
         }
         trained |= {  # `loss += bz_loss.data.float()`: a running sum of what the loop back-propagates
@@ -3162,13 +3243,62 @@ def _skips_on_a_rank_own_loss(module: Module) -> Iterator[Hit]:
             for name in _assigned_names(n)
         }
         tested = {call_name(n) for n in walk(branch.test) if isinstance(n, (ast.Name, ast.Attribute))}
-        if not trained & tested and not _tests_the_ranks_own_batch(module, loop, branch, tested):
+        if (
+            not trained & tested
+            and not _tests_the_ranks_own_batch(module, loop, branch, tested)
+            and not _a_non_finite_loss(branch.test)
+        ):
             continue  # a test of something else (a validation loss every rank computes alike)
         if isinstance(node, ast.Continue):
             backward = [c for c in backward if c.lineno > branch.lineno]
         before = [c for c in calls if c.lineno < branch.lineno and is_collective(c, module)]
         if backward and not any(_shares(module, c, tested, loop, branch) for c in before):
             yield module, node.lineno
+
+
+def _skips_past_a_flagged_backward(module: Module) -> Iterator[Hit]:
+    """UniTabE's step: `loss_flag = False`, then a loop over tasks that `continue`s on the rank's own NaN loss or
+    out-of-memory error before `loss_flag = True`, and after that loop `if loss_flag: self.backward_loss(loss)`: a
+    rank whose every task was skipped leaves the others waiting in the gradient all-reduce."""
+    for node in module.of_type(ast.Continue):
+        loops = [p for p in module.ancestors(node) if isinstance(p, (ast.For, ast.While))]
+        if len(loops) < 2 or module.function_of(loops[0]) is not module.function_of(loops[1]):
+            continue
+        inner, outer = loops[0], loops[1]
+        branch = next((p for p in module.ancestors(node) if isinstance(p, (ast.If, ast.ExceptHandler))), None)
+        if branch is None or not any(p is inner for p in module.ancestors(branch)):
+            continue
+        if isinstance(branch, ast.If) and not (
+            any("loss" in name.lower() for name in _texts_and_names(branch.test))
+            or any(isinstance(p, ast.ExceptHandler) for p in module.ancestors(branch))
+        ):
+            continue  # (`if cur_task_data is None: continue`: a batch without that task, not a rank's failure)
+        flags = {
+            target.id
+            for n in walk(inner)
+            if isinstance(n, ast.Assign) and n.lineno > node.lineno and is_const(n.value, True)
+            for target in n.targets
+            if isinstance(target, ast.Name)
+        }
+        if any(_backward_under_a_flag(module, statement, flags) for statement in walk(outer) if statement is not inner):
+            yield module, node.lineno
+
+
+def _texts_and_names(node: ast.AST) -> Set[str]:
+    """The names a test reads and the strings in it (`result['loss']`: 'result' and 'loss')."""
+    return set(names_in(node)) | {
+        n.value for n in walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+def _backward_under_a_flag(module: Module, statement: ast.AST, flags: Set[str]) -> bool:
+    """`if loss_flag:` holding `loss.backward()` or a call of a helper named for it (`self.backward_loss(loss)`)."""
+    return (
+        isinstance(statement, ast.If)
+        and isinstance(statement.test, ast.Name)
+        and statement.test.id in flags
+        and any(isinstance(c, ast.Call) and "backward" in last_name(c).lower() for c in walk(statement))
+    )
 
 
 def _tests_the_ranks_own_batch(module: Module, loop: ast.AST, branch: ast.If, tested: Set[str]) -> bool:
@@ -3205,12 +3335,28 @@ def _skips_on_a_rank_own_error(module: Module) -> Iterator[Hit]:
         attempt = module.parents.get(handler)
         if not isinstance(attempt, ast.Try):
             continue
-        backward = [c for c in walk(loop) if isinstance(c, ast.Call) and last_name(c) == "backward"]
+        backward = [c for c in walk(loop) if isinstance(c, ast.Call) and _back_propagates(c)]
         tried = [c for c in backward if any(p is attempt for p in module.ancestors(c)) and not _handles(attempt, c)]
         if tried and not (isinstance(loop, ast.For) and _iterates_a_loader(module, loop)):
             tried = []  # (a probe of batch sizes until one fails, UniTS's `memory_check`: no pass over the data)
         if tried or any(c.lineno > (attempt.end_lineno or attempt.lineno) for c in backward):
             yield module, node.lineno
+
+
+def _a_non_finite_loss(test: ast.expr) -> bool:
+    """`torch.isnan(result['loss'])`, `not torch.isfinite(loss_val)`: whether this rank's own loss came out NaN."""
+    return any(
+        isinstance(c, ast.Call)
+        and last_name(c) in ("isnan", "isinf", "isfinite")
+        and any("loss" in text.lower() for text in _texts_and_names(c))
+        for c in walk(test)
+    )
+
+
+def _back_propagates(call: ast.Call) -> bool:
+    """`loss.backward()`, or a helper named for it that is handed the loss (UniTabE's `self.backward_loss(loss)`)."""
+    name = last_name(call)
+    return name == "backward" or ("backward" in name.lower() and "hook" not in name.lower() and bool(call.args))
 
 
 def _handles(attempt: ast.Try, node: ast.AST) -> bool:
@@ -3816,8 +3962,8 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
         return  # no sampler pads anything (asked first: whether an evaluation reduces is the costly question)
     if not _evaluation_reduces(program):
         return  # no evaluation combines values over ranks (a barrier or a broadcast combines none): DDP017's case
-    if _deduplicates_by_id(program):
-        return  # the gathered results are merged by sample id: a padded sample counts once
+    if _deduplicates_by_id(program) or _takes_the_padding_off(program):
+        return  # the gathered results are merged by sample id, or the padded samples taken off: each counts once
     for module, call in program.calls():
         name = last_name(call)
         if not name.endswith("DistributedSampler") or is_const(keyword(call, "drop_last"), True):
@@ -3835,6 +3981,28 @@ def padded_evaluation(program: Program) -> Iterator[Hit]:
         if _divides_evenly_asserted(module, call) or _merged_by_key_in(module):
             continue
         yield module, call.lineno
+
+
+def _takes_the_padding_off(program: Program) -> bool:
+    """A function that reduces over the ranks first takes off, on the ranks a test of the rank against a count
+    picks, what the padding added (DejaVid's `if v_id == 0 and global_rank < padded: it_total -= 1`, and the same
+    for the correct counts, before `dist.reduce(it_total, ...)`)."""
+    for module in program.modules:
+        if "reduce" not in module.source:
+            continue
+        for function in module.functions:
+            calls = module.calls_in(function)
+            if not any(last_name(c) in ("reduce", "all_reduce") for c in calls):
+                continue
+            for branch in walk(function):
+                if (
+                    isinstance(branch, ast.If)
+                    and names_in(branch.test) & RANK_NAMES
+                    and _compares_with_a_count(branch.test)
+                    and any(isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Sub) for n in walk(branch))
+                ):
+                    return True
+    return False
 
 
 def _divides_evenly_asserted(module: Module, call: ast.Call) -> bool:
@@ -4029,10 +4197,8 @@ def model_method_on_the_wrapper(program: Program) -> Iterator[Hit]:
     if not program.distributed or _subclasses_ddp(program):
         return  # (a program class derived from DistributedDataParallel may answer them, or forward __getattr__)
     own = {name for name in program.method_names if not name.startswith("_")} - MODULE_API
-    if not own:
-        return
     seen: Set[Tuple[int, int]] = set()
-    for module in program.modules:
+    for module in program.modules if own else []:
         wraps = _wraps(module, program)
         if not wraps:
             continue
@@ -4068,6 +4234,89 @@ def model_method_on_the_wrapper(program: Program) -> Iterator[Hit]:
                 if (id(hit_module), hit.lineno) not in seen:
                     seen.add((id(hit_module), hit.lineno))
                     yield hit_module, hit.lineno
+    for hit_module, line in _model_attribute_on_the_wrapper(program):
+        if (id(hit_module), line) not in seen:
+            seen.add((id(hit_module), line))
+            yield hit_module, line
+
+
+# what the DDP wrapper answers itself (its own attributes and nn.Module's), besides its methods
+DDP_ATTRIBUTES = {
+    "module", "device_ids", "output_device", "device_type", "device", "dim", "broadcast_buffers",
+    "find_unused_parameters", "process_group", "bucket_bytes_cap", "gradient_as_bucket_view", "static_graph",
+    "logger", "reducer", "training", "require_backward_grad_sync", "require_forward_param_sync", "mixed_precision",
+    "parameters_to_ignore", "is_multi_device_module", "modules_buffers", "named_module_buffers", "dump_patches",
+    "call_super_init", "T_destination",
+}  # fmt: skip
+
+
+def _model_attribute_on_the_wrapper(program: Program) -> Iterator[Hit]:
+    """`model = DDP(model, ...)`, then `model.optimizer` where the program's model class sets `self.optimizer =
+    ...` (Superpoints_Registration's resume, `optimizer=model.optimizer`): the wrapper holds no such attribute, so
+    reading it raises AttributeError."""
+    kept = program.memo(("model attributes",), lambda: _model_attributes(program))
+    if not kept:
+        return
+    for module in program.modules:
+        wraps = _wraps(module, program)
+        wrapper_names = {name for name, _, _ in wraps}
+        if not wraps:
+            continue
+        for node in module.of_type(ast.Attribute):
+            if not (isinstance(node.ctx, ast.Load) and node.attr in kept and call_name(node.value) in wrapper_names):
+                continue
+            parent = module.parents.get(node)
+            if isinstance(parent, ast.Call) and parent.func is node:
+                continue  # a method called: the part above
+            owner = call_name(node.value)
+            if _set_on(module, node, owner):
+                continue  # `model.users = 0.0` on the wrapper first (LLM-SRec): the read finds that one
+            if (
+                _is_wrapper(module, node, owner, wraps)
+                and not _unwrapped_before(module, node, owner)
+                and not _under_a_wrapper_test(module, node)
+                and not _beside_an_arm_that_unwraps(module, node, owner)
+            ):
+                statement = next(p for p in [node, *module.ancestors(node)] if isinstance(p, ast.stmt))
+                yield module, statement.lineno  # (once for `load(model.optimizer, model.scheduler)`)
+
+
+def _set_on(module: Module, node: ast.Attribute, owner: str) -> bool:
+    """`owner.attr = ...` somewhere in the read's scope: the name holds that attribute itself."""
+    return any(
+        isinstance(target, ast.Attribute) and target.attr == node.attr and call_name(target.value) == owner
+        for assign in walk(module.scope_of(node))
+        if isinstance(assign, (ast.Assign, ast.AugAssign))
+        for target in (assign.targets if isinstance(assign, ast.Assign) else [assign.target])
+    )
+
+
+def _model_attributes(program: Program) -> Set[str]:
+    """What the program's model classes (an `nn.Module` subclass, or a class with a `forward`) set on `self`, but
+    what their `__init__` makes with a class (submodules): `self.optimizer = torch.optim.AdamW(...)` in
+    `configure_optimizers`, `self.optimizer = None` in `__init__`."""
+    found: Set[str] = set()
+    for classes in program.classes.values():
+        for _, node in classes:
+            methods = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+            if not any(m.name == "forward" for m in methods) and not any(
+                last_name(base) == "Module" for base in node.bases
+            ):
+                continue
+            for method in methods:
+                for assign in walk(method):
+                    if not isinstance(assign, ast.Assign) or (method.name == "__init__" and _a_layer(assign.value)):
+                        continue
+                    for target in assign.targets:
+                        if isinstance(target, ast.Attribute) and call_name(target.value) == "self":
+                            found.add(target.attr)
+    return {name for name in found if not name.startswith("_")} - DDP_ATTRIBUTES - MODULE_API
+
+
+def _a_layer(value: ast.expr) -> bool:
+    """`nn.Linear(...)`, `SomeBlock(...)` made in `__init__`: most likely a submodule or a parameter (the wrapper
+    does not answer those either, but what a class makes is not told here): left out."""
+    return isinstance(value, ast.Call) and last_name(value)[:1].isupper()
 
 
 def _subclasses_ddp(program: Program) -> bool:
@@ -5987,9 +6236,10 @@ RULES: List[Rule] = [
     Rule(
         "DDP022",
         ERROR,
-        "a method of your model called on the DDP wrapper: DistributedDataParallel has only nn.Module's methods and "
-        "its own, so it raises AttributeError (\"'DistributedDataParallel' object has no attribute ...\")",
-        "call it on the inner model (model.module.predict(...)), or keep the plain model under another name",
+        "a method or attribute of your model read on the DDP wrapper: DistributedDataParallel has only nn.Module's "
+        "methods and its own, so it raises AttributeError (\"'DistributedDataParallel' object has no attribute ...\")",
+        "use the inner model (model.module.predict(...), model.module.optimizer), or keep the plain model under another "
+        "name",
         model_method_on_the_wrapper,
     ),
     Rule(
